@@ -1,0 +1,30 @@
+"""An OpenCL GPU delegate for TensorFlow Lite.
+
+What exists today: the InferenceContext file format (the compiled GPU program
+of a model, schemas/serialization.fbs) written from Python and read by a
+verifying native reader, and TFLite's acceleration settings messages
+(schemas/configuration.proto).
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .context import ContextFile, InferenceContext, ReadLimits, read_context, serialize_context, write_context
+from .errors import ContextFormatError, DelegateError, SettingsError
+
+try:
+    __version__ = version("tflite-opencl-delegate")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "ContextFile",
+    "ContextFormatError",
+    "DelegateError",
+    "InferenceContext",
+    "ReadLimits",
+    "SettingsError",
+    "__version__",
+    "read_context",
+    "serialize_context",
+    "write_context",
+]

@@ -1,0 +1,53 @@
+"""cffi build script of the native module ``delegate._native``.
+
+The C declarations live once, in csrc/*.h: this script feeds those headers to
+cffi's cdef with their preprocessor lines removed. Set DELEGATE_SANITIZE=1 to
+build with AddressSanitizer and UndefinedBehaviorSanitizer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cffi import FFI
+
+CSRC = Path("csrc")
+HEADERS = ["ctxfile.h"]
+SOURCES = ["ctxfile.c"]
+WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
+SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+
+
+def _cdef_text(header: Path) -> str:
+    text = header.read_text()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return "\n".join(lines)
+
+
+def _compile_args() -> tuple[list[str], list[str]]:
+    compile_args = list(WARNINGS)
+    link_args: list[str] = []
+    if os.environ.get("DELEGATE_SANITIZE") == "1":
+        compile_args += [*SANITIZERS, "-O1", "-g"]
+        link_args += SANITIZERS
+    return compile_args, link_args
+
+
+ffibuilder = FFI()
+_root = Path(__file__).resolve().parent.parent
+ffibuilder.cdef("\n".join(_cdef_text(_root / CSRC / h) for h in HEADERS))
+_compile, _link = _compile_args()
+ffibuilder.set_source(
+    "delegate._native",
+    "\n".join(f'#include "{h}"' for h in HEADERS),
+    sources=[str(CSRC / s) for s in SOURCES],
+    include_dirs=[str(CSRC)],
+    extra_compile_args=_compile,
+    extra_link_args=_link,
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

@@ -1,0 +1,170 @@
+"""Shared test helpers: fully populated contexts and conversions to flatc's object API."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from delegate._generated import serialization_generated as fbgen
+from delegate.context import model
+from delegate.context.fields import Kind, field_specs
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+MODELS = SHARED / "models"
+
+
+class Populator:
+    """Builds model objects with every field set to a non-default value.
+
+    Enum fields cycle through every value of their enum (starting past the
+    default), so a large enough tree holds each enum value somewhere.
+    """
+
+    def __init__(self, seed: int = 0, list_size: int = 2):
+        self.rng = random.Random(seed)
+        self.list_size = list_size
+        self.enum_next: dict[type, int] = defaultdict(lambda: 1)
+        self.serial = 0
+
+    def _string(self) -> str:
+        self.serial += 1
+        return f"name_{self.serial}_ü_中"
+
+    def _int32(self) -> int:
+        return self.rng.choice([-1, 1]) * self.rng.randint(1, 2**31 - 1)
+
+    def _float32(self) -> float:
+        return float(np.float32(self.rng.uniform(0.5, 1e6) * self.rng.choice([-1, 1])))
+
+    def value(self, kind: Kind, target: type | None) -> Any:
+        n = self.list_size
+        if kind is Kind.BOOL:
+            return True
+        if kind is Kind.INT32:
+            return self._int32()
+        if kind is Kind.UINT32:
+            return self.rng.randint(1, 2**32 - 1)
+        if kind is Kind.FLOAT32:
+            return self._float32()
+        if kind is Kind.ENUM:
+            assert target is not None
+            members = list(target)
+            i = self.enum_next[target]
+            self.enum_next[target] = i + 1
+            return members[i % len(members)]
+        if kind is Kind.STRING:
+            return self._string()
+        if kind is Kind.BYTES:
+            return self.rng.randbytes(self.rng.randint(1, 48))
+        if kind is Kind.TABLE:
+            assert target is not None
+            return self.table(target)
+        if kind is Kind.TABLE_LIST:
+            assert target is not None
+            return [self.table(target) for _ in range(n)]
+        if kind is Kind.STRING_LIST:
+            return [self._string() for _ in range(n)]
+        if kind is Kind.INT32_LIST:
+            return [self._int32() for _ in range(n + 1)]
+        return [self._float32() for _ in range(n + 1)]
+
+    def table(self, cls: type) -> Any:
+        return cls(**{s.name: self.value(s.kind, s.target) for s in field_specs(cls)})
+
+
+def populated_context(seed: int = 0) -> model.InferenceContext:
+    """A context with every reachable table and field populated and every enum value used."""
+    pop = Populator(seed)
+    ctx = pop.table(model.InferenceContext)
+    # Enough tensors that each storage type, layout and data type shows up at top level too.
+    ctx.tensors = [pop.table(model.TensorDescWithId) for _ in range(len(model.TensorStorageType))]
+    # One node per TensorToGrid value (two compiler options each covers CompilerOptions too).
+    ctx.nodes = [pop.table(model.CLNode) for _ in range(len(model.TensorToGrid))]
+    return ctx
+
+
+# ----------------------------------------------- flatc object API conversions
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def to_flatc(obj: Any) -> Any:
+    """A model object as flatc's generated object-API object (``<Table>T``)."""
+    t = getattr(fbgen, type(obj).__name__ + "T")()
+    for spec in field_specs(type(obj)):
+        value = getattr(obj, spec.name)
+        k = spec.kind
+        if k is Kind.TABLE:
+            value = None if value is None else to_flatc(value)
+        elif k is Kind.TABLE_LIST:
+            value = [to_flatc(v) for v in value] if value else None
+        elif k is Kind.BYTES:
+            value = np.frombuffer(bytes(value), dtype=np.uint8) if len(value) else None
+        elif k in (Kind.STRING_LIST, Kind.INT32_LIST, Kind.FLOAT32_LIST):
+            value = list(value) if value else None
+        elif k is Kind.ENUM:
+            value = int(value)
+        setattr(t, _camel(spec.name), value)
+    return t
+
+
+def _text(v: bytes | str | None) -> str | None:
+    return v.decode("utf-8") if isinstance(v, bytes) else v
+
+
+def from_flatc(cls: type, t: Any) -> Any:
+    """flatc's object-API object back into the model class ``cls``."""
+    kwargs = {}
+    for spec in field_specs(cls):
+        value = getattr(t, _camel(spec.name))
+        k = spec.kind
+        if k is Kind.TABLE:
+            value = None if value is None else from_flatc(spec.target, value)
+        elif k is Kind.TABLE_LIST:
+            value = [from_flatc(spec.target, v) for v in value or []]
+        elif k is Kind.BYTES:
+            value = b"" if value is None else bytes(np.asarray(value, dtype=np.uint8))
+        elif k is Kind.STRING:
+            value = _text(value)
+        elif k is Kind.STRING_LIST:
+            value = [_text(v) for v in value or []]
+        elif k in (Kind.INT32_LIST, Kind.FLOAT32_LIST):
+            value = [v.item() if hasattr(v, "item") else v for v in (value if value is not None else [])]
+        elif k is Kind.ENUM:
+            value = spec.target(value)
+        elif k is Kind.BOOL:
+            value = bool(value)
+        kwargs[spec.name] = value
+    return cls(**kwargs)
+
+
+def flatc_slots() -> dict[str, dict[str, tuple[int, str]]]:
+    """For each table of the generated code: PascalCase field -> (slot, Prepend type), from ``Add<Field>``."""
+    source = Path(fbgen.__file__).read_text()
+    slots: dict[str, dict[str, tuple[int, str]]] = defaultdict(dict)
+    pattern = re.compile(r"def (\w+?)Add(\w+)\(builder, \w+\):\s*\n\s*builder\.Prepend(\w+)Slot\((\d+),")
+    for table, field, prepend, slot in pattern.findall(source):
+        slots[table][field] = (int(slot), prepend)
+    return slots
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared; skipped when absent, except under CI where it must be there."""
+    import os
+
+    import pytest
+
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing: CI runs with ../shared beside the checkout")
+        pytest.skip(f"{path} is not beside this checkout")
+    return path
