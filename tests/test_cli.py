@@ -1,0 +1,79 @@
+"""``python -m delegate inspect`` and ``demo``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from delegate import write_context
+from delegate.cli import main
+from delegate.context.synthetic import synthetic_mobilenet
+
+from .helpers import populated_context, shared_path
+
+
+@pytest.fixture(scope="module")
+def mobilenet_file(tmp_path_factory):
+    return write_context(synthetic_mobilenet(), tmp_path_factory.mktemp("ctx") / "mobilenet.ctx")
+
+
+def test_inspect_text(mobilenet_file, capsys):
+    assert main(["inspect", str(mobilenet_file)]) == 0
+    out = capsys.readouterr().out
+    assert "precision F32, storage BUFFER" in out
+    assert "nodes (64):" in out and "tensors (65):" in out
+    assert "conv_stem" in out and "main_function" in out and "112x112x8" in out
+    assert "weights 13." in out  # MiB, MobileNetV2-sized
+
+
+def test_inspect_json(mobilenet_file, capsys):
+    assert main(["inspect", str(mobilenet_file), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["file_bytes"] == mobilenet_file.stat().st_size
+    assert 13_000_000 < summary["weight_bytes"] < 15_000_000
+    node = summary["nodes"][0]
+    assert node["name"] == "conv_stem" and node["kernel"] == "main_function"
+    assert node["grid_size"] == [112, 112, 8] and node["work_group_size"] == [8, 4, 1]
+    assert node["work_groups_count"] == [14, 28, 8] and node["grid_dimension"] == 3
+    tensor = summary["tensors"][1]
+    assert tensor["shape"] == {"b": 1, "h": 112, "w": 112, "d": 1, "c": 32}
+    assert tensor["storage_type"] == "BUFFER" and tensor["bytes"] == 112 * 112 * 32 * 4
+
+
+def test_inspect_every_storage_type(tmp_path, capsys):
+    path = write_context(populated_context(), tmp_path / "full.ctx")
+    assert main(["inspect", str(path), "--json"]) == 0
+    storages = {t["storage_type"] for t in json.loads(capsys.readouterr().out)["tensors"]}
+    assert len(storages) == 7
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "delegate", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x01" * 3, b"\x10\x00\x00\x00" + b"\xff" * 60])
+def test_inspect_bad_file_exits_2_with_one_line(tmp_path, content):
+    path = tmp_path / "bad.ctx"
+    path.write_bytes(content)
+    result = _run_cli("inspect", str(path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(path) in lines[0]
+
+
+def test_inspect_tflite_and_missing_files(tmp_path):
+    result = _run_cli("inspect", str(shared_path("models", "small_cnn.tflite")))
+    assert result.returncode == 2 and "TensorFlow Lite model" in result.stderr
+    result = _run_cli("inspect", str(tmp_path / "absent.ctx"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "No such file" in result.stderr
+
+
+def test_demo_round_trips(tmp_path):
+    result = _run_cli("demo", "--output", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "read back equal, field by field" in result.stdout
+    assert (tmp_path / "mobilenet_v2_synthetic.ctx").stat().st_size > 13_000_000
