@@ -56,7 +56,7 @@ def measure() -> dict[str, object]:
         "speedup": python_s / native_s,
         "native_us_by_file_bytes": {len(files[s]): t * 1e6 for s, t in by_weights.items()},
         "weight_slowdown": by_weights[4.0] / by_weights[0.0],
-        "machine": f"{platform.machine()}, {platform.processor() or platform.system()}, Python {platform.python_version()}",
+        "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
     }
 
 

@@ -165,7 +165,8 @@ def test_bad_enum_bool_and_utf8_are_reported():
 
 
 def _dag_context(nodes: int, refs: int) -> bytes:
-    """``nodes`` entries all pointing at one node whose arguments hold ``refs`` entries pointing at one ref."""
+    """``nodes`` entries all pointing at one node, whose arguments hold ``refs`` entries all pointing
+    at one tensor ref: a small file that expands to nodes * refs tables."""
     b = flatbuffers.Builder(1024)
     key = b.CreateString("t")
     b.StartObject(2)
@@ -200,7 +201,7 @@ def test_shared_offsets_cannot_blow_up_work_or_memory():
     # 80 KB of offsets that expand to 10 million tables.
     hostile = _dag_context(10_000, 1_000)
     assert len(hostile) < 100_000
-    with pytest.raises(ContextFormatError, match="tables|memory") as info:
+    with pytest.raises(ContextFormatError, match=r"tables|memory") as info:
         ContextFile(hostile)
     assert info.value.kind == "limit"
     with pytest.raises(ContextFormatError, match="more than 1000000 tables") as info:

@@ -20,10 +20,7 @@ from delegate.context.synthetic import synthetic_mobilenet
 from .helpers import populated_context
 
 ROOT = Path(__file__).resolve().parent.parent
-FLAGS = [
-    "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
-    "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
-]  # fmt: skip
+FLAGS = "-std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all".split()
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +29,19 @@ def driver(tmp_path_factory) -> Path:
     if cc is None:
         pytest.fail("a C compiler is required (the package itself needs one to build)")
     out = tmp_path_factory.mktemp("asan") / "ctx_mutate"
-    subprocess.run(
-        [cc, *FLAGS, f"-I{ROOT / 'csrc'}", str(ROOT / "tests/native/ctx_mutate.c"), str(ROOT / "csrc/ctxfile.c"),
-         "-o", str(out)],
-        check=True,
-    )  # fmt: skip
+    sources = [str(ROOT / "tests/native/ctx_mutate.c"), str(ROOT / "csrc/ctxfile.c")]
+    subprocess.run([cc, *FLAGS, f"-I{ROOT / 'csrc'}", *sources, "-o", str(out)], check=True)
     return out
 
 
 def test_reader_is_clean_under_asan_and_ubsan(driver, tmp_path):
     # Every truncation is a full read, so the work grows with the square of the size: keep files small.
     files = []
-    for name, ctx in [("populated", populated_context()), ("mobilenet8", synthetic_mobilenet(image_size=8,
-                      weight_scale=0.0))]:  # fmt: skip
+    samples = {
+        "populated": populated_context(),
+        "mobilenet8": synthetic_mobilenet(image_size=8, weight_scale=0),
+    }
+    for name, ctx in samples.items():
         ctx.nodes = ctx.nodes[:6]
         path = tmp_path / f"{name}.ctx"
         path.write_bytes(serialize_context(ctx))

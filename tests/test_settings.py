@@ -98,12 +98,13 @@ def test_every_message_and_enum_of_the_seed_doc_is_in_the_proto():
 
 def test_message_names_and_defaults_follow_upstream():
     names = {m.name for m in FILE.message_types_by_name.values()}
-    expected = (
-        "ComputeSettings NNAPISettings GPUSettings HexagonSettings XNNPackSettings EdgeTpuDeviceSpec "
-        "EdgeTpuInactivePowerConfig EdgeTpuSettings CoralSettings CPUSettings TFLiteSettings FallbackSettings "
-        "BenchmarkMetric BenchmarkResult ErrorCode BenchmarkError BenchmarkEvent BestAccelerationDecision "
-        "BenchmarkInitializationFailure MiniBenchmarkEvent ModelFile BenchmarkStoragePaths MinibenchmarkSettings"
-    ).split()
+    expected = """
+        ComputeSettings NNAPISettings GPUSettings HexagonSettings XNNPackSettings EdgeTpuDeviceSpec
+        EdgeTpuInactivePowerConfig EdgeTpuSettings CoralSettings CPUSettings TFLiteSettings
+        FallbackSettings BenchmarkMetric BenchmarkResult ErrorCode BenchmarkError BenchmarkEvent
+        BestAccelerationDecision BenchmarkInitializationFailure MiniBenchmarkEvent ModelFile
+        BenchmarkStoragePaths MinibenchmarkSettings
+    """.split()
     assert names == set(expected)
     file_proto = descriptor_pb2.FileDescriptorProto.FromString(FILE.serialized_pb)
     assert file_proto.package == "tflite.proto" and file_proto.syntax in ("", "proto2")
@@ -163,8 +164,11 @@ def _assert_fully_populated(message: Message) -> None:
                 assert value != f.default_value, f.full_name
 
 
-MESSAGES = [configuration_pb2.TFLiteSettings, configuration_pb2.ComputeSettings,
-            configuration_pb2.MinibenchmarkSettings]  # fmt: skip
+MESSAGES = [
+    configuration_pb2.TFLiteSettings,
+    configuration_pb2.ComputeSettings,
+    configuration_pb2.MinibenchmarkSettings,
+]
 
 
 @pytest.mark.parametrize("message_type", MESSAGES, ids=lambda t: t.DESCRIPTOR.name)
@@ -178,8 +182,15 @@ def test_fully_populated_settings_round_trip(message_type, fmt):
     assert back.SerializeToString(deterministic=True) == original.SerializeToString(deterministic=True)
 
 
-@pytest.mark.parametrize("suffix,fmt", [(".pb", SettingsFormat.BINARY), (".textproto", SettingsFormat.TEXT),
-                                        (".pbtxt", SettingsFormat.TEXT), (".json", SettingsFormat.JSON)])  # fmt: skip
+SUFFIXES = [
+    (".pb", SettingsFormat.BINARY),
+    (".textproto", SettingsFormat.TEXT),
+    (".pbtxt", SettingsFormat.TEXT),
+    (".json", SettingsFormat.JSON),
+]
+
+
+@pytest.mark.parametrize("suffix,fmt", SUFFIXES)
 def test_settings_files_by_extension(tmp_path, suffix, fmt):
     original = _fill(configuration_pb2.ComputeSettings(), [0])
     encoded = format_settings(original, fmt)
