@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections import defaultdict
@@ -14,7 +15,8 @@ from delegate._generated import serialization_generated as fbgen
 from delegate.context import model
 from delegate.context.fields import Kind, field_specs
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+#: The project's shared folder: ../shared beside the checkout, or $DELEGATE_SHARED_DIR.
+SHARED = Path(os.environ.get("DELEGATE_SHARED_DIR") or Path(__file__).resolve().parent.parent.parent / "shared")
 MODELS = SHARED / "models"
 
 
@@ -158,8 +160,6 @@ def flatc_slots() -> dict[str, dict[str, tuple[int, str]]]:
 
 def shared_path(*parts: str) -> Path:
     """A path under ../shared; skipped when absent, except under CI where it must be there."""
-    import os
-
     import pytest
 
     path = SHARED.joinpath(*parts)
