@@ -16,7 +16,8 @@ from delegate.context import model
 from delegate.context.fields import Kind, field_specs
 
 #: The project's shared folder: ../shared beside the checkout, or $DELEGATE_SHARED_DIR.
-SHARED = Path(os.environ.get("DELEGATE_SHARED_DIR") or Path(__file__).resolve().parent.parent.parent / "shared")
+_BESIDE_CHECKOUT = Path(__file__).resolve().parent.parent.parent / "shared"
+SHARED = Path(os.environ.get("DELEGATE_SHARED_DIR") or _BESIDE_CHECKOUT)
 MODELS = SHARED / "models"
 
 
