@@ -9,7 +9,25 @@ verifying native reader, and TFLite's acceleration settings messages
 from importlib.metadata import PackageNotFoundError, version
 
 from .context import ContextFile, InferenceContext, ReadLimits, read_context, serialize_context, write_context
-from .errors import ContextFormatError, DelegateError, SettingsError
+from .errors import (
+    ContextFormatError,
+    DelegateError,
+    DeviceNotFoundError,
+    DeviceResourceError,
+    ExecutionError,
+    ProgramBuildError,
+    SettingsError,
+)
+
+
+def __getattr__(name: str) -> object:
+    # The runtime imports pyopencl: load it only when asked for.
+    if name == "Runtime":
+        from .runtime import Runtime
+
+        return Runtime
+    raise AttributeError(f"module 'delegate' has no attribute {name!r}")
+
 
 try:
     __version__ = version("tflite-opencl-delegate")
@@ -20,8 +38,13 @@ __all__ = [
     "ContextFile",
     "ContextFormatError",
     "DelegateError",
+    "DeviceNotFoundError",
+    "DeviceResourceError",
+    "ExecutionError",
     "InferenceContext",
+    "ProgramBuildError",
     "ReadLimits",
+    "Runtime",
     "SettingsError",
     "__version__",
     "read_context",

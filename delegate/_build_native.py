@@ -14,8 +14,8 @@ from pathlib import Path
 from cffi import FFI
 
 CSRC = Path("csrc")
-HEADERS = ["ctxfile.h"]
-SOURCES = ["ctxfile.c"]
+HEADERS = ["ctxfile.h", "runtime.h"]
+SOURCES = ["ctxfile.c", "runtime.c"]
 WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
@@ -47,6 +47,7 @@ ffibuilder.set_source(
     include_dirs=[str(CSRC)],
     extra_compile_args=_compile,
     extra_link_args=_link,
+    libraries=["dl"],
 )
 
 if __name__ == "__main__":

@@ -58,10 +58,7 @@ def _demo(args: argparse.Namespace) -> int:
         f"parse: native reader {native_s * 1e6:.0f} us, Python flatbuffers object API {python_s * 1e3:.1f} ms"
         f" ({python_s / native_s:.0f}x)"
     )
-    print(
-        "note: the compiler, runtime and TFLite plugin are not built yet;"
-        " this demo exercises the context file path."
-    )
+    print("note: the compiler, runtime and TFLite plugin are not built yet; this demo exercises the context file path.")
     return 0
 
 
@@ -72,9 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("file", type=Path)
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
     inspect.set_defaults(run=_inspect)
-    demo = commands.add_parser(
-        "demo", help="write a MobileNetV2-sized context, read it back natively and inspect it"
-    )
+    demo = commands.add_parser("demo", help="write a MobileNetV2-sized context, read it back natively and inspect it")
     demo.add_argument("--output", help="directory for the context file (default: a new temporary one)")
     demo.set_defaults(run=_demo)
     return parser

@@ -15,9 +15,7 @@ class ContextFormatError(DelegateError, ValueError):
     so far but over a limit of :class:`delegate.ReadLimits`) or ``"memory"``.
     """
 
-    def __init__(
-        self, message: str, *, offset: int = 0, kind: str = "format", source: str = "<buffer>"
-    ) -> None:
+    def __init__(self, message: str, *, offset: int = 0, kind: str = "format", source: str = "<buffer>") -> None:
         self.detail = message
         self.offset = offset
         self.kind = kind
@@ -27,3 +25,25 @@ class ContextFormatError(DelegateError, ValueError):
 
 class SettingsError(DelegateError, ValueError):
     """Acceleration settings that cannot be parsed or are not valid."""
+
+
+class DeviceNotFoundError(DelegateError):
+    """No OpenCL device matches the request; the message lists the devices there are."""
+
+
+class ProgramBuildError(DelegateError):
+    """An OpenCL program failed to build. ``node`` names the node, ``log`` holds the build log."""
+
+    def __init__(self, node: str, log: str, source: str = "") -> None:
+        self.node = node
+        self.log = log
+        self.source = source
+        super().__init__(f"kernel of node {node!r} failed to build:\n{log.strip()}")
+
+
+class DeviceResourceError(DelegateError):
+    """A context needs more of the device (memory, image size, extensions) than it has."""
+
+
+class ExecutionError(DelegateError):
+    """An OpenCL call failed while running a context."""

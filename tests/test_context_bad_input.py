@@ -37,10 +37,7 @@ def small_file() -> bytes:
                 ),
             )
         ],
-        tensors=[
-            model.TensorDescWithId(model.TensorDescriptor(shape=model.BHWDC(1, 2, 2, 1, 3)), i)
-            for i in range(3)
-        ],
+        tensors=[model.TensorDescWithId(model.TensorDescriptor(shape=model.BHWDC(1, 2, 2, 1, 3)), i) for i in range(3)],
         input_ids=[0, 1],
         output_ids=[2],
         variable_ids_and_refs=[model.PairOfValueIds(2, 7)],

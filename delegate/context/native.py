@@ -155,10 +155,7 @@ class _Converter:
     def _plan(self, cls: type) -> list[tuple[str, Callable[[Any], Any]]]:
         plan = self._plans.get(cls)
         if plan is None:
-            plan = [
-                (spec.name, self._field_reader(spec.name, spec.kind, spec.target))
-                for spec in field_specs(cls)
-            ]
+            plan = [(spec.name, self._field_reader(spec.name, spec.kind, spec.target)) for spec in field_specs(cls)]
             self._plans[cls] = plan
         return plan
 

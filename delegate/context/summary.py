@@ -137,8 +137,7 @@ def format_summary(summary: dict[str, Any], source: str) -> str:
         f"precision {s['precision']}, storage {s['storage_type']}, flush {yes[s['need_flush']]}"
         f" (periodic {yes[s['flush_periodically']]}, period {s['flush_period']}),"
         f" manual release {yes[s['need_manual_release']]}",
-        f"inputs {s['input_ids']}  outputs {s['output_ids']}"
-        f"  variables {s['variable_ids_and_refs'] or 'none'}",
+        f"inputs {s['input_ids']}  outputs {s['output_ids']}  variables {s['variable_ids_and_refs'] or 'none'}",
         f"weights {_fmt_size(s['weight_bytes'])}, kernel source {_fmt_size(s['code_bytes'])},"
         f" tensors {_fmt_size(s['tensor_bytes'])} (unshared)",
         "",
@@ -159,9 +158,7 @@ def format_summary(summary: dict[str, Any], source: str) -> str:
         ]
         for n in s["nodes"]
     ]
-    lines += _table(
-        ["#", "name", "kernel", "grid", "work group", "groups", "order", "dim", "tensors", "weights"], rows
-    )
+    lines += _table(["#", "name", "kernel", "grid", "work group", "groups", "order", "dim", "tensors", "weights"], rows)
     lines += ["", f"tensors ({len(s['tensors'])}):"]
     rows = [
         [

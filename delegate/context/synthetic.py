@@ -128,9 +128,7 @@ def _layers(size: int) -> list[_Layer]:
 
 def _tensor(shape: BHWDC, storage: TensorStorageType, dtype: DataType) -> TensorDescriptor:
     base = GPUObjectDescriptor(state_vars=[StateVariable("batched", "false")])
-    return TensorDescriptor(
-        base_obj=base, data_type=dtype, storage_type=storage, layout=Layout.BHWC, shape=shape
-    )
+    return TensorDescriptor(base_obj=base, data_type=dtype, storage_type=storage, layout=Layout.BHWC, shape=shape)
 
 
 def synthetic_mobilenet(
@@ -159,11 +157,7 @@ def synthetic_mobilenet(
         bias_count = int(layer.dst.c * weight_scale) if weighted else 0
         biases = rng.standard_normal(bias_count, dtype=np.float32).tobytes()
         pad = (layer.kernel - 1) // 2
-        src_names = (
-            ["src_tensor"]
-            if len(layer.inputs) == 1
-            else [f"src_tensor_{i}" for i in range(len(layer.inputs))]
-        )
+        src_names = ["src_tensor"] if len(layer.inputs) == 1 else [f"src_tensor_{i}" for i in range(len(layer.inputs))]
         ints = {
             "kernel_size_x": layer.kernel,
             "kernel_size_y": layer.kernel,
@@ -219,9 +213,7 @@ def synthetic_mobilenet(
             code=_KERNEL_TEMPLATE.replace("{activation}", activation),
             work_group_size=wg,
             tensor_to_grid=TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z,
-            definition=OperationDef(
-                precision=precision, src_tensors=[src] * len(src_names), dst_tensors=[dst]
-            ),
+            definition=OperationDef(precision=precision, src_tensors=[src] * len(src_names), dst_tensors=[dst]),
             grid_dimension=3,
             work_group_launch_order=Int3(0, 1, 2),
             grid_size=grid,
@@ -229,7 +221,5 @@ def synthetic_mobilenet(
             dst_tensors_names=["dst_tensor"],
             work_groups_count=Int3(-(-grid.x // wg.x), -(-grid.y // wg.y), -(-grid.z // wg.z)),
         )
-        ctx.nodes.append(
-            CLNode(gpu_op=op, input_ids=list(layer.inputs), output_ids=[dst_id], name=layer.name)
-        )
+        ctx.nodes.append(CLNode(gpu_op=op, input_ids=list(layer.inputs), output_ids=[dst_id], name=layer.name))
     return ctx

@@ -80,6 +80,4 @@ def load_settings_file(
         data = file_path.read_bytes()
     except OSError as exc:
         raise SettingsError(f"{file_path}: cannot read settings file: {exc.strerror}") from exc
-    return parse_settings(
-        data, fmt or SettingsFormat.for_path(file_path), message_type, source=str(file_path)
-    )
+    return parse_settings(data, fmt or SettingsFormat.for_path(file_path), message_type, source=str(file_path))

@@ -1,0 +1,127 @@
+/* The enqueue loop. See runtime.h. */
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CL_PROFILING_COMMAND_START 0x1282
+#define CL_PROFILING_COMMAND_END 0x1283
+#define CL_TRUE 1u
+#define CL_FALSE 0u
+
+enum { STAGE_UPLOAD = 1, STAGE_LAUNCH = 2, STAGE_DOWNLOAD = 3, STAGE_FINISH = 4, STAGE_PROFILE = 5 };
+
+static int resolve(void *lib, const char *name, void *slot, size_t slot_size, char *err, size_t err_size) {
+    void *sym = dlsym(lib, name);
+    if (!sym) {
+        snprintf(err, err_size, "the OpenCL library has no %s", name);
+        return -1;
+    }
+    /* POSIX guarantees data and function pointers convert; memcpy keeps ISO C quiet. */
+    memcpy(slot, &sym, slot_size);
+    return 0;
+}
+
+int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size) {
+    memset(api, 0, sizeof *api);
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        snprintf(err, err_size, "cannot load the OpenCL library %s: %s", path, why ? why : "unknown error");
+        return -1;
+    }
+    /* The handle is kept: the loader stays loaded for the life of the process, as pyopencl's does. */
+    if (resolve(lib, "clEnqueueNDRangeKernel", &api->enqueue_nd_range_kernel, sizeof api->enqueue_nd_range_kernel,
+                err, err_size) ||
+        resolve(lib, "clEnqueueWriteBuffer", &api->enqueue_write_buffer, sizeof api->enqueue_write_buffer, err,
+                err_size) ||
+        resolve(lib, "clEnqueueReadBuffer", &api->enqueue_read_buffer, sizeof api->enqueue_read_buffer, err,
+                err_size) ||
+        resolve(lib, "clFlush", &api->flush, sizeof api->flush, err, err_size) ||
+        resolve(lib, "clFinish", &api->finish, sizeof api->finish, err, err_size) ||
+        resolve(lib, "clGetEventProfilingInfo", &api->get_event_profiling_info,
+                sizeof api->get_event_profiling_info, err, err_size) ||
+        resolve(lib, "clReleaseEvent", &api->release_event, sizeof api->release_event, err, err_size))
+        return -1;
+    return 0;
+}
+
+static int32_t failed(dlg_run_status *status, int32_t code, int32_t stage, int32_t index) {
+    status->cl_error = code;
+    status->stage = stage;
+    status->index = index;
+    return code;
+}
+
+/* Enqueue every launch once; events[i] filled when events is not NULL. */
+static int32_t enqueue_all(const dlg_plan *p, cl_event *events, dlg_run_status *status) {
+    const dlg_cl_api *cl = p->api;
+    for (uint32_t i = 0; i < p->launches_count; i++) {
+        const dlg_launch *l = &p->launches[i];
+        int32_t rc = cl->enqueue_nd_range_kernel(p->queue, l->kernel, l->work_dim, NULL, l->global_size,
+                                                 l->local_size, 0, NULL, events ? &events[i] : NULL);
+        if (rc != 0) return failed(status, rc, STAGE_LAUNCH, (int32_t)i);
+        if (p->flush_periodically && p->flush_period > 0 && (i + 1) % (uint32_t)p->flush_period == 0) {
+            rc = cl->flush(p->queue);
+            if (rc != 0) return failed(status, rc, STAGE_LAUNCH, (int32_t)i);
+        }
+    }
+    if (p->need_flush) {
+        int32_t rc = cl->flush(p->queue);
+        if (rc != 0) return failed(status, rc, STAGE_LAUNCH, (int32_t)p->launches_count);
+    }
+    return 0;
+}
+
+int32_t dlg_run(const dlg_plan *p, const void *const *host_inputs, void *const *host_outputs, uint64_t *launch_ns,
+                dlg_run_status *status) {
+    const dlg_cl_api *cl = p->api;
+    memset(status, 0, sizeof *status);
+    cl_event *events = NULL;
+    int32_t rc = 0;
+    if (launch_ns && p->launches_count) {
+        events = calloc(p->launches_count, sizeof *events);
+        if (!events) return failed(status, -6 /* CL_OUT_OF_HOST_MEMORY */, STAGE_PROFILE, 0);
+    }
+    for (uint32_t i = 0; i < p->inputs_count && rc == 0; i++) {
+        rc = cl->enqueue_write_buffer(p->queue, p->inputs[i].buffer, CL_FALSE, 0, p->inputs[i].bytes,
+                                      host_inputs[i], 0, NULL, NULL);
+        if (rc != 0) failed(status, rc, STAGE_UPLOAD, (int32_t)i);
+    }
+    if (rc == 0) rc = enqueue_all(p, events, status);
+    for (uint32_t i = 0; i < p->outputs_count && rc == 0; i++) {
+        rc = cl->enqueue_read_buffer(p->queue, p->outputs[i].buffer, CL_FALSE, 0, p->outputs[i].bytes,
+                                     host_outputs[i], 0, NULL, NULL);
+        if (rc != 0) failed(status, rc, STAGE_DOWNLOAD, (int32_t)i);
+    }
+    /* Always wait: the queue may still read host_inputs or write host_outputs. */
+    int32_t done = cl->finish(p->queue);
+    if (rc == 0 && done != 0) rc = failed(status, done, STAGE_FINISH, 0);
+    if (events) {
+        for (uint32_t i = 0; i < p->launches_count; i++) {
+            if (!events[i]) continue;
+            uint64_t start = 0, end = 0;
+            if (rc == 0) {
+                int32_t e1 = cl->get_event_profiling_info(events[i], CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                                          NULL);
+                int32_t e2 = cl->get_event_profiling_info(events[i], CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+                if (e1 != 0 || e2 != 0) rc = failed(status, e1 != 0 ? e1 : e2, STAGE_PROFILE, (int32_t)i);
+            }
+            launch_ns[i] = end > start ? end - start : 0;
+            cl->release_event(events[i]);
+        }
+        free(events);
+    }
+    return rc;
+}
+
+int32_t dlg_enqueue_launches(const dlg_plan *p, uint32_t repeats, dlg_run_status *status) {
+    memset(status, 0, sizeof *status);
+    for (uint32_t r = 0; r < repeats; r++) {
+        int32_t rc = enqueue_all(p, NULL, status);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}

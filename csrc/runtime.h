@@ -1,0 +1,87 @@
+/*
+ * The enqueue loop: runs a loaded context's launches on an OpenCL queue with no
+ * Python per node. Python (pyopencl) builds the programs, creates the kernels,
+ * allocates memory and sets every kernel argument once at load time (memory is
+ * assigned statically); a run is then uploads, launches and downloads only.
+ *
+ * OpenCL is reached through function pointers resolved from the ICD loader that
+ * pyopencl already loaded (dlg_cl_load), so the extension links no OpenCL library
+ * and needs no OpenCL headers. The handle types below are OpenCL's own opaque
+ * struct tags, so the pointers have the exact types of the real API.
+ *
+ * Also the cffi cdef (preprocessor lines stripped).
+ */
+#ifndef DLG_RUNTIME_H
+#define DLG_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct _cl_command_queue *cl_command_queue;
+typedef struct _cl_kernel *cl_kernel;
+typedef struct _cl_mem *cl_mem;
+typedef struct _cl_event *cl_event;
+
+typedef struct dlg_cl_api {
+    int32_t (*enqueue_nd_range_kernel)(cl_command_queue, cl_kernel, uint32_t, const size_t *, const size_t *,
+                                       const size_t *, uint32_t, const cl_event *, cl_event *);
+    int32_t (*enqueue_write_buffer)(cl_command_queue, cl_mem, uint32_t, size_t, size_t, const void *, uint32_t,
+                                    const cl_event *, cl_event *);
+    int32_t (*enqueue_read_buffer)(cl_command_queue, cl_mem, uint32_t, size_t, size_t, void *, uint32_t,
+                                   const cl_event *, cl_event *);
+    int32_t (*flush)(cl_command_queue);
+    int32_t (*finish)(cl_command_queue);
+    int32_t (*get_event_profiling_info)(cl_event, uint32_t, size_t, void *, size_t *);
+    int32_t (*release_event)(cl_event);
+} dlg_cl_api;
+
+/* One kernel launch: geometry already resolved (global = groups x local, launch order applied). */
+typedef struct dlg_launch {
+    cl_kernel kernel;
+    uint32_t work_dim;
+    size_t global_size[3];
+    size_t local_size[3];
+} dlg_launch;
+
+/* A host <-> device copy of a whole staging buffer. */
+typedef struct dlg_transfer {
+    cl_mem buffer;
+    size_t bytes;
+} dlg_transfer;
+
+typedef struct dlg_plan {
+    const dlg_cl_api *api;
+    cl_command_queue queue;
+    const dlg_transfer *inputs;
+    uint32_t inputs_count;
+    const dlg_launch *launches;
+    uint32_t launches_count;
+    const dlg_transfer *outputs;
+    uint32_t outputs_count;
+    uint8_t need_flush;
+    uint8_t flush_periodically;
+    int32_t flush_period;
+} dlg_plan;
+
+typedef struct dlg_run_status {
+    int32_t cl_error;  /* the OpenCL error code, 0 on success */
+    int32_t stage;     /* 1 upload, 2 launch, 3 download, 4 finish, 5 profiling */
+    int32_t index;     /* which input, launch or output failed */
+} dlg_run_status;
+
+/* Resolve the OpenCL entry points from the ICD loader at `path` (already loaded
+ * by pyopencl). Returns 0, or -1 with a message in err. */
+int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size);
+
+/* Upload inputs[i] from host_inputs[i], run every launch, download outputs into
+ * host_outputs[i] and wait. When launch_ns is not NULL the queue must have
+ * profiling enabled; launch_ns[i] receives launch i's device time. Returns 0 or
+ * the OpenCL error (details in *status). Releases the GIL-free caller's buffers
+ * only after the queue is finished. */
+int32_t dlg_run(const dlg_plan *plan, const void *const *host_inputs, void *const *host_outputs,
+                uint64_t *launch_ns, dlg_run_status *status);
+
+/* Only the launches (no transfers, no wait): for measuring host cost per launch. */
+int32_t dlg_enqueue_launches(const dlg_plan *plan, uint32_t repeats, dlg_run_status *status);
+
+#endif

@@ -1,0 +1,134 @@
+"""Memory planning: which runtime tensors share device memory.
+
+Buffer-backed tensors (BUFFER, IMAGE_BUFFER) get offsets in one arena: greedy by size, each
+tensor placed in the lowest gap left by the tensors whose lifetimes overlap its own (upstream's
+greedy-by-size offset assignment). Textures share whole images between tensors of identical
+descriptors whose lifetimes do not overlap. Variable tensors persist and share nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..context.model import DataType, TensorDescriptor, TensorStorageType
+
+_ELEMENT_BYTES = {DataType.FLOAT32: 4, DataType.FLOAT16: 2}
+BUFFER_BACKED = (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER)
+
+
+@dataclass(frozen=True)
+class Shape:
+    b: int
+    h: int
+    w: int
+    d: int
+    c: int
+
+    @property
+    def slices(self) -> int:
+        return (self.c + 3) // 4
+
+    @classmethod
+    def of(cls, desc: TensorDescriptor) -> Shape:
+        s = desc.shape
+        if s is None:
+            raise ValueError("tensor has no shape")
+        dims = [max(v, 1) for v in (s.b, s.h, s.w, s.d)]
+        if s.c < 1:
+            raise ValueError(f"tensor has {s.c} channels")
+        return cls(*dims, s.c)
+
+
+def element_bytes(desc: TensorDescriptor) -> int:
+    if desc.data_type not in _ELEMENT_BYTES:
+        raise ValueError(f"data type {DataType(desc.data_type).name} is not FLOAT32 or FLOAT16")
+    return _ELEMENT_BYTES[DataType(desc.data_type)]
+
+
+def image_dims(desc: TensorDescriptor) -> tuple[int, ...]:
+    """Image size in pixels for texture storage (see docs/runtime.md for the layouts)."""
+    s = Shape.of(desc)
+    st = desc.storage_type
+    if st == TensorStorageType.TEXTURE_2D:
+        return (s.w * s.b * s.d, s.h * s.slices)
+    if st == TensorStorageType.SINGLE_TEXTURE_2D:
+        return (s.w * s.b * s.d, s.h)
+    if st in (TensorStorageType.TEXTURE_ARRAY, TensorStorageType.TEXTURE_3D):
+        return (s.w * s.b, s.h, s.slices * s.d)
+    if st == TensorStorageType.IMAGE_BUFFER:
+        return (s.w * s.b * s.d * s.h * s.slices,)
+    raise ValueError(f"{TensorStorageType(st).name} is not an image storage")
+
+
+def storage_bytes(desc: TensorDescriptor) -> int:
+    """Device bytes a tensor occupies in its storage (channels padded to 4 but for SINGLE_TEXTURE_2D)."""
+    s = Shape.of(desc)
+    pixels = s.b * s.h * s.w * s.d
+    channels = s.c if desc.storage_type == TensorStorageType.SINGLE_TEXTURE_2D else s.slices * 4
+    if desc.storage_type == TensorStorageType.SINGLE_TEXTURE_2D and s.c == 3:
+        channels = 4  # no 3-channel float images: RGBA
+    return pixels * channels * element_bytes(desc)
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    tensor_id: int
+    first: int  # index of the first node touching it (-1: before the first node)
+    last: int  # index of the last node touching it (len(nodes): after the last node)
+    size: int
+
+    def overlaps(self, other: Lifetime) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+
+def _align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+def greedy_offsets(lifetimes: list[Lifetime], alignment: int) -> tuple[dict[int, int], int]:
+    """Offsets in one arena so that tensors alive at the same time never overlap; and the arena size."""
+    placed: list[tuple[Lifetime, int]] = []
+    offsets: dict[int, int] = {}
+    total = 0
+    for item in sorted(lifetimes, key=lambda lt: (-lt.size, lt.first, lt.tensor_id)):
+        busy = sorted((off, off + other.size) for other, off in placed if other.overlaps(item))
+        best, best_gap, cursor = None, None, 0
+        for start, end in busy:
+            gap = start - cursor
+            if gap >= item.size and (best_gap is None or gap < best_gap):
+                best, best_gap = cursor, gap
+            cursor = max(cursor, _align(end, alignment))
+        offset = best if best is not None else cursor
+        offsets[item.tensor_id] = offset
+        placed.append((item, offset))
+        total = max(total, offset + item.size)
+    return offsets, total
+
+
+def lower_bound(lifetimes: list[Lifetime]) -> int:
+    """The largest sum of sizes of tensors alive at the same time: no assignment can do better."""
+    if not lifetimes:
+        return 0
+    points = sorted({lt.first for lt in lifetimes} | {lt.last for lt in lifetimes})
+    return max(sum(lt.size for lt in lifetimes if lt.first <= t <= lt.last) for t in points)
+
+
+@dataclass
+class TextureGroup:
+    """Tensors sharing one image: identical descriptors, lifetimes pairwise disjoint."""
+
+    key: tuple
+    size: int
+    members: list[Lifetime] = field(default_factory=list)
+
+
+def greedy_textures(items: list[tuple[Lifetime, tuple]]) -> list[TextureGroup]:
+    groups: list[TextureGroup] = []
+    for lifetime, key in sorted(items, key=lambda x: (x[0].first, x[0].tensor_id)):
+        for group in groups:
+            if group.key == key and not any(m.overlaps(lifetime) for m in group.members):
+                group.members.append(lifetime)
+                break
+        else:
+            groups.append(TextureGroup(key, lifetime.size, [lifetime]))
+    return groups

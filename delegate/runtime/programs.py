@@ -1,0 +1,104 @@
+"""Building OpenCL programs: identical sources once per context, binaries cached on disk.
+
+The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
+this package's version, the build options and the source; entries are written atomically and a
+binary the driver rejects is rebuilt from source and replaced. pyopencl's own source cache is
+bypassed so that the build count is exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyopencl as cl
+
+from .. import __version__
+from ..errors import ProgramBuildError
+from .device import DeviceInfo
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tflite-opencl-delegate" / "programs"
+
+
+@dataclass
+class BuildStats:
+    built_from_source: int = 0
+    loaded_from_cache: int = 0
+    reused_in_context: int = 0
+
+
+class ProgramBuilder:
+    def __init__(self, context: cl.Context, device: cl.Device, info: DeviceInfo, cache_dir: Path | None) -> None:
+        self.context = context
+        self.device = device
+        self.info = info
+        self.cache_dir = cache_dir
+        self.stats = BuildStats()
+        self._programs: dict[str, cl._cl._Program] = {}
+
+    def _key(self, source: str, options: str) -> str:
+        h = hashlib.sha256()
+        for part in (self.info.key, __version__, options, source):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def _from_cache(self, key: str, options: str) -> cl._cl._Program | None:
+        if self.cache_dir is None:
+            return None
+        path = self.cache_dir / f"{key}.bin"
+        try:
+            binary = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            program = cl._cl._Program(self.context, [self.device], [binary])
+            program.build(options.encode(), [self.device])
+            return program
+        except cl.Error:
+            path.unlink(missing_ok=True)  # stale or corrupt: rebuild from source
+            return None
+
+    def _store(self, key: str, program: cl._cl._Program) -> None:
+        if self.cache_dir is None:
+            return
+        try:
+            binary = program.get_info(cl.program_info.BINARIES)[0]
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=f".{key}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as out:
+                out.write(binary)
+            os.replace(tmp, self.cache_dir / f"{key}.bin")
+        except OSError:
+            pass  # the cache is an optimisation; an unwritable one must not fail the load
+
+    def build(self, source: str, options: str, node: str) -> cl._cl._Program:
+        """The built program of ``source``: from this context, the disk cache, or the compiler."""
+        key = self._key(source, options)
+        program = self._programs.get(key)
+        if program is not None:
+            self.stats.reused_in_context += 1
+            return program
+        program = self._from_cache(key, options)
+        if program is not None:
+            self.stats.loaded_from_cache += 1
+        else:
+            program = cl._cl._Program(self.context, source)
+            try:
+                program.build(options.encode(), [self.device])
+            except cl.Error as exc:
+                try:
+                    log = program.get_build_info(self.device, cl.program_build_info.LOG)
+                except cl.Error:
+                    log = ""
+                raise ProgramBuildError(node, log or str(exc), source) from None
+            self.stats.built_from_source += 1
+            self._store(key, program)
+        self._programs[key] = program
+        return program

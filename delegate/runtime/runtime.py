@@ -1,0 +1,692 @@
+"""The loaded context: programs built, memory allocated, arguments bound; runs go through C.
+
+``Runtime.load`` does all the work that needs Python (device, programs, memory, kernel
+arguments, launch geometry); ``Runtime.run`` is one call into csrc/runtime.c, which uploads the
+inputs, enqueues every kernel and downloads the outputs with no Python per node.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from .._native import ffi, lib
+from ..context import ContextFile, model
+from ..context.model import CalculationsPrecision, DataType, TensorStorageType, TensorToGrid
+from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, ProgramBuildError
+from . import memory
+from .device import DeviceInfo, describe, select_device
+from .opencl import cl_api, error_name
+from .programs import BuildStats, ProgramBuilder, default_cache_dir
+from .source import KernelSource, SourceError, assemble, effective_precision
+
+_STAGES = {1: "uploading input", 2: "launching", 3: "downloading output", 4: "finishing", 5: "profiling"}
+_DEFAULT_WORK_GROUP = (8, 4, 1)
+
+_TO_DEVICE = """
+MAIN_FUNCTION($0) {
+  int gx = get_global_id(0);
+  int gy = get_global_id(1);
+  int s = get_global_id(2);
+  int B = args.tensor.Batch(); int D = args.tensor.Depth(); int W = args.tensor.Width();
+  int H = args.tensor.Height(); int C = args.tensor.Channels();
+  if (gx >= W * B || gy >= H * D || s >= args.tensor.Slices()) return;
+  int x = gx / B; int b = gx % B; int y = gy / D; int z = gy % D;
+  int base = (((b * H + y) * W + x) * D + z) * C + s * 4;
+  __global float* src = args.staging.GetPtr();
+  float4 v = (float4)(0.0f);
+  v.x = src[base];
+  if (s * 4 + 1 < C) v.y = src[base + 1];
+  if (s * 4 + 2 < C) v.z = src[base + 2];
+  if (s * 4 + 3 < C) v.w = src[base + 3];
+  args.tensor.Write(v, x, y, z, s, b);
+}
+"""
+
+_FROM_DEVICE = """
+MAIN_FUNCTION($0) {
+  int gx = get_global_id(0);
+  int gy = get_global_id(1);
+  int s = get_global_id(2);
+  int B = args.tensor.Batch(); int D = args.tensor.Depth(); int W = args.tensor.Width();
+  int H = args.tensor.Height(); int C = args.tensor.Channels();
+  if (gx >= W * B || gy >= H * D || s >= args.tensor.Slices()) return;
+  int x = gx / B; int b = gx % B; int y = gy / D; int z = gy % D;
+  int base = (((b * H + y) * W + x) * D + z) * C + s * 4;
+  __global float* dst = args.staging.GetPtr();
+  float4 v = convert_float4(args.tensor.Read(x, y, z, s, b));
+  dst[base] = v.x;
+  if (s * 4 + 1 < C) dst[base + 1] = v.y;
+  if (s * 4 + 2 < C) dst[base + 2] = v.z;
+  if (s * 4 + 3 < C) dst[base + 3] = v.w;
+}
+"""
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    #: bytes of device memory holding runtime tensors (shared arena, textures, variables)
+    tensor_bytes: int
+    #: the largest sum of sizes of tensors alive at the same time (what perfect sharing needs)
+    lower_bound_bytes: int
+    #: what the tensors would take with no sharing at all
+    unshared_bytes: int
+    #: constant objects (weights, biases) uploaded once
+    constant_bytes: int
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    tensor_id: int
+    desc: model.TensorDescriptor
+    shape: memory.Shape
+
+    @property
+    def host_shape(self) -> tuple[int, ...]:
+        s = self.shape
+        return (s.b, s.h, s.w, s.d, s.c) if s.d > 1 else (s.b, s.h, s.w, s.c)
+
+
+def _load_model(source: Any) -> tuple[model.InferenceContext, ContextFile | None]:
+    if isinstance(source, model.InferenceContext):
+        return source, None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        file = ContextFile(source)
+    else:
+        file = ContextFile.open(os.fspath(source))
+    return file.to_model(), file
+
+
+def _semantic(message: str) -> ContextFormatError:
+    return ContextFormatError(message, kind="semantic", source="context")
+
+
+class Runtime:
+    """A context loaded on one OpenCL device, ready to run. Not thread-safe: one run at a time."""
+
+    device_info: DeviceInfo
+    precision: CalculationsPrecision
+    build_stats: BuildStats
+    memory: MemoryReport
+
+    @classmethod
+    def load(
+        cls,
+        source: str | os.PathLike[str] | bytes | model.InferenceContext,
+        device: str | int | cl.Device | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
+        profiling: bool = False,
+    ) -> Runtime:
+        """Load a context (file path, bytes or model) on ``device`` (see ``select_device``).
+
+        ``cache_dir``: program-binary cache folder; None for the default
+        (``$XDG_CACHE_HOME/tflite-opencl-delegate/programs``), False to disable.
+        ``profiling``: enable per-node timing (``run_profiled``).
+        """
+        rt = cls.__new__(cls)
+        rt._closed = True
+        ctx_model, file = _load_model(source)
+        try:
+            rt._load(ctx_model, device, cache_dir, profiling)
+        except BaseException:
+            rt._release()
+            raise
+        finally:
+            if file is not None:
+                file.close()
+        rt._closed = False
+        return rt
+
+    # ------------------------------------------------------------------ load
+
+    def _load(self, ctx: model.InferenceContext, device: Any, cache_dir: Any, profiling: bool) -> None:
+        self._keep: list[Any] = []  # OpenCL objects and cffi memory the C plan points at
+        dev = device if isinstance(device, cl.Device) else select_device(device)
+        self.device_info = info = describe(dev)
+        self.precision = effective_precision(CalculationsPrecision(ctx.precision), info)
+        self._cl_context = cl.Context([dev])
+        props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
+        self._queue = cl.CommandQueue(self._cl_context, dev, properties=props)
+        self._profiling = profiling
+        if cache_dir is False:
+            folder = None
+        else:
+            folder = Path(cache_dir) if cache_dir not in (None, True) else default_cache_dir()
+        self._builder = ProgramBuilder(self._cl_context, dev, info, folder)
+        self.build_stats = self._builder.stats
+
+        self._tensors = self._check_graph(ctx)
+        self._allocate_tensors(ctx)
+        launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]] = []
+        self._node_names: list[str] = []
+        self._constant_bytes = 0
+        self._inputs = [self._tensors[i] for i in ctx.input_ids]
+        self._outputs = [self._tensors[i] for i in ctx.output_ids]
+        self._input_staging = [self._staging(t) for t in self._inputs]
+        self._output_staging = [self._staging(t) for t in self._outputs]
+        for t, staging in zip(self._inputs, self._input_staging, strict=True):
+            launches.append(self._conversion(t, staging, _TO_DEVICE, f"input {t.tensor_id}"))
+        first_node = len(launches)
+        for index, node in enumerate(ctx.nodes):
+            name = node.name or f"node {index}"
+            self._node_names.append(name)
+            launches.append(self._node_launch(node, name, ctx))
+        self._node_launches = range(first_node, first_node + len(ctx.nodes))
+        for t, staging in zip(self._outputs, self._output_staging, strict=True):
+            launches.append(self._conversion(t, staging, _FROM_DEVICE, f"output {t.tensor_id}"))
+        self._launch_count = len(launches)
+        self._build_plan(ctx, launches)
+        self.memory = MemoryReport(
+            tensor_bytes=self._tensor_bytes,
+            lower_bound_bytes=self._lower_bound,
+            unshared_bytes=self._unshared_bytes,
+            constant_bytes=self._constant_bytes,
+        )
+
+    def _check_graph(self, ctx: model.InferenceContext) -> dict[int, _Tensor]:
+        tensors: dict[int, _Tensor] = {}
+        for t in ctx.tensors:
+            if t.id in tensors:
+                raise _semantic(f"tensor id {t.id} is declared twice")
+            if t.desc is None:
+                raise _semantic(f"tensor {t.id} has no descriptor")
+            try:
+                shape = memory.Shape.of(t.desc)
+                memory.element_bytes(t.desc)
+            except ValueError as exc:
+                raise _semantic(f"tensor {t.id}: {exc}") from None
+            if t.desc.storage_type == TensorStorageType.UNKNOWN:
+                raise _semantic(f"tensor {t.id} has storage type UNKNOWN")
+            if t.desc.storage_type == TensorStorageType.SINGLE_TEXTURE_2D and shape.c > 4:
+                raise _semantic(f"tensor {t.id} is a SINGLE_TEXTURE_2D with {shape.c} channels (at most 4)")
+            tensors[t.id] = _Tensor(t.id, t.desc, shape)
+        for where, ids in [("input_ids", ctx.input_ids), ("output_ids", ctx.output_ids)]:
+            for i in ids:
+                if i not in tensors:
+                    raise _semantic(f"{where} names tensor {i}, which is not declared")
+        for index, node in enumerate(ctx.nodes):
+            op = node.gpu_op
+            if op is None:
+                raise _semantic(f"node {index} ({node.name}) has no gpu_op")
+            for i in [*node.input_ids, *node.output_ids]:
+                if i not in tensors:
+                    raise _semantic(f"node {index} ({node.name}) uses tensor {i}, which is not declared")
+            if len(op.src_tensors_names) != len(node.input_ids):
+                raise _semantic(
+                    f"node {index} ({node.name}): {len(node.input_ids)} inputs but "
+                    f"{len(op.src_tensors_names)} src_tensors_names"
+                )
+            if len(op.dst_tensors_names) != len(node.output_ids):
+                raise _semantic(
+                    f"node {index} ({node.name}): {len(node.output_ids)} outputs but "
+                    f"{len(op.dst_tensors_names)} dst_tensors_names"
+                )
+        return tensors
+
+    # ---------------------------------------------------------------- memory
+
+    def _image_format(self, desc: model.TensorDescriptor, channels: int = 4) -> cl.ImageFormat:
+        order = {1: cl.channel_order.R, 2: cl.channel_order.RG}.get(channels, cl.channel_order.RGBA)
+        kind = cl.channel_type.HALF_FLOAT if desc.data_type == DataType.FLOAT16 else cl.channel_type.FLOAT
+        return cl.ImageFormat(order, kind)
+
+    def _check_image(self, t: _Tensor, dims: tuple[int, ...]) -> None:
+        info = self.device_info
+        st = TensorStorageType(t.desc.storage_type)
+        if st == TensorStorageType.IMAGE_BUFFER:
+            limit: tuple[int, ...] = (info.image_buffer_max_pixels,)
+        elif st in (TensorStorageType.TEXTURE_2D, TensorStorageType.SINGLE_TEXTURE_2D):
+            limit = info.image2d_max
+        elif st == TensorStorageType.TEXTURE_ARRAY:
+            limit = (*info.image2d_max, info.image_array_max_layers)
+        else:
+            limit = info.image3d_max
+        if not info.images:
+            raise DeviceResourceError(f"tensor {t.tensor_id} uses {st.name}, but {info.name} has no images")
+        if any(d > m for d, m in zip(dims, limit, strict=True)):
+            raise DeviceResourceError(
+                f"tensor {t.tensor_id} needs a {st.name} of {'x'.join(map(str, dims))} pixels; "
+                f"{info.name} allows at most {'x'.join(map(str, limit))}: use BUFFER storage"
+            )
+
+    def _allocate_tensors(self, ctx: model.InferenceContext) -> None:
+        n = len(ctx.nodes)
+        first: dict[int, int] = {i: -1 for i in ctx.input_ids}
+        last: dict[int, int] = {i: n for i in ctx.output_ids}
+        for index, node in enumerate(ctx.nodes):
+            for i in [*node.input_ids, *node.output_ids]:
+                first[i] = min(first.get(i, index), index)
+                last[i] = max(last.get(i, index), index)
+        for i in first:
+            last.setdefault(i, first[i])
+        variables: dict[int, list[int]] = {}
+        for pair in ctx.variable_ids_and_refs:
+            if pair.first not in self._tensors:
+                raise _semantic(f"variable_ids_and_refs names tensor {pair.first}, which is not declared")
+            variables.setdefault(pair.second, []).append(pair.first)
+        variable_ids = {i for ids in variables.values() for i in ids}
+
+        lifetimes = {
+            i: memory.Lifetime(i, first[i], last[i], memory.storage_bytes(self._tensors[i].desc)) for i in first
+        }
+        self._lower_bound = memory.lower_bound(list(lifetimes.values()))
+        self._unshared_bytes = sum(lt.size for lt in lifetimes.values())
+        info = self.device_info
+        mf = cl.mem_flags
+        self._buffers: dict[int, cl.Buffer] = {}
+        self._images: dict[int, cl.Image] = {}
+        total = 0
+
+        def fits(nbytes: int, what: str) -> None:
+            if nbytes > info.max_mem_alloc_bytes:
+                raise DeviceResourceError(
+                    f"{what} needs {nbytes} bytes in one allocation; {info.name} allows at most "
+                    f"{info.max_mem_alloc_bytes} (CL_DEVICE_MAX_MEM_ALLOC_SIZE)"
+                )
+
+        # Variables: one persistent allocation per ref, zero-initialised.
+        for ref, ids in variables.items():
+            descs = [self._tensors[i].desc for i in ids]
+            size = max(memory.storage_bytes(d) for d in descs)
+            fits(size, f"variable tensor {ids[0]} (ref {ref})")
+            t0 = self._tensors[ids[0]]
+            if t0.desc.storage_type in memory.BUFFER_BACKED:
+                buf = cl.Buffer(self._cl_context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(size, np.uint8))
+                for i in ids:
+                    self._bind_buffer(i, buf)
+            else:
+                if any(d != t0.desc for d in descs):
+                    raise _semantic(f"variable tensors {ids} (ref {ref}) are textures with different descriptors")
+                image = self._make_image(t0)
+                for i in ids:
+                    self._images[i] = image
+            total += size
+
+        # Plain buffers share one arena; IMAGE_BUFFER tensors share whole buffers (a 1D image
+        # cannot sit on a sub-buffer everywhere); textures share whole images.
+        arena_items = []
+        image_items: list[tuple[memory.Lifetime, tuple]] = []
+        for i, lt in lifetimes.items():
+            if i in variable_ids:
+                continue
+            t = self._tensors[i]
+            st = TensorStorageType(t.desc.storage_type)
+            if st == TensorStorageType.BUFFER:
+                arena_items.append(lt)
+            elif st == TensorStorageType.IMAGE_BUFFER:
+                self._check_image(t, memory.image_dims(t.desc))
+                image_items.append((lt, ("image_buffer",)))
+            else:
+                self._check_image(t, memory.image_dims(t.desc))
+                image_items.append((lt, (st, t.desc.data_type, memory.image_dims(t.desc), t.shape.c)))
+        offsets, arena_size = memory.greedy_offsets(arena_items, info.mem_base_addr_align_bytes)
+        if arena_items:
+            fits(arena_size, "the shared tensor arena")
+            arena = cl.Buffer(self._cl_context, mf.READ_WRITE, max(arena_size, 4))
+            self._keep.append(arena)
+            for lt in arena_items:
+                self._bind_buffer(lt.tensor_id, arena.get_sub_region(offsets[lt.tensor_id], lt.size))
+            total += arena_size
+        for group in memory.greedy_textures(image_items):
+            size = max(m.size for m in group.members)
+            if group.key == ("image_buffer",):
+                fits(size, f"IMAGE_BUFFER tensor {group.members[0].tensor_id}")
+                buf = cl.Buffer(self._cl_context, mf.READ_WRITE, size)
+                for m in group.members:
+                    self._bind_buffer(m.tensor_id, buf)
+            else:
+                image = self._make_image(self._tensors[group.members[0].tensor_id])
+                for m in group.members:
+                    self._images[m.tensor_id] = image
+            total += size
+        self._tensor_bytes = total
+
+    def _bind_buffer(self, tensor_id: int, buf: cl.Buffer) -> None:
+        self._buffers[tensor_id] = buf
+        t = self._tensors[tensor_id]
+        if t.desc.storage_type == TensorStorageType.IMAGE_BUFFER:
+            dims = memory.image_dims(t.desc)
+            self._check_image(t, dims)
+            self._images[tensor_id] = cl.create_image(
+                self._cl_context, cl.mem_flags.READ_ONLY, self._image_format(t.desc), shape=dims, buffer=buf
+            )
+
+    def _make_image(self, t: _Tensor) -> cl.Image:
+        dims = memory.image_dims(t.desc)
+        self._check_image(t, dims)
+        st = t.desc.storage_type
+        channels = t.shape.c if st == TensorStorageType.SINGLE_TEXTURE_2D else 4
+        return cl.create_image(
+            self._cl_context,
+            cl.mem_flags.READ_WRITE,
+            self._image_format(t.desc, channels),
+            shape=dims,
+            is_array=st == TensorStorageType.TEXTURE_ARRAY,
+        )
+
+    def _staging(self, t: _Tensor) -> cl.Buffer:
+        s = t.shape
+        return cl.Buffer(self._cl_context, cl.mem_flags.READ_WRITE, s.b * s.h * s.w * s.d * s.c * 4)
+
+    # --------------------------------------------------------------- kernels
+
+    def _constant(self, data: Any, fallback_size: int) -> cl.Buffer:
+        mf = cl.mem_flags
+        raw = np.frombuffer(data, dtype=np.uint8) if len(data) else None
+        self._constant_bytes += len(data) if raw is not None else max(fallback_size, 4)
+        if raw is None:
+            return cl.Buffer(self._cl_context, mf.READ_WRITE, max(fallback_size, 4))
+        return cl.Buffer(self._cl_context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=raw)
+
+    def _object_args(self, op: model.GPUOperation, node: str) -> dict[str, Any]:
+        """Upload the constant objects of ``op`` once; name -> OpenCL memory object."""
+        args = op.arguments or model.Arguments()
+        objects: dict[str, Any] = {}
+        for e in args.buffer_objects:
+            if e.key and e.value:
+                objects[e.key] = self._constant(e.value.data, e.value.size)
+        for e in args.tensor_linear_objects:
+            if not (e.key and e.value):
+                continue
+            d = e.value
+            if d.storage_type == model.LinearStorageType.TEXTURE_2D:
+                elem = 2 if d.element_type == DataType.FLOAT16 else 4
+                width = max(len(d.data) // (4 * elem), 1)
+                fmt = self._image_format(model.TensorDescriptor(data_type=d.element_type))
+                host = np.frombuffer(d.data, np.uint8) if len(d.data) else np.zeros(width * 4 * elem, np.uint8)
+                objects[e.key] = cl.create_image(
+                    self._cl_context,
+                    cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                    fmt,
+                    shape=(width, 1),
+                    hostbuf=host,
+                )
+                self._constant_bytes += host.nbytes
+            else:
+                objects[e.key] = self._constant(d.data, d.size * 16)
+        for e in args.texture2d_objects:
+            if not (e.key and e.value):
+                continue
+            d = e.value
+            size = d.size or model.Int2(1, 1)
+            elem = 2 if d.element_type == DataType.FLOAT16 else 4
+            fmt = self._image_format(model.TensorDescriptor(data_type=d.element_type or DataType.FLOAT32))
+            need = size.x * size.y * 4 * elem
+            if len(d.data) not in (0, need):
+                raise _semantic(f"node {node!r}: texture {e.key!r} holds {len(d.data)} bytes, {need} expected")
+            host = np.frombuffer(d.data, np.uint8) if len(d.data) else np.zeros(need, np.uint8)
+            objects[e.key] = cl.create_image(
+                self._cl_context,
+                cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                fmt,
+                shape=(size.x, size.y),
+                hostbuf=host,
+            )
+            self._constant_bytes += need
+        for e in args.tensor_objects:
+            if not (e.key and e.value):
+                continue
+            if e.value.storage_type not in memory.BUFFER_BACKED:
+                raise _semantic(f"node {node!r}: constant tensor {e.key!r} must use BUFFER storage here")
+            objects[e.key] = self._constant(e.value.data, memory.storage_bytes(e.value))
+        self._keep.extend(objects.values())
+        return objects
+
+    def _shape_arg(self, t: _Tensor | model.TensorDescriptor) -> np.ndarray:
+        s = t.shape if isinstance(t, _Tensor) else memory.Shape.of(t)
+        return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, 0, 0], dtype=np.int32)
+
+    def _kernel(self, src: KernelSource, node: str, tensors: dict[str, _Tensor], objects: dict[str, Any]) -> cl.Kernel:
+        program = self._builder.build(src.text, "-cl-std=CL1.2", node)
+        kernel = cl.Kernel(program, "main_function")
+        for index, param in enumerate(src.params):
+            if param.kind == "tensor_buffer":
+                value = self._buffers[tensors[param.name].tensor_id] if param.name in tensors else objects[param.name]
+            elif param.kind == "tensor_image":
+                value = self._images[tensors[param.name].tensor_id]
+            elif param.kind == "tensor_shape":
+                value = self._shape_arg(tensors[param.name] if param.name in tensors else self._object_desc(param.name))
+            elif param.kind in ("object_buffer", "object_image"):
+                value = objects[param.name]
+            else:
+                value = {"int4": src.int4s, "float4": src.float4s, "half4": src.half4s}[param.kind][param.index]
+            kernel.set_arg(index, value)
+        self._keep.append(kernel)
+        return kernel
+
+    def _object_desc(self, name: str) -> model.TensorDescriptor:
+        return self._current_tensor_objects[name]
+
+    def _geometry(self, op: model.GPUOperation, dst: _Tensor | None, node: str) -> tuple[tuple[int, ...], ...]:
+        ttg = TensorToGrid(op.tensor_to_grid)
+        if ttg != TensorToGrid.CUSTOM and dst is None:
+            raise _semantic(f"node {node!r}: tensor_to_grid {ttg.name} but the node has no output tensor")
+        if ttg == TensorToGrid.CUSTOM:
+            if op.grid_size is None:
+                raise _semantic(f"node {node!r}: tensor_to_grid CUSTOM needs grid_size")
+            grid = (op.grid_size.x, op.grid_size.y, op.grid_size.z)
+        else:
+            assert dst is not None
+            s = dst.shape
+            grid = {
+                TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z: (s.w * s.b, s.h * s.d, s.slices),
+                TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1: (s.w * s.b, s.h * s.d, 1),
+                TensorToGrid.WB_TO_X_H_TO_Y_D_TO_Z: (s.w * s.b, s.h, s.d),
+                TensorToGrid.B_TO_X_Y_IS_1_Z_IS_1: (s.b, 1, 1),
+            }[ttg]
+        dims = op.grid_dimension or 3
+        if not 1 <= dims <= 3:
+            raise _semantic(f"node {node!r}: grid_dimension {dims} is not 1, 2 or 3")
+        wg = list(
+            _DEFAULT_WORK_GROUP
+            if op.work_group_size is None
+            else (op.work_group_size.x, op.work_group_size.y, op.work_group_size.z)
+        )
+        wg = [max(1, v) for v in wg]
+        info = self.device_info
+        for axis in range(3):
+            wg[axis] = min(wg[axis], info.max_work_item_sizes[axis] if axis < len(info.max_work_item_sizes) else 1)
+        while wg[0] * wg[1] * wg[2] > info.max_work_group_size:  # shrink the largest axis to fit
+            axis = wg.index(max(wg))
+            wg[axis] = max(1, wg[axis] // 2)
+        order = (
+            (0, 1, 2)
+            if op.work_group_launch_order is None
+            else (op.work_group_launch_order.x, op.work_group_launch_order.y, op.work_group_launch_order.z)
+        )
+        if sorted(order[:dims]) != list(range(dims)):
+            raise _semantic(f"node {node!r}: work_group_launch_order {order} is not a permutation")
+        groups = [-(-max(grid[a], 1) // wg[a]) for a in range(3)]
+        global_size = tuple(groups[order[a]] * wg[a] for a in range(dims))
+        return global_size, tuple(wg[:dims])
+
+    def _node_launch(self, node: model.CLNode, name: str, ctx: model.InferenceContext) -> tuple:
+        op = node.gpu_op
+        assert op is not None
+        bound = {n: self._tensors[i] for n, i in zip(op.src_tensors_names, node.input_ids, strict=True)}
+        bound.update({n: self._tensors[i] for n, i in zip(op.dst_tensors_names, node.output_ids, strict=True)})
+        args = op.arguments or model.Arguments()
+        self._current_tensor_objects = {e.key: e.value for e in args.tensor_objects if e.key and e.value}
+        try:
+            src = assemble(
+                op,
+                {n: t.desc for n, t in bound.items()},
+                self.device_info,
+                CalculationsPrecision(ctx.precision),
+            )
+        except SourceError as exc:
+            raise ProgramBuildError(name, str(exc), op.code or "") from None
+        objects = self._object_args(op, name)
+        kernel = self._kernel(src, name, bound, objects)
+        dst = bound.get(op.dst_tensors_names[0]) if op.dst_tensors_names else None
+        return (kernel, *self._geometry(op, dst, name))
+
+    def _conversion(self, t: _Tensor, staging: cl.Buffer, code: str, name: str) -> tuple:
+        staging_desc = model.BufferDescriptor(element_type=DataType.FLOAT32, element_size=1)
+        op = model.GPUOperation(
+            code=code,
+            arguments=model.Arguments(buffer_objects=[model.BufferDescriptorMapValue("staging", staging_desc)]),
+            tensor_to_grid=TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z,
+            work_group_size=model.Int3(8, 4, 1),
+        )
+        src = assemble(op, {"tensor": t.desc}, self.device_info, CalculationsPrecision.F32)
+        kernel = self._kernel(src, name, {"tensor": t}, {"staging": staging})
+        self._keep.append(staging)
+        return (kernel, *self._geometry(op, t, name))
+
+    def _build_plan(self, ctx: model.InferenceContext, launches: list[tuple]) -> None:
+        c_launches = ffi.new("dlg_launch[]", max(len(launches), 1))
+        for i, (kernel, global_size, local_size) in enumerate(launches):
+            c = c_launches[i]
+            c.kernel = ffi.cast("cl_kernel", kernel.int_ptr)
+            c.work_dim = len(global_size)
+            for axis in range(len(global_size)):
+                c.global_size[axis] = global_size[axis]
+                c.local_size[axis] = local_size[axis]
+
+        def transfers(buffers: list[cl.Buffer]) -> Any:
+            arr = ffi.new("dlg_transfer[]", max(len(buffers), 1))
+            for i, buf in enumerate(buffers):
+                arr[i].buffer = ffi.cast("cl_mem", buf.int_ptr)
+                arr[i].bytes = buf.size
+            return arr
+
+        c_inputs = transfers(self._input_staging)
+        c_outputs = transfers(self._output_staging)
+        plan = ffi.new("dlg_plan *")
+        plan.api = cl_api()
+        plan.queue = ffi.cast("cl_command_queue", self._queue.int_ptr)
+        plan.inputs, plan.inputs_count = c_inputs, len(self._input_staging)
+        plan.launches, plan.launches_count = c_launches, len(launches)
+        plan.outputs, plan.outputs_count = c_outputs, len(self._output_staging)
+        plan.need_flush = ctx.need_flush
+        plan.flush_periodically = ctx.flush_periodically
+        plan.flush_period = ctx.flush_period
+        self._keep.extend([c_launches, c_inputs, c_outputs])
+        self._plan = plan
+
+    # ------------------------------------------------------------------- run
+
+    @property
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        """Shapes ``run`` takes, in ``input_ids`` order: BHWC, or BHWDC when D > 1."""
+        return [t.host_shape for t in self._inputs]
+
+    @property
+    def output_shapes(self) -> list[tuple[int, ...]]:
+        return [t.host_shape for t in self._outputs]
+
+    @property
+    def node_names(self) -> list[str]:
+        return list(self._node_names)
+
+    def _run(self, inputs: Sequence[np.ndarray], launch_ns: Any) -> list[np.ndarray]:
+        if self._closed:
+            raise ExecutionError("this Runtime is closed")
+        if len(inputs) != len(self._inputs):
+            raise ValueError(f"expected {len(self._inputs)} inputs, got {len(inputs)}")
+        arrays = []
+        for index, (array, t) in enumerate(zip(inputs, self._inputs, strict=True)):
+            a = np.ascontiguousarray(array, dtype=np.float32)
+            if a.shape != t.host_shape:
+                raise ValueError(f"input {index} (tensor {t.tensor_id}) must have shape {t.host_shape}, not {a.shape}")
+            arrays.append(a)
+        outputs = [np.empty(t.host_shape, dtype=np.float32) for t in self._outputs]
+        in_ptrs = [ffi.from_buffer(a) for a in arrays]
+        out_ptrs = [ffi.from_buffer(o, require_writable=True) for o in outputs]
+        c_in = ffi.new("void *[]", in_ptrs or [ffi.NULL])
+        c_out = ffi.new("void *[]", out_ptrs or [ffi.NULL])
+        status = ffi.new("dlg_run_status *")
+        rc = lib.dlg_run(self._plan, c_in, c_out, launch_ns, status)
+        if rc != 0:
+            raise ExecutionError(self._describe_failure(status))
+        return outputs
+
+    def _describe_failure(self, status: Any) -> str:
+        stage = _STAGES.get(status.stage, "running")
+        where = ""
+        if status.stage == 2 or status.stage == 5:
+            i = status.index
+            if i in self._node_launches:
+                where = f" node {self._node_names[i - self._node_launches.start]!r}"
+            else:
+                where = f" launch {i} (input/output conversion)"
+        return f"{error_name(status.cl_error)} while {stage}{where} on {self.device_info.name}"
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run once: float32 inputs in ``input_ids`` order, outputs in ``output_ids`` order."""
+        return self._run(inputs, ffi.NULL)
+
+    def run_profiled(self, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[tuple[str, float]]]:
+        """Run once and time every node on the device: (outputs, [(node name, seconds)])."""
+        if not self._profiling:
+            raise ExecutionError("load the context with profiling=True to time nodes")
+        ns = ffi.new("uint64_t[]", max(self._launch_count, 1))
+        outputs = self._run(inputs, ns)
+        times = [(self._node_names[k], ns[i] * 1e-9) for k, i in enumerate(self._node_launches)]
+        return outputs, times
+
+    def enqueue_launches_only(self, repeats: int = 1) -> None:
+        """Enqueue every launch ``repeats`` times from C, without transfers or waiting (benchmarks)."""
+        status = ffi.new("dlg_run_status *")
+        if lib.dlg_enqueue_launches(self._plan, repeats, status) != 0:
+            raise ExecutionError(self._describe_failure(status))
+
+    def launches(self) -> list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]]:
+        """The launches (kernel, global size, local size) the plan enqueues, for comparisons."""
+        out = []
+        kernels = {k.int_ptr: k for k in self._keep if isinstance(k, cl.Kernel)}
+        for i in range(self._plan.launches_count):
+            c = self._plan.launches[i]
+            dims = c.work_dim
+            kernel = kernels[int(ffi.cast("uintptr_t", c.kernel))]
+            out.append((kernel, tuple(c.global_size[0:dims]), tuple(c.local_size[0:dims])))
+        return out
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        return self._queue
+
+    # --------------------------------------------------------------- release
+
+    def _release(self) -> None:
+        queue = getattr(self, "_queue", None)
+        if queue is not None:
+            queue.finish()
+        seen: set[int] = set()
+        owned = [
+            *getattr(self, "_keep", []),
+            *getattr(self, "_images", {}).values(),
+            *getattr(self, "_buffers", {}).values(),
+        ]
+        for obj in owned:
+            if isinstance(obj, cl.MemoryObject) and id(obj) not in seen:
+                seen.add(id(obj))
+                try:
+                    obj.release()
+                except cl.Error:
+                    pass
+        self._keep = []
+        self._images = {}
+        self._buffers = {}
+        self._plan = None
+        self._queue = None
+
+    def close(self) -> None:
+        """Release every OpenCL object; the Runtime cannot run afterwards."""
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,357 @@
+"""Program assembly: a node's ``GPUOperation.code`` and ``Arguments`` into complete OpenCL C.
+
+The conventions (documented in docs/runtime.md, and all the compiler may emit):
+  - ``MAIN_FUNCTION($0)`` opens the kernel; ``$0`` becomes its parameter list;
+  - ``args.NAME`` is a scalar of ``int_values`` / ``float_values`` / ``half_values``: active ones
+    are packed into int4 / float4 / half4 parameters, inactive ones become literals;
+  - ``args.T.Read(...)``, ``args.T.Write(v, ...)``, ``args.T.Width()`` ... are tensor selectors,
+    rewritten for T's storage type and data type;
+  - ``args.B.Read(i)`` reads element i of a buffer or linear-tensor object, ``args.X.Read(x, y)``
+    a texel of a 2D texture object;
+  - precision macros (FLT, FLT4, ACCUM_FLT4, TO_FLT4 ...) come from the context's precision.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..context import model
+from ..context.model import CalculationsPrecision, DataType, LinearStorageType, MemoryType, TensorStorageType
+from .device import DeviceInfo
+
+TENSOR_SELECTORS = {
+    "Read": (3, 4, 5),
+    "Write": (4, 5, 6),
+    "Width": (0,),
+    "Height": (0,),
+    "Depth": (0,),
+    "Slices": (0,),
+    "Batch": (0,),
+    "Channels": (0,),
+}
+_IMAGE_TYPES = {
+    TensorStorageType.IMAGE_BUFFER: "image1d_buffer_t",
+    TensorStorageType.TEXTURE_2D: "image2d_t",
+    TensorStorageType.SINGLE_TEXTURE_2D: "image2d_t",
+    TensorStorageType.TEXTURE_ARRAY: "image2d_array_t",
+    TensorStorageType.TEXTURE_3D: "image3d_t",
+}
+_SELECTOR_CALL = re.compile(r"args\.(\w+)\.(\w+)\(")
+_SCALAR = re.compile(r"(?<![\w.])args\.(\w+)\b(?!\s*\.)")
+
+
+class SourceError(ValueError):
+    """The code uses an argument or selector the runtime does not provide."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: its declaration and what the runtime binds to it."""
+
+    decl: str
+    #: "tensor_buffer" / "tensor_image" / "tensor_shape" (a graph or object tensor, by name),
+    #: "object_buffer" / "object_image" (a buffer, linear or texture object, by name),
+    #: "int4" / "float4" / "half4" (a packed scalar vector, by index)
+    kind: str
+    name: str
+    index: int = 0
+
+
+@dataclass
+class KernelSource:
+    text: str
+    params: list[Param]
+    int4s: list[np.ndarray] = field(default_factory=list)
+    float4s: list[np.ndarray] = field(default_factory=list)
+    half4s: list[np.ndarray] = field(default_factory=list)
+
+
+def effective_precision(requested: CalculationsPrecision, device: DeviceInfo) -> CalculationsPrecision:
+    """F16 math needs cl_khr_fp16; without it F16 steps up to F32_F16 (half storage, float math)."""
+    if requested == CalculationsPrecision.F16 and not device.fp16:
+        return CalculationsPrecision.F32_F16
+    return requested
+
+
+def _float_literal(value: float) -> str:
+    v = float(np.float32(value))
+    if np.isnan(v):
+        return "NAN"
+    if np.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v!r}f"
+
+
+def _prelude(precision: CalculationsPrecision, device: DeviceInfo, half_math: bool) -> str:
+    flt = "half" if half_math else "float"
+    accum = "half" if precision == CalculationsPrecision.F16 and half_math else "float"
+    lines = []
+    if device.fp16:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    if device.image_3d_writes:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_3d_image_writes : enable")
+    lines += [
+        f"#define FLT {flt}",
+        *(f"#define FLT{n} {flt}{n}" for n in (2, 3, 4, 8, 16)),
+        f"#define ACCUM_FLT {accum}",
+        *(f"#define ACCUM_FLT{n} {accum}{n}" for n in (2, 3, 4)),
+        f"#define TO_FLT(v) (({flt})(v))",
+        f"#define TO_FLT1(v) (({flt})(v))",
+        *(f"#define TO_FLT{n}(v) convert_{flt}{n}(v)" for n in (2, 3, 4, 8, 16)),
+        f"#define TO_ACCUM_TYPE(v) convert_{accum}4(v)",
+        f"#define TO_ACCUM_FLT(v) (({accum})(v))",
+        f"#define TO_ACCUM_FLT4(v) convert_{accum}4(v)",
+        f"#define INIT_FLT(v) (({flt})(v))",
+        f"#define INIT_FLT4(v) (({flt}4)(v))",
+        f"#define INIT_ACCUM_FLT4(v) (({accum}4)(v))",
+        *(f"#define GLOBAL_ID_{i} get_global_id({i})" for i in range(3)),
+        *(f"#define LOCAL_ID_{i} get_local_id({i})" for i in range(3)),
+        *(f"#define GROUP_ID_{i} get_group_id({i})" for i in range(3)),
+        *(f"#define GROUP_SIZE_{i} get_local_size({i})" for i in range(3)),
+        "__constant sampler_t smp_none = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;",
+        "__constant sampler_t smp_zero = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _call_args(code: str, open_paren: int) -> tuple[list[str], int]:
+    """The top-level comma-separated arguments of the call whose '(' is at ``open_paren``."""
+    depth, start, out = 0, open_paren + 1, []
+    for i in range(open_paren, len(code)):
+        c = code[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                last = code[start:i].strip()
+                if last or out:
+                    out.append(last)
+                return out, i
+        elif c == "," and depth == 1:
+            out.append(code[start:i].strip())
+            start = i + 1
+    raise SourceError("unbalanced parentheses in a selector call")
+
+
+class _Assembler:
+    def __init__(
+        self,
+        op: model.GPUOperation,
+        tensors: dict[str, model.TensorDescriptor],
+        device: DeviceInfo,
+        precision: CalculationsPrecision,
+    ) -> None:
+        self.op = op
+        self.args = op.arguments or model.Arguments()
+        self.device = device
+        self.precision = effective_precision(precision, device)
+        self.half_math = device.fp16 and self.precision != CalculationsPrecision.F32
+        self.tensors = dict(tensors)
+        for entry in self.args.tensor_objects:
+            if entry.key and entry.value:
+                self.tensors[entry.key] = entry.value
+        self.buffers = {e.key: e.value for e in self.args.buffer_objects if e.key and e.value}
+        self.linears = {e.key: e.value for e in self.args.tensor_linear_objects if e.key and e.value}
+        self.textures = {e.key: e.value for e in self.args.texture2d_objects if e.key and e.value}
+        self.params: list[Param] = []
+        self.macros: list[str] = []
+        self.scalars: dict[str, str] = {}
+        self.result = KernelSource("", [])
+
+    # ------------------------------------------------------------ scalars
+
+    def _pack_scalars(self) -> None:
+        a = self.args
+        groups = [
+            ("int", a.int_values, lambda v: str(int(v.value)), np.int32, self.result.int4s),
+            ("float", a.float_values, lambda v: _float_literal(v.value), np.float32, self.result.float4s),
+        ]
+        half_as = "half" if self.device.fp16 else "float"
+        half_dtype = np.float16 if self.device.fp16 else np.float32
+        groups.append(("half", a.half_values, lambda v: _float_literal(v.value), half_dtype, self.result.half4s))
+        for kind, values, literal, dtype, vectors in groups:
+            active = [v for v in values if v.active]
+            for v in values:
+                if not v.active and v.name:
+                    self.scalars[v.name] = f"(({half_as if kind == 'half' else kind})({literal(v)}))"
+            for i, v in enumerate(active):
+                self.scalars[v.name or ""] = f"shared_{kind}4_{i // 4}.{'xyzw'[i % 4]}"
+            for k in range(0, len(active), 4):
+                chunk = [v.value for v in active[k : k + 4]]
+                vectors.append(np.array(chunk + [0] * (4 - len(chunk)), dtype=dtype))
+        # Scalar vectors come last, as upstream orders them.
+        self._scalar_params = [
+            *(Param(f"int4 shared_int4_{i}", "int4", "", i) for i in range(len(self.result.int4s))),
+            *(Param(f"float4 shared_float4_{i}", "float4", "", i) for i in range(len(self.result.float4s))),
+            *(Param(f"{half_as}4 shared_half4_{i}", "half4", "", i) for i in range(len(self.result.half4s))),
+        ]
+
+    # ------------------------------------------------------------ tensors
+
+    def _storage_type(self, dt: DataType, components: int) -> tuple[str, str, str]:
+        """(pointer element type, read expression format, write statement format) for buffer storage."""
+        n = "" if components == 1 else str(components)
+        if dt == DataType.FLOAT16 and not self.device.fp16:
+            load = f"vload_half{n}({{i}}, {{p}})"
+            store = f"vstore_half{n}(convert_float{n}({{v}}), {{i}}, {{p}})"
+            return "half", load, store
+        base = "half" if dt == DataType.FLOAT16 else "float"
+        return f"{base}{n}", "{p}[{i}]", f"{{p}}[{{i}}] = convert_{base}{n}({{v}})"
+
+    def _tensor(self, name: str, desc: model.TensorDescriptor, usage: set[str]) -> None:
+        st = TensorStorageType(desc.storage_type)
+        if st == TensorStorageType.UNKNOWN:
+            raise SourceError(f"tensor {name!r} has storage type UNKNOWN")
+        if st != TensorStorageType.BUFFER and st != TensorStorageType.IMAGE_BUFFER and not self.device.images:
+            raise SourceError(f"tensor {name!r} uses {st.name}, but the device has no image support")
+        writes = "Write" in usage
+        reads = "Read" in usage
+        p = f"{name}_shape"
+        m = self.macros
+        m.append(f"#define {name}_Width() ({p}.s0)")
+        m.append(f"#define {name}_Height() ({p}.s1)")
+        m.append(f"#define {name}_Depth() ({p}.s2)")
+        m.append(f"#define {name}_Slices() ({p}.s3)")
+        m.append(f"#define {name}_Batch() ({p}.s4)")
+        m.append(f"#define {name}_Channels() ({p}.s5)")
+        m.append(f"#define {name}_Read3(x, y, s) {name}_Read5(x, y, 0, s, 0)")
+        m.append(f"#define {name}_Read4(x, y, s, b) {name}_Read5(x, y, 0, s, b)")
+        m.append(f"#define {name}_Write4(v, x, y, s) {name}_Write6(v, x, y, 0, s, 0)")
+        m.append(f"#define {name}_Write5(v, x, y, s, b) {name}_Write6(v, x, y, 0, s, b)")
+        linear = f"(((((s) * {p}.s2 + (z)) * {p}.s1 + (y)) * {p}.s0 + (x)) * {p}.s4 + (b))"
+        xb = f"((x) * {p}.s4 + (b))"
+        if st in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
+            elem, load, store = self._storage_type(desc.data_type, 4)
+            buf = f"{name}_buf"
+            self.params.append(Param(f"__global {elem}* {buf}", "tensor_buffer", name))
+            if st == TensorStorageType.IMAGE_BUFFER:
+                img = f"{name}_img"
+                self.params.append(Param(f"__read_only image1d_buffer_t {img}", "tensor_image", name))
+                m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4(read_imagef({img}, {linear}))")
+            else:
+                m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4({load.format(i=linear, p=buf)})")
+            m.append(f"#define {name}_Write6(v, x, y, z, s, b) {store.format(i=linear, p=buf, v='v')}")
+        else:
+            if reads and writes:
+                raise SourceError(f"tensor {name!r} ({st.name}) is both read and written by one kernel")
+            access = "__write_only" if writes else "__read_only"
+            img = f"{name}_img"
+            self.params.append(Param(f"{access} {_IMAGE_TYPES[st]} {img}", "tensor_image", name))
+            if st == TensorStorageType.TEXTURE_2D:
+                coord = f"(int2)((((z) * {p}.s0 + (x)) * {p}.s4 + (b)), ((s) * {p}.s1 + (y)))"
+            elif st == TensorStorageType.SINGLE_TEXTURE_2D:
+                coord = f"(int2)((((z) * {p}.s0 + (x)) * {p}.s4 + (b)), (y))"
+            else:
+                coord = f"(int4)({xb}, (y), ((s) * {p}.s2 + (z)), 0)"
+            m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4(read_imagef({img}, smp_none, {coord}))")
+            m.append(f"#define {name}_Write6(v, x, y, z, s, b) write_imagef({img}, {coord}, convert_float4(v))")
+        self.params.append(Param(f"int8 {p}", "tensor_shape", name))
+
+    # ------------------------------------------------------------ objects
+
+    def _buffer_object(self, name: str, desc: model.BufferDescriptor) -> None:
+        n = desc.element_size or 4
+        if n not in (1, 2, 4, 8, 16):
+            raise SourceError(f"buffer {name!r} has element_size {n}; 1, 2, 4, 8 or 16 are supported")
+        elem, load, _ = self._storage_type(desc.element_type or DataType.FLOAT32, n)
+        space = "__constant" if desc.memory_type == MemoryType.CONSTANT else "__global"
+        self.params.append(Param(f"{space} {elem}* {name}", "object_buffer", name))
+        self.macros.append(f"#define {name}_Read(i) TO_FLT{n}({load.format(i='(i)', p=name)})")
+        self.macros.append(f"#define {name}_GetPtr() ({name})")
+
+    def _linear_object(self, name: str, desc: model.TensorLinearDescriptor) -> None:
+        if desc.storage_type == LinearStorageType.TEXTURE_2D:
+            if not self.device.images:
+                raise SourceError(f"linear tensor {name!r} is a texture, but the device has no image support")
+            self.params.append(Param(f"__read_only image2d_t {name}", "object_image", name))
+            self.macros.append(f"#define {name}_Read(i) TO_FLT4(read_imagef({name}, smp_none, (int2)((i), 0)))")
+            return
+        elem, load, _ = self._storage_type(desc.element_type or DataType.FLOAT32, 4)
+        space = "__constant" if desc.memory_type == MemoryType.CONSTANT else "__global"
+        self.params.append(Param(f"{space} {elem}* {name}", "object_buffer", name))
+        self.macros.append(f"#define {name}_Read(i) TO_FLT4({load.format(i='(i)', p=name)})")
+
+    def _texture_object(self, name: str) -> None:
+        if not self.device.images:
+            raise SourceError(f"texture {name!r} needs image support, which the device lacks")
+        self.params.append(Param(f"__read_only image2d_t {name}", "object_image", name))
+        self.macros.append(f"#define {name}_Read(x, y) TO_FLT4(read_imagef({name}, smp_none, (int2)((x), (y))))")
+
+    # ------------------------------------------------------------ rewrite
+
+    def assemble(self) -> KernelSource:
+        code = self.op.code or ""
+        if "MAIN_FUNCTION" not in code:
+            raise SourceError("the code has no MAIN_FUNCTION($0)")
+        self._pack_scalars()
+        usage: dict[str, set[str]] = {}
+        out, pos = [], 0
+        for match in _SELECTOR_CALL.finditer(code):
+            if match.start() < pos:
+                continue
+            name, selector = match.group(1), match.group(2)
+            call_args, _ = _call_args(code, match.end() - 1)
+            if name in self.tensors:
+                counts = TENSOR_SELECTORS.get(selector)
+                if counts is None or len(call_args) not in counts:
+                    raise SourceError(
+                        f"tensor selector {name}.{selector} with {len(call_args)} arguments is not supported "
+                        f"(supported: {', '.join(f'{k}/{v}' for k, v in TENSOR_SELECTORS.items())})"
+                    )
+                usage.setdefault(name, set()).add(selector)
+                suffix = str(len(call_args)) if selector in ("Read", "Write") else ""
+                out.append(code[pos : match.start()] + f"{name}_{selector}{suffix}(")
+            elif name in self.buffers or name in self.linears or name in self.textures:
+                if selector not in ("Read", "GetPtr"):
+                    raise SourceError(f"object {name!r} has no selector {selector!r} (Read, GetPtr)")
+                usage.setdefault(name, set()).add(selector)
+                out.append(code[pos : match.start()] + f"{name}_{selector}(")
+            else:
+                raise SourceError(f"args.{name}.{selector}(): no tensor or object named {name!r}")
+            pos = match.end()
+        code = "".join(out) + code[pos:]
+
+        def scalar(m: re.Match[str]) -> str:
+            if m.group(1) not in self.scalars:
+                raise SourceError(f"args.{m.group(1)}: no argument of that name")
+            return self.scalars[m.group(1)]
+
+        code = _SCALAR.sub(scalar, code)
+        for name in sorted(usage):
+            if name in self.tensors:
+                self._tensor(name, self.tensors[name], usage[name])
+            elif name in self.buffers:
+                self._buffer_object(name, self.buffers[name])
+            elif name in self.linears:
+                self._linear_object(name, self.linears[name])
+            else:
+                self._texture_object(name)
+        # Order as upstream: buffers, then images, then scalar vectors.
+        order = {
+            "tensor_buffer": 0,
+            "object_buffer": 0,
+            "tensor_image": 1,
+            "object_image": 1,
+            "tensor_shape": 2,
+        }
+        params = sorted(self.params, key=lambda prm: order[prm.kind]) + self._scalar_params
+        signature = ",\n    ".join(p.decl for p in params)
+        code = code.replace("MAIN_FUNCTION($0)", f"__kernel void main_function(\n    {signature})")
+        prelude = _prelude(self.precision, self.device, self.half_math)
+        self.result.text = prelude + "\n".join(self.macros) + "\n" + code
+        self.result.params = params
+        return self.result
+
+
+def assemble(
+    op: model.GPUOperation,
+    tensors: dict[str, model.TensorDescriptor],
+    device: DeviceInfo,
+    precision: CalculationsPrecision,
+) -> KernelSource:
+    """Complete OpenCL source of ``op``, with ``tensors`` the descriptors its tensor refs are bound to."""
+    return _Assembler(op, tensors, device, precision).assemble()
