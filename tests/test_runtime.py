@@ -1,0 +1,249 @@
+"""The runtime on the embedded default device (PoCL): hand-built contexts checked against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from delegate import (
+    ContextFormatError,
+    DeviceNotFoundError,
+    DeviceResourceError,
+    ProgramBuildError,
+    Runtime,
+    serialize_context,
+    write_context,
+)
+from delegate.context import model as m
+from delegate.runtime import select_device
+
+from .runtime_helpers import STORAGES, T, add_op, desc, scale_bias_op, single_node
+
+F32, F32_F16, F16 = m.CalculationsPrecision.F32, m.CalculationsPrecision.F32_F16, m.CalculationsPrecision.F16
+# Tolerances per precision: F32 is exact for a*b+c; half storage rounds to 11 significant bits.
+TOLERANCE = {F32: 1e-6, F32_F16: 2e-3, F16: 4e-3}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("programs")
+
+
+def _bias(c: int) -> np.ndarray:
+    return np.linspace(-1, 1, (c + 3) // 4 * 4, dtype=np.float32)
+
+
+@pytest.mark.parametrize("precision", [F32, F32_F16, F16], ids=lambda p: p.name)
+@pytest.mark.parametrize("storage", STORAGES, ids=lambda s: s.name)
+def test_elementwise_kernel_on_every_storage_and_precision(storage, precision, cache):
+    c = 3 if storage == T.SINGLE_TEXTURE_2D else 6
+    dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
+    bias = _bias(c)
+    ctx = single_node(scale_bias_op(1.5, bias.tobytes()), desc(c, storage, dt), desc(c, storage, dt),
+                      precision=precision)  # fmt: skip
+    rng = np.random.default_rng(0)
+    with Runtime.load(serialize_context(ctx), cache_dir=cache) as rt:
+        assert rt.input_shapes == [(1, 3, 5, c)] and rt.output_shapes == [(1, 3, 5, c)]
+        x = rng.uniform(-4, 4, size=rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    expected = x * 1.5 + bias[:c]
+    np.testing.assert_allclose(y, expected, atol=TOLERANCE[precision] * 8, rtol=TOLERANCE[precision])
+    if precision == F32:
+        assert np.abs(y - expected).max() <= 1e-5
+
+
+def test_batch_and_depth_shapes(cache):
+    ctx = single_node(scale_bias_op(-2.0, _bias(5).tobytes()), desc(5, b=2, d=3), desc(5, b=2, d=3))
+    # The scale/bias kernel addresses (X, Y, S) only: give it X over W*B and Y over H*D via 5-arg selectors.
+    ctx.nodes[0].gpu_op.code = """
+MAIN_FUNCTION($0) {
+  int gx = GLOBAL_ID_0; int gy = GLOBAL_ID_1; int S = GLOBAL_ID_2;
+  int B = args.dst_tensor.Batch(); int D = args.dst_tensor.Depth();
+  if (gx >= args.dst_tensor.Width() * B || gy >= args.dst_tensor.Height() * D || S >= args.dst_tensor.Slices()) return;
+  int X = gx / B; int b = gx % B; int Y = gy / D; int Z = gy % D;
+  FLT4 v = args.src_tensor.Read(X, Y, Z, S, b) * (FLT)(args.scale) + args.bias.Read(S);
+  args.dst_tensor.Write(v, X, Y, Z, S, b);
+}
+"""
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        assert rt.input_shapes == [(2, 3, 5, 3, 5)]
+        x = np.random.default_rng(1).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    np.testing.assert_allclose(y, x * -2.0 + _bias(5)[:5], rtol=1e-6, atol=1e-6)
+
+
+def test_inactive_scalars_become_literals(cache):
+    ctx = single_node(scale_bias_op(0.25, _bias(4).tobytes(), active=False), desc(4), desc(4))
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.ones(rt.input_shapes[0], np.float32)
+        np.testing.assert_allclose(rt.run([x])[0], np.broadcast_to(0.25 + _bias(4), x.shape), rtol=1e-6)
+
+
+def _chain(n: int, c: int = 8) -> m.InferenceContext:
+    """x -> +1 -> +1 ... (n nodes), plus a residual add of the first and last intermediate."""
+    nodes, tensors = [], [m.TensorDescWithId(desc(c, h=16, w=16), 0)]
+    ones = np.ones((c + 3) // 4 * 4, np.float32).tobytes()
+    for i in range(n):
+        nodes.append(m.CLNode(gpu_op=scale_bias_op(1.0, ones), input_ids=[i], output_ids=[i + 1], name=f"inc{i}"))
+        tensors.append(m.TensorDescWithId(desc(c, h=16, w=16), i + 1))
+    nodes.append(m.CLNode(gpu_op=add_op(), input_ids=[1, n], output_ids=[n + 1], name="residual"))
+    tensors.append(m.TensorDescWithId(desc(c, h=16, w=16), n + 1))
+    return m.InferenceContext(nodes=nodes, tensors=tensors, input_ids=[0], output_ids=[n + 1])
+
+
+def test_chain_shares_memory_and_is_correct(cache):
+    n = 6
+    with Runtime.load(_chain(n), cache_dir=cache) as rt:
+        x = np.random.default_rng(2).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+        report = rt.memory
+        assert rt.node_names == [*(f"inc{i}" for i in range(n)), "residual"]
+    np.testing.assert_allclose(y, (x + 1) + (x + n), rtol=1e-6)
+    one = 16 * 16 * 8 * 4
+    assert report.unshared_bytes == (n + 2) * one
+    # Tensor 1 lives until the residual add, so three tensors are live at once at most.
+    assert report.lower_bound_bytes == 3 * one
+    assert report.lower_bound_bytes <= report.tensor_bytes <= report.lower_bound_bytes * 1.1
+    assert report.constant_bytes == n * 16 * 2
+
+
+def test_variable_tensor_accumulates_across_runs(cache):
+    accumulate = """
+MAIN_FUNCTION($0) {
+  int X = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
+  if (X >= args.dst_tensor.Width() || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  args.dst_tensor.Write(args.state.Read(X, Y, S) + args.x.Read(X, Y, S), X, Y, S);
+}
+"""
+    copy = scale_bias_op(1.0, np.zeros(4, np.float32).tobytes())
+    op = m.GPUOperation(code=accumulate, tensor_to_grid=m.TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z,
+                        src_tensors_names=["x", "state"], dst_tensors_names=["dst_tensor"])  # fmt: skip
+    ctx = m.InferenceContext(
+        nodes=[
+            m.CLNode(gpu_op=op, input_ids=[0, 1], output_ids=[2], name="accumulate"),
+            m.CLNode(gpu_op=copy, input_ids=[2], output_ids=[3], name="copy_out"),
+        ],
+        tensors=[m.TensorDescWithId(desc(4), i) for i in range(4)],
+        input_ids=[0],
+        output_ids=[3],
+        variable_ids_and_refs=[m.PairOfValueIds(1, 7), m.PairOfValueIds(2, 7)],
+    )
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.random.default_rng(3).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        for k in range(1, 5):
+            (y,) = rt.run([x])
+            np.testing.assert_allclose(y, k * x, rtol=1e-5, atol=1e-6)
+
+
+def test_second_load_compiles_nothing(tmp_path):
+    data = serialize_context(_chain(3))
+    with Runtime.load(data, cache_dir=tmp_path) as first:
+        assert first.build_stats.built_from_source == 4  # scale/bias, add, input and output conversions
+        assert first.build_stats.reused_in_context == 2
+        x = np.ones(first.input_shapes[0], np.float32)
+        expected = first.run([x])[0]
+    with Runtime.load(data, cache_dir=tmp_path) as second:
+        assert second.build_stats.built_from_source == 0
+        assert second.build_stats.loaded_from_cache == 4
+        np.testing.assert_array_equal(second.run([x])[0], expected)
+    for entry in tmp_path.glob("*.bin"):
+        entry.write_bytes(b"corrupt")
+    with Runtime.load(data, cache_dir=tmp_path) as third:
+        assert third.build_stats.built_from_source == 4
+        np.testing.assert_array_equal(third.run([x])[0], expected)
+
+
+def test_load_from_a_file_path(tmp_path, cache):
+    path = write_context(_chain(2), tmp_path / "chain.ctx")
+    with Runtime.load(path, cache_dir=cache) as rt:
+        x = np.zeros(rt.input_shapes[0], np.float32)
+        np.testing.assert_allclose(rt.run([x])[0], 1.0 + 2.0)
+
+
+def test_build_failure_names_the_node_and_carries_the_log(cache):
+    op = scale_bias_op(1.0, _bias(4).tobytes(), code="MAIN_FUNCTION($0) { undeclared_thing += 1; }")
+    with pytest.raises(ProgramBuildError) as info:
+        Runtime.load(single_node(op, desc(4), desc(4)), cache_dir=cache)
+    assert info.value.node == "node0"
+    assert "undeclared_thing" in info.value.log
+    assert "undeclared_thing" in str(info.value)
+
+
+def test_unknown_arguments_are_build_errors(cache):
+    op = scale_bias_op(1.0, _bias(4).tobytes(), code="MAIN_FUNCTION($0) { float a = args.nothing; }")
+    with pytest.raises(ProgramBuildError, match=r"args\.nothing: no argument of that name"):
+        Runtime.load(single_node(op, desc(4), desc(4)), cache_dir=cache)
+    op.code = "MAIN_FUNCTION($0) { FLT4 v = args.src_tensor.Read(1, 2); }"
+    with pytest.raises(ProgramBuildError, match="Read with 2 arguments is not supported"):
+        Runtime.load(single_node(op, desc(4), desc(4)), cache_dir=cache)
+
+
+def test_tensors_that_do_not_fit_the_device(cache):
+    huge = desc(4, h=40_000, w=40_000)  # 25.6 GB of float32
+    with pytest.raises(DeviceResourceError, match="allows at most"):
+        Runtime.load(single_node(scale_bias_op(1.0, _bias(4).tobytes()), huge, huge), cache_dir=cache)
+    wide = desc(4, st=T.TEXTURE_2D, h=1, w=100_000)
+    with pytest.raises(DeviceResourceError, match="TEXTURE_2D of 100000x1 pixels"):
+        Runtime.load(single_node(scale_bias_op(1.0, _bias(4).tobytes()), wide, wide), cache_dir=cache)
+
+
+def test_semantic_errors_are_reported(cache):
+    ctx = _chain(1)
+    ctx.nodes[0].input_ids = [42]
+    with pytest.raises(ContextFormatError, match="uses tensor 42, which is not declared"):
+        Runtime.load(ctx, cache_dir=cache)
+    ctx = _chain(1)
+    ctx.nodes[0].gpu_op.src_tensors_names = []
+    with pytest.raises(ContextFormatError, match="1 inputs but 0 src_tensors_names"):
+        Runtime.load(ctx, cache_dir=cache)
+
+
+def test_input_validation(cache):
+    with Runtime.load(_chain(1), cache_dir=cache) as rt:
+        with pytest.raises(ValueError, match="expected 1 inputs"):
+            rt.run([])
+        with pytest.raises(ValueError, match="must have shape"):
+            rt.run([np.zeros((1, 2, 3, 4), np.float32)])
+        # float64 and non-contiguous inputs are converted
+        x = np.zeros((1, 16, 16, 16), np.float64)[..., ::2]
+        assert rt.run([x])[0].dtype == np.float32
+    with pytest.raises(Exception, match="closed"):
+        rt.run([x])
+
+
+def test_profiling_times_every_node(cache):
+    with Runtime.load(_chain(3), cache_dir=cache, profiling=True) as rt:
+        x = np.ones(rt.input_shapes[0], np.float32)
+        outputs, times = rt.run_profiled([x])
+        assert [name for name, _ in times] == ["inc0", "inc1", "inc2", "residual"]
+        assert all(seconds > 0 for _, seconds in times)
+        np.testing.assert_allclose(outputs[0], 2.0 + 4.0)
+    with Runtime.load(_chain(1), cache_dir=cache) as rt, pytest.raises(Exception, match="profiling=True"):
+        rt.run_profiled([np.ones(rt.input_shapes[0], np.float32)])
+
+
+def test_flush_policies_and_launch_geometry(cache):
+    ctx = _chain(4)
+    ctx.need_flush, ctx.flush_periodically, ctx.flush_period = True, True, 2
+    op = ctx.nodes[1].gpu_op
+    # A custom 3-D grid with a launch order: groups of axis order[i] are launched along axis i.
+    op.tensor_to_grid = m.TensorToGrid.CUSTOM
+    op.grid_size = m.Int3(16, 16, 2)
+    op.work_group_size = m.Int3(4, 4, 2)
+    op.work_group_launch_order = m.Int3(0, 1, 2)
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.ones(rt.input_shapes[0], np.float32)
+        np.testing.assert_allclose(rt.run([x])[0], 2.0 + 5.0)
+        launches = rt.launches()
+        assert launches[2][1:] == ((16, 16, 2), (4, 4, 2))
+
+
+def test_device_selection():
+    default = select_device()
+    assert select_device(0) == default or select_device(0) is not None
+    assert select_device("0:0") is not None
+    assert select_device("pthread") is not None or select_device("pocl") is not None
+    with pytest.raises(DeviceNotFoundError, match="available devices:\n  0:0"):
+        select_device("no such device anywhere")
+    with pytest.raises(DeviceNotFoundError, match="no OpenCL device matches '7:3'"):
+        select_device("7:3")
