@@ -57,3 +57,15 @@ def test_reader_is_clean_under_asan_and_ubsan(driver, tmp_path):
     counts = dict(item.split("=") for item in result.stdout.split())
     assert int(counts["reads"]) > 100_000
     assert int(counts["errors"]) > 0 and int(counts["ok"]) > 0
+
+
+def test_enqueue_loop_against_a_mock_opencl_under_asan_and_ubsan(tmp_path):
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    assert cc is not None, "a C compiler is required (the package itself needs one to build)"
+    out = tmp_path / "runtime_mock"
+    sources = [str(ROOT / "tests/native/runtime_mock.c"), str(ROOT / "csrc/runtime.c")]
+    subprocess.run([cc, *FLAGS, f"-I{ROOT / 'csrc'}", *sources, "-o", str(out), "-ldl"], check=True)
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1")
+    result = subprocess.run([str(out)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "runtime loop checks passed" in result.stdout

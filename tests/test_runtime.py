@@ -19,6 +19,9 @@ from delegate.runtime import select_device
 
 from .runtime_helpers import STORAGES, T, add_op, desc, scale_bias_op, single_node
 
+# The sanitizer pass (scripts/sanitize.sh) deselects these: PoCL cannot be loaded next to the ASan runtime.
+pytestmark = pytest.mark.opencl
+
 F32, F32_F16, F16 = m.CalculationsPrecision.F32, m.CalculationsPrecision.F32_F16, m.CalculationsPrecision.F16
 # Tolerances per precision: F32 is exact for a*b+c; half storage rounds to 11 significant bits.
 TOLERANCE = {F32: 1e-6, F32_F16: 2e-3, F16: 4e-3}
