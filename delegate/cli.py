@@ -1,4 +1,4 @@
-"""Command line: ``python -m delegate {inspect,demo}``."""
+"""Command line: ``python -m delegate {inspect,run,devices,demo}``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,54 @@ def _median_seconds(fn: object, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def _run_on_device(path: Path, device: str | None, repeats: int) -> None:
+    import numpy as np
+
+    from .runtime import Runtime
+
+    start = time.perf_counter()
+    with Runtime.load(path, device=device, profiling=True) as rt:
+        load_s = time.perf_counter() - start
+        stats = rt.build_stats
+        rng = np.random.default_rng(0)
+        inputs = [rng.random(shape, dtype=np.float32) for shape in rt.input_shapes]
+        rt.run(inputs)  # first run: the driver specialises kernels
+        run_s = _median_seconds(lambda: rt.run(inputs), repeats)
+        outputs, times = rt.run_profiled(inputs)
+        mem = rt.memory
+        print(f"device: {rt.device_info.platform} / {rt.device_info.name} (driver {rt.device_info.driver_version})")
+        print(
+            f"load: {load_s * 1e3:.0f} ms, programs built {stats.built_from_source}, from cache"
+            f" {stats.loaded_from_cache}, shared {stats.reused_in_context}; precision {rt.precision.name}"
+        )
+        print(
+            f"memory: tensors {mem.tensor_bytes / 2**20:.1f} MiB (lower bound {mem.lower_bound_bytes / 2**20:.1f},"
+            f" unshared {mem.unshared_bytes / 2**20:.1f}), constants {mem.constant_bytes / 2**20:.1f} MiB"
+        )
+        print(f"run: {run_s * 1e3:.1f} ms (median of {repeats}); outputs {[o.shape for o in outputs]}")
+        slowest = sorted(times, key=lambda t: -t[1])[:3]
+        print("slowest nodes: " + ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in slowest))
+
+
+def _run(args: argparse.Namespace) -> int:
+    _run_on_device(args.file, args.device, args.repeats)
+    return 0
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from .runtime import describe, list_devices, select_device
+
+    default = select_device()
+    for p, d, dev in list_devices():
+        info = describe(dev)
+        mark = "*" if dev == default else " "
+        print(
+            f"{mark} {p}:{d}  {info.platform} / {info.name}  driver {info.driver_version}, fp16 {info.fp16},"
+            f" images {info.images}, {info.global_mem_bytes // 2**20} MiB"
+        )
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from ._generated.serialization_generated import InferenceContextT
 
@@ -58,7 +106,11 @@ def _demo(args: argparse.Namespace) -> int:
         f"parse: native reader {native_s * 1e6:.0f} us, Python flatbuffers object API {python_s * 1e3:.1f} ms"
         f" ({python_s / native_s:.0f}x)"
     )
-    print("note: the compiler, runtime and TFLite plugin are not built yet; this demo exercises the context file path.")
+    _run_on_device(path, args.device, 5)
+    print(
+        "note: the compiler from TFLite models and the TFLite plugin are not built yet; this context is a"
+        " synthetic MobileNetV2-shaped program with plain kernels and random weights."
+    )
     return 0
 
 
@@ -71,7 +123,17 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.set_defaults(run=_inspect)
     demo = commands.add_parser("demo", help="write a MobileNetV2-sized context, read it back natively and inspect it")
     demo.add_argument("--output", help="directory for the context file (default: a new temporary one)")
+    demo.add_argument(
+        "--device", help="OpenCL device: 'P:D', an index, or part of its name (default: a GPU, else PoCL)"
+    )
     demo.set_defaults(run=_demo)
+    run = commands.add_parser("run", help="run an InferenceContext file on random inputs and time it")
+    run.add_argument("file", type=Path)
+    run.add_argument("--device", help="OpenCL device: 'P:D', an index, or part of its name")
+    run.add_argument("--repeats", type=int, default=10, help="timed runs (default 10)")
+    run.set_defaults(run=_run)
+    devices = commands.add_parser("devices", help="list OpenCL devices (* marks the default)")
+    devices.set_defaults(run=_devices)
     return parser
 
 

@@ -8,3 +8,4 @@ source scripts/venv.sh
 .venv/bin/ruff format --check .
 .venv/bin/python -m pytest "$@"
 .venv/bin/python benchmarks/parse_speed.py --check
+.venv/bin/python benchmarks/runtime_speed.py --check

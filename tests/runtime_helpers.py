@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from delegate.context import model as m
 
 T = m.TensorStorageType
@@ -70,3 +72,15 @@ def single_node(op: m.GPUOperation, src: m.TensorDescriptor, dst: m.TensorDescri
         output_ids=[1],
         **kw,
     )
+
+
+def chain(n: int, c: int = 8) -> m.InferenceContext:
+    """x -> +1 -> +1 ... (n nodes), plus a residual add of the first and last intermediate."""
+    nodes, tensors = [], [m.TensorDescWithId(desc(c, h=16, w=16), 0)]
+    ones = np.ones((c + 3) // 4 * 4, np.float32).tobytes()
+    for i in range(n):
+        nodes.append(m.CLNode(gpu_op=scale_bias_op(1.0, ones), input_ids=[i], output_ids=[i + 1], name=f"inc{i}"))
+        tensors.append(m.TensorDescWithId(desc(c, h=16, w=16), i + 1))
+    nodes.append(m.CLNode(gpu_op=add_op(), input_ids=[1, n], output_ids=[n + 1], name="residual"))
+    tensors.append(m.TensorDescWithId(desc(c, h=16, w=16), n + 1))
+    return m.InferenceContext(nodes=nodes, tensors=tensors, input_ids=[0], output_ids=[n + 1])

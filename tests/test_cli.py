@@ -72,8 +72,21 @@ def test_inspect_tflite_and_missing_files(tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "No such file" in result.stderr
 
 
-def test_demo_round_trips(tmp_path):
+@pytest.mark.opencl
+def test_demo_round_trips_and_runs(tmp_path):
     result = _run_cli("demo", "--output", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "read back equal, field by field" in result.stdout
+    assert "outputs [(1, 1, 1, 1000)]" in result.stdout
     assert (tmp_path / "mobilenet_v2_synthetic.ctx").stat().st_size > 13_000_000
+
+
+@pytest.mark.opencl
+def test_run_and_devices_commands(mobilenet_file):
+    result = _run_cli("run", str(mobilenet_file), "--repeats", "1")
+    assert result.returncode == 0, result.stderr
+    assert "memory: tensors" in result.stdout and "slowest nodes:" in result.stdout
+    result = _run_cli("devices")
+    assert result.returncode == 0 and result.stdout.startswith("* 0:0")
+    result = _run_cli("run", str(mobilenet_file), "--device", "no-such-device")
+    assert result.returncode == 2 and "available devices" in result.stderr

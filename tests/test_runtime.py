@@ -17,7 +17,7 @@ from delegate import (
 from delegate.context import model as m
 from delegate.runtime import select_device
 
-from .runtime_helpers import STORAGES, T, add_op, desc, scale_bias_op, single_node
+from .runtime_helpers import STORAGES, T, chain, desc, scale_bias_op, single_node
 
 # The sanitizer pass (scripts/sanitize.sh) deselects these: PoCL cannot be loaded next to the ASan runtime.
 pytestmark = pytest.mark.opencl
@@ -82,21 +82,9 @@ def test_inactive_scalars_become_literals(cache):
         np.testing.assert_allclose(rt.run([x])[0], np.broadcast_to(0.25 + _bias(4), x.shape), rtol=1e-6)
 
 
-def _chain(n: int, c: int = 8) -> m.InferenceContext:
-    """x -> +1 -> +1 ... (n nodes), plus a residual add of the first and last intermediate."""
-    nodes, tensors = [], [m.TensorDescWithId(desc(c, h=16, w=16), 0)]
-    ones = np.ones((c + 3) // 4 * 4, np.float32).tobytes()
-    for i in range(n):
-        nodes.append(m.CLNode(gpu_op=scale_bias_op(1.0, ones), input_ids=[i], output_ids=[i + 1], name=f"inc{i}"))
-        tensors.append(m.TensorDescWithId(desc(c, h=16, w=16), i + 1))
-    nodes.append(m.CLNode(gpu_op=add_op(), input_ids=[1, n], output_ids=[n + 1], name="residual"))
-    tensors.append(m.TensorDescWithId(desc(c, h=16, w=16), n + 1))
-    return m.InferenceContext(nodes=nodes, tensors=tensors, input_ids=[0], output_ids=[n + 1])
-
-
 def test_chain_shares_memory_and_is_correct(cache):
     n = 6
-    with Runtime.load(_chain(n), cache_dir=cache) as rt:
+    with Runtime.load(chain(n), cache_dir=cache) as rt:
         x = np.random.default_rng(2).standard_normal(rt.input_shapes[0]).astype(np.float32)
         (y,) = rt.run([x])
         report = rt.memory
@@ -139,7 +127,7 @@ MAIN_FUNCTION($0) {
 
 
 def test_second_load_compiles_nothing(tmp_path):
-    data = serialize_context(_chain(3))
+    data = serialize_context(chain(3))
     with Runtime.load(data, cache_dir=tmp_path) as first:
         assert first.build_stats.built_from_source == 4  # scale/bias, add, input and output conversions
         assert first.build_stats.reused_in_context == 2
@@ -157,7 +145,7 @@ def test_second_load_compiles_nothing(tmp_path):
 
 
 def test_load_from_a_file_path(tmp_path, cache):
-    path = write_context(_chain(2), tmp_path / "chain.ctx")
+    path = write_context(chain(2), tmp_path / "chain.ctx")
     with Runtime.load(path, cache_dir=cache) as rt:
         x = np.zeros(rt.input_shapes[0], np.float32)
         np.testing.assert_allclose(rt.run([x])[0], 1.0 + 2.0)
@@ -191,18 +179,18 @@ def test_tensors_that_do_not_fit_the_device(cache):
 
 
 def test_semantic_errors_are_reported(cache):
-    ctx = _chain(1)
+    ctx = chain(1)
     ctx.nodes[0].input_ids = [42]
     with pytest.raises(ContextFormatError, match="uses tensor 42, which is not declared"):
         Runtime.load(ctx, cache_dir=cache)
-    ctx = _chain(1)
+    ctx = chain(1)
     ctx.nodes[0].gpu_op.src_tensors_names = []
     with pytest.raises(ContextFormatError, match="1 inputs but 0 src_tensors_names"):
         Runtime.load(ctx, cache_dir=cache)
 
 
 def test_input_validation(cache):
-    with Runtime.load(_chain(1), cache_dir=cache) as rt:
+    with Runtime.load(chain(1), cache_dir=cache) as rt:
         with pytest.raises(ValueError, match="expected 1 inputs"):
             rt.run([])
         with pytest.raises(ValueError, match="must have shape"):
@@ -215,18 +203,18 @@ def test_input_validation(cache):
 
 
 def test_profiling_times_every_node(cache):
-    with Runtime.load(_chain(3), cache_dir=cache, profiling=True) as rt:
+    with Runtime.load(chain(3), cache_dir=cache, profiling=True) as rt:
         x = np.ones(rt.input_shapes[0], np.float32)
         outputs, times = rt.run_profiled([x])
         assert [name for name, _ in times] == ["inc0", "inc1", "inc2", "residual"]
         assert all(seconds > 0 for _, seconds in times)
         np.testing.assert_allclose(outputs[0], 2.0 + 4.0)
-    with Runtime.load(_chain(1), cache_dir=cache) as rt, pytest.raises(Exception, match="profiling=True"):
+    with Runtime.load(chain(1), cache_dir=cache) as rt, pytest.raises(Exception, match="profiling=True"):
         rt.run_profiled([np.ones(rt.input_shapes[0], np.float32)])
 
 
 def test_flush_policies_and_launch_geometry(cache):
-    ctx = _chain(4)
+    ctx = chain(4)
     ctx.need_flush, ctx.flush_periodically, ctx.flush_period = True, True, 2
     op = ctx.nodes[1].gpu_op
     # A custom 3-D grid with a launch order: groups of axis order[i] are launched along axis i.

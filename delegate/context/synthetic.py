@@ -1,9 +1,10 @@
 """A synthetic, MobileNetV2-shaped InferenceContext for demos, tests and benchmarks.
 
-It has MobileNetV2's layer structure (about 65 kernels, 3.5 M float32 weights,
-about 14 MB) with realistic arguments, tensor descriptors and kernel sources,
-filled with seeded random weights. It is a file-format workload, not a
-runnable model: the kernel sources are placeholders in the runtime's syntax.
+It has MobileNetV2's layer structure (64 kernels, 3.5 M float32 weights, about
+14 MB) with realistic arguments, tensor descriptors and kernel sources (plain,
+unoptimised convolutions in the runtime's conventions), filled with seeded
+random weights. With ``weight_scale=1`` it runs on the runtime; other scales
+only change the file size (for format benchmarks) and must not be run.
 """
 
 from __future__ import annotations
@@ -51,24 +52,36 @@ _BLOCKS = [
     (6, 320, 1, 1),
 ]
 
-_KERNEL_TEMPLATE = """
+_WINDOW = """
+  for (int ky = 0; ky < args.kernel_size_y; ++ky) {
+    int y_c = Y * args.stride_y + ky * args.dilation_y - args.padding_y;
+    if (y_c < 0 || y_c >= args.src_tensor.Height()) continue;
+    for (int kx = 0; kx < args.kernel_size_x; ++kx) {
+      int x_c = X * args.stride_x + kx * args.dilation_x - args.padding_x;
+      if (x_c < 0 || x_c >= args.src_tensor.Width()) continue;
+"""
+
+_HEADER = """
 MAIN_FUNCTION($0) {
   int X = GLOBAL_ID_0;
   int Y = GLOBAL_ID_1;
   int S = GLOBAL_ID_2;
   if (X >= args.dst_tensor.Width() || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
-  ACCUM_FLT4 acc = INIT_ACCUM_FLT4(0.0f);
-  for (int ky = 0; ky < args.kernel_size_y; ++ky) {
-    int y_c = Y * args.stride_y + ky * args.dilation_y - args.padding_y;
-    for (int kx = 0; kx < args.kernel_size_x; ++kx) {
-      int x_c = X * args.stride_x + kx * args.dilation_x - args.padding_x;
-      for (int s = 0; s < args.src_tensor.Slices(); ++s) {
+"""
+
+#: Kernel sources per layer kind, in the runtime's conventions (docs/runtime.md). Weights are
+#: laid out per output slice, window position and input slice, four FLT4 rows per step.
+_KERNELS = {
+    "conv": _HEADER
+    + "  ACCUM_FLT4 acc = INIT_ACCUM_FLT4(0.0f);"
+    + _WINDOW
+    + """      for (int s = 0; s < args.src_tensor.Slices(); ++s) {
         FLT4 src = args.src_tensor.Read(x_c, y_c, s);
-        int w = ((S * args.kernel_size_y + ky) * args.kernel_size_x + kx) * args.src_tensor.Slices() + s;
-        acc.x += dot(src, args.weights.Read(w * 4 + 0));
-        acc.y += dot(src, args.weights.Read(w * 4 + 1));
-        acc.z += dot(src, args.weights.Read(w * 4 + 2));
-        acc.w += dot(src, args.weights.Read(w * 4 + 3));
+        int w = (((S * args.kernel_size_y + ky) * args.kernel_size_x + kx) * args.src_tensor.Slices() + s) * 4;
+        acc.x += dot(src, args.weights.Read(w + 0));
+        acc.y += dot(src, args.weights.Read(w + 1));
+        acc.z += dot(src, args.weights.Read(w + 2));
+        acc.w += dot(src, args.weights.Read(w + 3));
       }
     }
   }
@@ -76,7 +89,38 @@ MAIN_FUNCTION($0) {
   {activation}
   args.dst_tensor.Write(result, X, Y, S);
 }
-"""
+""",
+    "depthwise": _HEADER
+    + "  ACCUM_FLT4 acc = INIT_ACCUM_FLT4(0.0f);"
+    + _WINDOW
+    + """      int w = (S * args.kernel_size_y + ky) * args.kernel_size_x + kx;
+      acc += TO_ACCUM_FLT4(args.src_tensor.Read(x_c, y_c, S) * args.weights.Read(w));
+    }
+  }
+  FLT4 result = TO_FLT4(acc) + args.biases.Read(S);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S);
+}
+""",
+    "pool": _HEADER
+    + "  ACCUM_FLT4 acc = INIT_ACCUM_FLT4(0.0f);\n  float count = 0.0f;"
+    + _WINDOW
+    + """      acc += TO_ACCUM_FLT4(args.src_tensor.Read(x_c, y_c, S));
+      count += 1.0f;
+    }
+  }
+  FLT4 result = TO_FLT4(acc / (count > 0.0f ? count : 1.0f));
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S);
+}
+""",
+    "add": _HEADER
+    + """  FLT4 result = args.src_tensor_0.Read(X, Y, S) + args.src_tensor_1.Read(X, Y, S);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S);
+}
+""",
+}
 
 
 @dataclass(frozen=True)
@@ -151,10 +195,12 @@ def synthetic_mobilenet(
         dst = _tensor(layer.dst, storage, dtype)
         ctx.tensors.append(TensorDescWithId(dst, dst_id))
         weighted = layer.kind in ("conv", "depthwise")
-        cin = layer.src.c if layer.kind == "conv" else 1
-        weight_count = int(layer.kernel * layer.kernel * cin * layer.dst.c * weight_scale) if weighted else 0
+        # Channels padded to slices of 4, as the kernels read them.
+        src_slices, dst_slices = (layer.src.c + 3) // 4, (layer.dst.c + 3) // 4
+        per_out_slice = layer.kernel * layer.kernel * (src_slices * 16 if layer.kind == "conv" else 4)
+        weight_count = int(per_out_slice * dst_slices * weight_scale) if weighted else 0
         weights = rng.standard_normal(weight_count, dtype=np.float32).tobytes()
-        bias_count = int(layer.dst.c * weight_scale) if weighted else 0
+        bias_count = int(dst_slices * 4 * weight_scale) if weighted else 0
         biases = rng.standard_normal(bias_count, dtype=np.float32).tobytes()
         pad = (layer.kernel - 1) // 2
         src_names = ["src_tensor"] if len(layer.inputs) == 1 else [f"src_tensor_{i}" for i in range(len(layer.inputs))]
@@ -207,10 +253,10 @@ def synthetic_mobilenet(
         slices = (layer.dst.c + 3) // 4
         grid = Int3(layer.dst.w, layer.dst.h, slices)
         wg = Int3(8, 4, 1)
-        activation = "result = clamp(result, (FLT4)(0.0f), (FLT4)(6.0f));" if layer.relu6 else ""
+        activation = "result = clamp(result, INIT_FLT4(0.0f), INIT_FLT4(6.0f));" if layer.relu6 else ""
         op = GPUOperation(
             arguments=arguments,
-            code=_KERNEL_TEMPLATE.replace("{activation}", activation),
+            code=_KERNELS[layer.kind].replace("{activation}", activation),
             work_group_size=wg,
             tensor_to_grid=TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z,
             definition=OperationDef(precision=precision, src_tensors=[src] * len(src_names), dst_tensors=[dst]),
