@@ -29,7 +29,8 @@ from .source import KernelSource, SourceError, assemble, effective_precision
 _STAGES = {1: "uploading input", 2: "launching", 3: "downloading output", 4: "finishing", 5: "profiling"}
 _DEFAULT_WORK_GROUP = (8, 4, 1)
 
-_TO_DEVICE = """
+# Conversion kernels between a float32 BHWDC staging buffer and a tensor in any storage.
+_CONVERSION_HEAD = """
 MAIN_FUNCTION($0) {
   int gx = get_global_id(0);
   int gy = get_global_id(1);
@@ -39,7 +40,11 @@ MAIN_FUNCTION($0) {
   if (gx >= W * B || gy >= H * D || s >= args.tensor.Slices()) return;
   int x = gx / B; int b = gx % B; int y = gy / D; int z = gy % D;
   int base = (((b * H + y) * W + x) * D + z) * C + s * 4;
-  __global float* src = args.staging.GetPtr();
+"""
+
+_TO_DEVICE = (
+    _CONVERSION_HEAD
+    + """  __global float* src = args.staging.GetPtr();
   float4 v = (float4)(0.0f);
   v.x = src[base];
   if (s * 4 + 1 < C) v.y = src[base + 1];
@@ -48,18 +53,11 @@ MAIN_FUNCTION($0) {
   args.tensor.Write(v, x, y, z, s, b);
 }
 """
+)
 
-_FROM_DEVICE = """
-MAIN_FUNCTION($0) {
-  int gx = get_global_id(0);
-  int gy = get_global_id(1);
-  int s = get_global_id(2);
-  int B = args.tensor.Batch(); int D = args.tensor.Depth(); int W = args.tensor.Width();
-  int H = args.tensor.Height(); int C = args.tensor.Channels();
-  if (gx >= W * B || gy >= H * D || s >= args.tensor.Slices()) return;
-  int x = gx / B; int b = gx % B; int y = gy / D; int z = gy % D;
-  int base = (((b * H + y) * W + x) * D + z) * C + s * 4;
-  __global float* dst = args.staging.GetPtr();
+_FROM_DEVICE = (
+    _CONVERSION_HEAD
+    + """  __global float* dst = args.staging.GetPtr();
   float4 v = convert_float4(args.tensor.Read(x, y, z, s, b));
   dst[base] = v.x;
   if (s * 4 + 1 < C) dst[base + 1] = v.y;
@@ -67,6 +65,7 @@ MAIN_FUNCTION($0) {
   if (s * 4 + 3 < C) dst[base + 3] = v.w;
 }
 """
+)
 
 
 @dataclass(frozen=True)
