@@ -21,11 +21,15 @@ from .errors import (
 
 
 def __getattr__(name: str) -> object:
-    # The runtime imports pyopencl: load it only when asked for.
+    # The runtime and the plugin import pyopencl: load them only when asked for.
     if name == "Runtime":
         from .runtime import Runtime
 
         return Runtime
+    if name in ("load_delegate", "Interpreter", "delegate_state"):
+        from . import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'delegate' has no attribute {name!r}")
 
 
@@ -42,11 +46,14 @@ __all__ = [
     "DeviceResourceError",
     "ExecutionError",
     "InferenceContext",
+    "Interpreter",
     "ProgramBuildError",
     "ReadLimits",
     "Runtime",
     "SettingsError",
     "__version__",
+    "delegate_state",
+    "load_delegate",
     "read_context",
     "serialize_context",
     "write_context",

@@ -14,8 +14,8 @@ from pathlib import Path
 from cffi import FFI
 
 CSRC = Path("csrc")
-HEADERS = ["ctxfile.h", "runtime.h"]
-SOURCES = ["ctxfile.c", "runtime.c"]
+HEADERS = ["ctxfile.h", "runtime.h", "tflite_abi.h", "plugin.h"]
+SOURCES = ["ctxfile.c", "runtime.c", "plugin.c"]
 WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
@@ -36,9 +36,20 @@ def _compile_args() -> tuple[list[str], list[str]]:
     return compile_args, link_args
 
 
+#: The plugin's callbacks into Python (delegate/plugin.py); "+C" makes them callable from plugin.c.
+PYTHON_CALLBACKS = """
+extern "Python+C" int64_t dlg_py_create(const char *const *keys, const char *const *values, int count,
+                                        char *error, size_t error_size);
+extern "Python+C" void dlg_py_destroy(int64_t id);
+extern "Python+C" int dlg_py_prepare(TfLiteContext *context, TfLiteDelegate *delegate, int64_t id);
+extern "Python+C" int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *params,
+                                         dlg_kernel *kernel);
+extern "Python+C" void dlg_py_kernel_free(int64_t handle);
+"""
+
 ffibuilder = FFI()
 _root = Path(__file__).resolve().parent.parent
-ffibuilder.cdef("\n".join(_cdef_text(_root / CSRC / h) for h in HEADERS))
+ffibuilder.cdef("\n".join(_cdef_text(_root / CSRC / h) for h in HEADERS) + PYTHON_CALLBACKS)
 _compile, _link = _compile_args()
 ffibuilder.set_source(
     "delegate._native",

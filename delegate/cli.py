@@ -64,8 +64,41 @@ def _run_on_device(path: Path, device: str | None, repeats: int) -> None:
         print("slowest nodes: " + ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in slowest))
 
 
+def _is_tflite_model(path: Path) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return head[4:8] == b"TFL3"
+
+
 def _run(args: argparse.Namespace) -> int:
-    _run_on_device(args.file, args.device, args.repeats)
+    if not _is_tflite_model(args.file):
+        _run_on_device(args.file, args.device, args.runs)
+        return 0
+    from .model_run import format_result, run_model
+
+    if args.settings:
+        print("error: --settings is not supported yet; pass delegate options with --option KEY=VALUE", file=sys.stderr)
+        return 2
+    options: dict[str, str] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"error: --option {item!r} is not KEY=VALUE", file=sys.stderr)
+            return 2
+        options[key.strip()] = value.strip()
+    if args.serialization_dir:
+        options["serialization_dir"] = str(args.serialization_dir)
+    if args.device:
+        options["device"] = args.device
+    try:
+        result = run_model(str(args.file), options, args.runs, progress=not args.json)
+    except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(format_result(result))
     return 0
 
 
@@ -127,10 +160,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--device", help="OpenCL device: 'P:D', an index, or part of its name (default: a GPU, else PoCL)"
     )
     demo.set_defaults(run=_demo)
-    run = commands.add_parser("run", help="run an InferenceContext file on random inputs and time it")
-    run.add_argument("file", type=Path)
+    run = commands.add_parser(
+        "run",
+        help="run a .tflite model with the delegate and on CPU and compare (or time an InferenceContext file)",
+    )
+    run.add_argument("file", type=Path, help="a .tflite model, or an InferenceContext file")
     run.add_argument("--device", help="OpenCL device: 'P:D', an index, or part of its name")
-    run.add_argument("--repeats", type=int, default=10, help="timed runs (default 10)")
+    run.add_argument("--runs", type=int, default=10, help="timed runs after a warm-up (default 10)")
+    run.add_argument("--serialization-dir", type=Path, help="cache compiled partitions here (fast second start)")
+    run.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a delegate option (precision, storage_type, model_token, ...); repeatable",
+    )
+    run.add_argument("--settings", type=Path, help="acceleration settings file (not supported yet)")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(run=_run)
     devices = commands.add_parser("devices", help="list OpenCL devices (* marks the default)")
     devices.set_defaults(run=_devices)

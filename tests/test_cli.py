@@ -83,7 +83,7 @@ def test_demo_round_trips_and_runs(tmp_path):
 
 @pytest.mark.opencl
 def test_run_and_devices_commands(mobilenet_file):
-    result = _run_cli("run", str(mobilenet_file), "--repeats", "1")
+    result = _run_cli("run", str(mobilenet_file), "--runs", "1")
     assert result.returncode == 0, result.stderr
     assert "memory: tensors" in result.stdout and "slowest nodes:" in result.stdout
     result = _run_cli("devices")

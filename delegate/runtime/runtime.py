@@ -583,6 +583,15 @@ class Runtime:
         return [t.host_shape for t in self._outputs]
 
     @property
+    def input_ids(self) -> list[int]:
+        """The context's ``input_ids``: which tensor each ``run`` input is."""
+        return [t.tensor_id for t in self._inputs]
+
+    @property
+    def output_ids(self) -> list[int]:
+        return [t.tensor_id for t in self._outputs]
+
+    @property
     def node_names(self) -> list[str]:
         return list(self._node_names)
 

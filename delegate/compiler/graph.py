@@ -1,0 +1,98 @@
+"""The compiler's model of a TFLite graph: what the plugin captures from the interpreter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+
+class Builtin(IntEnum):
+    """TFLite builtin operator codes (tensorflow/lite/builtin_ops.h) this project knows by name."""
+
+    ADD = 0
+    AVERAGE_POOL_2D = 1
+    CONCATENATION = 2
+    CONV_2D = 3
+    DEPTHWISE_CONV_2D = 4
+    DEQUANTIZE = 6
+    FULLY_CONNECTED = 9
+    LOGISTIC = 14
+    MAX_POOL_2D = 17
+    MUL = 18
+    RELU = 19
+    RELU_N1_TO_1 = 20
+    RELU6 = 21
+    RESHAPE = 22
+    RESIZE_BILINEAR = 23
+    SOFTMAX = 25
+    TANH = 28
+    PAD = 34
+    MEAN = 40
+    SUB = 41
+    TRANSPOSE_CONV = 67
+    HARD_SWISH = 117
+
+
+class Activation(IntEnum):
+    """TfLiteFusedActivation."""
+
+    NONE = 0
+    RELU = 1
+    RELU_N1_TO_1 = 2
+    RELU6 = 3
+    TANH = 4
+    SIGN_BIT = 5
+    SIGMOID = 6
+
+
+class Padding(IntEnum):
+    UNKNOWN = 0
+    SAME = 1
+    VALID = 2
+
+
+FLOAT32 = 1  # kTfLiteFloat32
+INT32 = 2  # kTfLiteInt32
+
+
+@dataclass
+class Tensor:
+    index: int
+    dtype: int  # TfLiteType
+    shape: tuple[int, ...]
+    name: str = ""
+    #: read-only data mapped from the model (weights, biases, axes)
+    is_constant: bool = False
+    #: the constant's value when it was read (the plugin reads large ones only to compile)
+    constant: np.ndarray | None = None
+    #: affine-quantized (int8/uint8 with scales): this compiler takes float tensors only
+    quantized: bool = False
+
+
+@dataclass
+class Node:
+    index: int
+    op: int  # builtin code
+    version: int
+    inputs: tuple[int, ...]  # -1 for an omitted optional input
+    outputs: tuple[int, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        try:
+            return f"{Builtin(self.op).name.lower()}_{self.index}"
+        except ValueError:
+            return f"op{self.op}_{self.index}"
+
+
+@dataclass
+class Graph:
+    tensors: dict[int, Tensor]
+    nodes: dict[int, Node]
+
+    def tensor(self, index: int) -> Tensor:
+        return self.tensors[index]

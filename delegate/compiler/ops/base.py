@@ -1,0 +1,157 @@
+"""What every op module shares: the op interface, support checks, activation code, kernel heads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ...context import model
+from ...context.model import CalculationsPrecision
+from .. import layout
+from ..graph import FLOAT32, Activation, Graph, Node, Padding
+
+
+@dataclass
+class EmitContext:
+    graph: Graph
+    precision: CalculationsPrecision
+
+    @property
+    def dtype(self) -> np.dtype:
+        return layout.storage_dtype(self.precision)
+
+    def desc(self, tensor: int) -> model.TensorDescriptor:
+        return layout.tensor_descriptor(self.graph.tensor(tensor).shape, self.precision)
+
+
+class Op(Protocol):
+    codes: tuple[int, ...]
+    #: how many leading inputs carry data; non-constant ones become the kernel's src tensors, in order
+    data_inputs: int
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        """None when the node is supported, else why not (shown in the partition summary)."""
+        ...
+
+    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+        """The node's GPU operation; runtime tensors are named by ``src_tensors_names`` / ``dst_tensors_names``."""
+        ...
+
+
+def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
+    """Shared check: the tensors exist, are float32, unquantized, of rank <= 4 and static."""
+    for i in indices:
+        if i < 0:
+            continue
+        t = graph.tensor(i)
+        if t.dtype != FLOAT32:
+            return f"tensor {i} is not float32"
+        if t.quantized:
+            return f"tensor {i} is quantized"
+        if len(t.shape) > 4:
+            return f"tensor {i} has rank {len(t.shape)} (at most 4)"
+        if any(d <= 0 for d in t.shape):
+            return f"tensor {i} has a dynamic or empty shape {t.shape}"
+    return None
+
+
+def runtime_io(
+    node: Node, graph: Graph, constant_inputs: tuple[int, ...] = (), data_inputs: int | None = None
+) -> str | None:
+    """Check the first ``data_inputs`` inputs (all by default) and the output are float tensors, and that
+    inputs at ``constant_inputs`` positions are constants."""
+    present = [i for i in node.inputs[:data_inputs] if i >= 0]
+    problem = float_tensors(node, graph, [*present, *node.outputs])
+    if problem:
+        return problem
+    for position in constant_inputs:
+        if position < len(node.inputs) and node.inputs[position] >= 0:
+            if not graph.tensor(node.inputs[position]).is_constant:
+                return f"input {position} (tensor {node.inputs[position]}) is not a constant"
+    if len(node.outputs) != 1:
+        return f"{len(node.outputs)} outputs (one expected)"
+    return None
+
+
+def activation_check(act: int) -> str | None:
+    if act in (Activation.NONE, Activation.RELU, Activation.RELU_N1_TO_1, Activation.RELU6, Activation.TANH,
+               Activation.SIGMOID):  # fmt: skip
+        return None
+    return f"fused activation {act} is not supported"
+
+
+def activation_code(act: int, var: str = "result") -> str:
+    """OpenCL statements applying a fused activation to FLT4 ``var`` (ternaries: PoCL calls min/max)."""
+    zero, one, six = "INIT_FLT4(0.0f)", "INIT_FLT4(1.0f)", "INIT_FLT4(6.0f)"
+    if act == Activation.NONE:
+        return ""
+    if act == Activation.RELU:
+        return f"{var} = {var} < {zero} ? {zero} : {var};"
+    if act == Activation.RELU6:
+        return f"{var} = {var} < {zero} ? {zero} : {var};\n  {var} = {var} > {six} ? {six} : {var};"
+    if act == Activation.RELU_N1_TO_1:
+        return f"{var} = {var} < -{one} ? -{one} : {var};\n  {var} = {var} > {one} ? {one} : {var};"
+    if act == Activation.TANH:
+        return f"{var} = tanh({var});"
+    if act == Activation.SIGMOID:
+        return f"{var} = {one} / ({one} + exp(-{var}));"
+    raise ValueError(f"unsupported activation {act}")
+
+
+#: Kernel head: X over W*B, Y over H, S over slices of the output; b the batch.
+HEAD = """
+MAIN_FUNCTION($0) {
+  int gx = GLOBAL_ID_0;
+  int Y = GLOBAL_ID_1;
+  int S = GLOBAL_ID_2;
+  int B = args.dst_tensor.Batch();
+  if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  int X = gx / B;
+  int b = gx % B;
+"""
+
+
+def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation: int, padding: int) -> int:
+    """Leading padding TFLite uses for SAME (half the total, rounded down) or 0 for VALID."""
+    if padding != Padding.SAME:
+        return 0
+    effective = (kernel - 1) * dilation + 1
+    total = max((out_size - 1) * stride + effective - in_size, 0)
+    return total // 2
+
+
+def operation(code: str, *, srcs: list[str], ints: dict[str, int] | None = None,
+              floats: dict[str, float] | None = None, **arguments: list) -> model.GPUOperation:  # fmt: skip
+    """A GPUOperation over one output ``dst_tensor`` with the scalar arguments given."""
+    args = model.Arguments(
+        int_values=[model.IntValue(k, int(v), True) for k, v in (ints or {}).items()],
+        float_values=[model.FloatValue(k, float(v), True) for k, v in (floats or {}).items()],
+        **arguments,
+    )
+    return model.GPUOperation(
+        arguments=args,
+        code=code,
+        work_group_size=model.Int3(8, 4, 1),
+        tensor_to_grid=model.TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z,
+        definition=model.OperationDef(),
+        grid_dimension=3,
+        src_tensors_names=srcs,
+        dst_tensors_names=["dst_tensor"],
+    )
+
+
+def buffer_object(name: str, data: bytes, dtype: np.dtype, element_size: int = 4) -> model.BufferDescriptorMapValue:
+    element = model.DataType.FLOAT16 if dtype == np.float16 else model.DataType.FLOAT32
+    return model.BufferDescriptorMapValue(
+        name,
+        model.BufferDescriptor(element_type=element, element_size=element_size, size=len(data), data=data),
+    )
+
+
+def linear_object(name: str, data: bytes, dtype: np.dtype) -> model.TensorLinearDescriptorMapValue:
+    element = model.DataType.FLOAT16 if dtype == np.float16 else model.DataType.FLOAT32
+    return model.TensorLinearDescriptorMapValue(
+        name, model.TensorLinearDescriptor(element_type=element, size=len(data) // (4 * dtype.itemsize), data=data)
+    )

@@ -1,0 +1,238 @@
+"""CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: one work-item per output pixel and slice."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...context import model
+from .. import layout
+from ..graph import Builtin, Graph, Node
+from .base import (
+    HEAD,
+    EmitContext,
+    activation_check,
+    activation_code,
+    buffer_object,
+    linear_object,
+    operation,
+    runtime_io,
+    same_padding,
+)
+
+_WINDOW = """
+  for (int ky = 0; ky < args.kernel_h; ++ky) {
+    int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
+    if (yc < 0 || yc >= args.src_tensor.Height()) continue;
+    for (int kx = 0; kx < args.kernel_w; ++kx) {
+      int xc = X * args.stride_w + kx * args.dilation_w - args.pad_w;
+      if (xc < 0 || xc >= args.src_tensor.Width()) continue;
+"""
+
+# Weights: FLT4 rows (out slice S, ky, kx, in slice s, in channel i) holding 4 output channels.
+CONV = (
+    HEAD
+    + """  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));
+  int src_slices = args.src_tensor.Slices();"""
+    + _WINDOW
+    + """      int w = ((S * args.kernel_h + ky) * args.kernel_w + kx) * src_slices * 4;
+      for (int s = 0; s < src_slices; ++s) {
+        FLT4 src = args.src_tensor.Read(xc, yc, s, b);
+        acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
+                           + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
+        w += 4;
+      }
+    }
+  }
+  FLT4 result = TO_FLT4(acc);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
+# Depth multiplier 1: output slice S reads input slice S; weights FLT4 per (S, ky, kx).
+DEPTHWISE = (
+    HEAD
+    + "  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));"
+    + _WINDOW
+    + """      acc += TO_ACCUM_FLT4(args.src_tensor.Read(xc, yc, S, b)
+                           * args.weights.Read((S * args.kernel_h + ky) * args.kernel_w + kx));
+    }
+  }
+  FLT4 result = TO_FLT4(acc);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
+# Depth multiplier m > 1: output channel c reads input channel c / m, one component at a time.
+DEPTHWISE_MULTIPLIER = (
+    """
+FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
+"""
+    + HEAD
+    + "  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));"
+    + _WINDOW
+    + """      FLT4 w = args.weights.Read((S * args.kernel_h + ky) * args.kernel_w + kx);
+      int c0 = (S * 4) / args.multiplier;
+      int c1 = (S * 4 + 1) / args.multiplier;
+      int c2 = (S * 4 + 2) / args.multiplier;
+      int c3 = (S * 4 + 3) / args.multiplier;
+      int last = args.src_tensor.Channels() - 1;
+      c1 = c1 > last ? last : c1; c2 = c2 > last ? last : c2; c3 = c3 > last ? last : c3;
+      FLT4 src;
+      src.x = dlg_component(args.src_tensor.Read(xc, yc, c0 / 4, b), c0 % 4);
+      src.y = dlg_component(args.src_tensor.Read(xc, yc, c1 / 4, b), c1 % 4);
+      src.z = dlg_component(args.src_tensor.Read(xc, yc, c2 / 4, b), c2 % 4);
+      src.w = dlg_component(args.src_tensor.Read(xc, yc, c3 / 4, b), c3 % 4);
+      acc += TO_ACCUM_FLT4(src * w);
+    }
+  }
+  FLT4 result = TO_FLT4(acc);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
+
+def _bias(node: Node, graph: Graph, channels: int, ctx: EmitContext) -> bytes:
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] >= 0 else None
+    return layout.linear(None if bias is None else graph.tensor(bias).constant, channels, ctx.dtype)
+
+
+class Conv2D:
+    codes = (Builtin.CONV_2D,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = runtime_io(node, graph, constant_inputs=(1, 2))
+        if problem:
+            return problem
+        filters = graph.tensor(node.inputs[1])
+        src = graph.tensor(node.inputs[0])
+        if len(filters.shape) != 4 or len(src.shape) != 4:
+            return "CONV_2D needs 4-D input and filters"
+        if filters.shape[3] != src.shape[3]:
+            return f"grouped convolution ({src.shape[3]} input channels, filters for {filters.shape[3]})"
+        return activation_check(node.params["activation"])
+
+    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+        g, p = ctx.graph, node.params
+        src, dst = g.tensor(node.inputs[0]), g.tensor(node.outputs[0])
+        filters = g.tensor(node.inputs[1]).constant
+        assert filters is not None
+        _, kh, kw, _ = filters.shape
+        ints = _window_args(p, src.shape, dst.shape, kh, kw)
+        code = CONV.replace("{activation}", activation_code(p["activation"]))
+        return operation(
+            code,
+            srcs=["src_tensor"],
+            ints=ints,
+            buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
+        )
+
+
+def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, kw: int) -> dict[str, int]:
+    dh, dw = p.get("dilation_height_factor", 1) or 1, p.get("dilation_width_factor", 1) or 1
+    return {
+        "kernel_h": kh,
+        "kernel_w": kw,
+        "stride_h": p["stride_height"],
+        "stride_w": p["stride_width"],
+        "dilation_h": dh,
+        "dilation_w": dw,
+        "pad_h": same_padding(src[1], dst[1], kh, p["stride_height"], dh, p["padding"]),
+        "pad_w": same_padding(src[2], dst[2], kw, p["stride_width"], dw, p["padding"]),
+    }
+
+
+class DepthwiseConv2D:
+    codes = (Builtin.DEPTHWISE_CONV_2D,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = runtime_io(node, graph, constant_inputs=(1, 2))
+        if problem:
+            return problem
+        filters, src = graph.tensor(node.inputs[1]), graph.tensor(node.inputs[0])
+        dst = graph.tensor(node.outputs[0])
+        if len(filters.shape) != 4 or filters.shape[0] != 1 or len(src.shape) != 4:
+            return "DEPTHWISE_CONV_2D needs 4-D input and [1, KH, KW, C] filters"
+        if dst.shape[3] % src.shape[3] != 0:
+            return "output channels are not a multiple of input channels"
+        return activation_check(node.params["activation"])
+
+    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+        g, p = ctx.graph, node.params
+        src, dst = g.tensor(node.inputs[0]), g.tensor(node.outputs[0])
+        filters = g.tensor(node.inputs[1]).constant
+        assert filters is not None
+        _, kh, kw, _ = filters.shape
+        ints = _window_args(p, src.shape, dst.shape, kh, kw)
+        multiplier = dst.shape[3] // src.shape[3]
+        template = DEPTHWISE
+        if multiplier != 1:
+            ints["multiplier"] = multiplier
+            template = DEPTHWISE_MULTIPLIER
+        return operation(
+            template.replace("{activation}", activation_code(p["activation"])),
+            srcs=["src_tensor"],
+            ints=ints,
+            buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
+        )
+
+
+# Fully connected: a 1x1 convolution over (b, h, w) rows; weights as for CONV_2D.
+FULLY_CONNECTED = (
+    HEAD
+    + """  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));
+  int src_slices = args.src_tensor.Slices();
+  int w = S * src_slices * 4;
+  for (int s = 0; s < src_slices; ++s) {
+    FLT4 src = args.src_tensor.Read(X, Y, s, b);
+    acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
+                       + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
+    w += 4;
+  }
+  FLT4 result = TO_FLT4(acc);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
+
+class FullyConnected:
+    codes = (Builtin.FULLY_CONNECTED,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = runtime_io(node, graph, constant_inputs=(1, 2))
+        if problem:
+            return problem
+        if node.params.get("weights_format", 0) != 0:
+            return "shuffled weights format"
+        src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        weights = graph.tensor(node.inputs[1])
+        if len(weights.shape) != 2 or weights.shape[1] != layout.bhwc(src.shape)[3]:
+            return "the input's last dimension is not the weights' input size (flattening FC)"
+        if layout.bhwc(src.shape)[:3] != layout.bhwc(dst.shape)[:3]:
+            return "input rows do not map onto output rows"
+        return activation_check(node.params["activation"])
+
+    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+        g, p = ctx.graph, node.params
+        dst = g.tensor(node.outputs[0])
+        weights = g.tensor(node.inputs[1]).constant
+        assert weights is not None
+        filters = np.asarray(weights, np.float32).reshape(weights.shape[0], 1, 1, weights.shape[1])
+        return operation(
+            FULLY_CONNECTED.replace("{activation}", activation_code(p["activation"])),
+            srcs=["src_tensor"],
+            buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[-1], ctx), ctx.dtype)],
+        )

@@ -1,0 +1,104 @@
+"""RESHAPE (any float32 shape of the same size) and SOFTMAX over the last axis."""
+
+from __future__ import annotations
+
+import math
+
+from ...context import model
+from ..graph import Builtin, Graph, Node
+from .base import HEAD, EmitContext, operation, runtime_io
+
+_COMPONENT = "FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }\n"
+
+# Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,
+# which is the same element of the input.
+_RESHAPE = (
+    _COMPONENT
+    + HEAD
+    + """  int C = args.dst_tensor.Channels();
+  int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+  FLT4 result = INIT_FLT4(0.0f);
+  for (int k = 0; k < 4; ++k) {
+    int c = S * 4 + k;
+    if (c >= C) break;
+    int flat = ((b * args.dst_tensor.Height() + Y) * args.dst_tensor.Width() + X) * C + c;
+    int c_in = flat % ic; int t = flat / ic;
+    int x_in = t % iw; t = t / iw;
+    int y_in = t % ih; int b_in = t / ih;
+    FLT v = dlg_component(args.src_tensor.Read(x_in, y_in, c_in / 4, b_in), c_in % 4);
+    if (k == 0) result.x = v; else if (k == 1) result.y = v; else if (k == 2) result.z = v; else result.w = v;
+  }
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
+
+class Reshape:
+    codes = (Builtin.RESHAPE,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        problem = runtime_io(node, graph, data_inputs=1)
+        if problem:
+            return problem
+        if src.is_constant:
+            return "reshape of a constant"
+        if math.prod(src.shape) != math.prod(dst.shape):
+            return "element counts differ"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+        return operation(_RESHAPE, srcs=["src_tensor"])
+
+
+# One work-item per (b, Y, X) row: max, sum of exp, normalise; padded channels masked out.
+_SOFTMAX = (
+    HEAD
+    + """  if (S != 0) return;
+  int slices = args.src_tensor.Slices();
+  int C = args.src_tensor.Channels();
+  float beta = args.beta;
+  float m = -INFINITY;
+  for (int s = 0; s < slices; ++s) {
+    float4 v = convert_float4(args.src_tensor.Read(X, Y, s, b));
+    int left = C - s * 4;
+    m = v.x > m ? v.x : m;
+    if (left > 1) m = v.y > m ? v.y : m;
+    if (left > 2) m = v.z > m ? v.z : m;
+    if (left > 3) m = v.w > m ? v.w : m;
+  }
+  float sum = 0.0f;
+  for (int s = 0; s < slices; ++s) {
+    float4 e = exp((convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta);
+    int left = C - s * 4;
+    sum += e.x + (left > 1 ? e.y : 0.0f) + (left > 2 ? e.z : 0.0f) + (left > 3 ? e.w : 0.0f);
+  }
+  float inv = 1.0f / sum;
+  for (int s = 0; s < slices; ++s) {
+    float4 e = exp((convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta) * inv;
+    args.dst_tensor.Write(TO_FLT4(e), X, Y, s, b);
+  }
+}
+"""
+)
+
+
+class Softmax:
+    codes = (Builtin.SOFTMAX,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = runtime_io(node, graph)
+        if problem:
+            return problem
+        if graph.tensor(node.inputs[0]).shape != graph.tensor(node.outputs[0]).shape:
+            return "input and output shapes differ"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+        op = operation(_SOFTMAX, srcs=["src_tensor"], floats={"beta": node.params.get("beta", 1.0)})
+        # One work-item per row: slices are looped inside.
+        op.tensor_to_grid = model.TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1
+        return op

@@ -1,0 +1,66 @@
+"""Compile a delegated partition (a set of TFLite nodes) into an InferenceContext."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..context import model
+from ..context.model import CalculationsPrecision, TensorStorageType
+from . import layout
+from .graph import Builtin, Graph, Node
+from .ops import OPS, EmitContext
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    precision: CalculationsPrecision = CalculationsPrecision.F32
+    storage: TensorStorageType = TensorStorageType.BUFFER
+
+
+def op_name(code: int) -> str:
+    try:
+        return Builtin(code).name
+    except ValueError:
+        return f"builtin operator {code}"
+
+
+def unsupported_reason(node: Node, graph: Graph) -> str | None:
+    """None when the compiler can run ``node``, else why not."""
+    op = OPS.get(node.op)
+    if op is None:
+        return f"{op_name(node.op)} is not supported by the compiler"
+    try:
+        return op.check(node, graph)
+    except (KeyError, ValueError, TypeError) as exc:  # odd params or shapes: stay on CPU
+        return f"{op_name(node.op)}: {exc}"
+
+
+def runtime_inputs(node: Node, graph: Graph) -> list[int]:
+    op = OPS[node.op]
+    return [i for i in node.inputs[: op.data_inputs] if i >= 0 and not graph.tensor(i).is_constant]
+
+
+def compile_partition(graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int],
+                      options: CompileOptions) -> model.InferenceContext:  # fmt: skip
+    """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
+    ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
+    emit = EmitContext(graph, options.precision)
+    used: list[int] = []
+    for index in nodes:
+        node = graph.nodes[index]
+        gpu_op = OPS[node.op].emit(node, emit)
+        if gpu_op.definition is not None:
+            gpu_op.definition.precision = options.precision
+        node_inputs = runtime_inputs(node, graph)
+        if len(node_inputs) != len(gpu_op.src_tensors_names):
+            raise ValueError(f"{node.name}: {len(node_inputs)} runtime inputs for {gpu_op.src_tensors_names}")
+        ctx.nodes.append(
+            model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=list(node.outputs), name=node.name)
+        )
+        used += [i for i in [*node_inputs, *node.outputs] if i not in used]
+    for i in used:
+        desc = layout.tensor_descriptor(graph.tensor(i).shape, options.precision, options.storage)
+        ctx.tensors.append(model.TensorDescWithId(desc, i))
+    ctx.input_ids = [i for i in inputs if i in used]
+    ctx.output_ids = list(outputs)
+    return ctx

@@ -1,0 +1,90 @@
+"""``python -m delegate run MODEL``: the delegate vs TFLite's CPU path on one seeded input."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from .api import delegate_state, host_runtime, load_delegate
+
+
+def _inputs(interpreter: Any, seed: int) -> list[tuple[int, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in interpreter.get_input_details():
+        if d["dtype"] != np.float32:
+            raise ValueError(f"input {d['name']} is {d['dtype'].__name__}; only float32 models are supported")
+        out.append((d["index"], rng.random(tuple(d["shape"]), dtype=np.float32)))
+    return out
+
+
+def _latency_ms(interpreter: Any, inputs: list[tuple[int, np.ndarray]], runs: int) -> tuple[float, list]:
+    for index, value in inputs:
+        interpreter.set_tensor(index, value)
+    interpreter.invoke()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        interpreter.invoke()
+        times.append((time.perf_counter() - start) * 1e3)
+    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return statistics.median(times), outputs
+
+
+def run_model(model: str, options: dict[str, str], runs: int, seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    host = host_runtime()
+    if progress:
+        print(f"loading {model} with the OpenCL delegate (a first start compiles kernels) ...", file=sys.stderr)
+    start = time.perf_counter()
+    delegate = load_delegate(**options)
+    interpreter = host.Interpreter(model_path=model, experimental_delegates=[delegate])
+    interpreter.allocate_tensors()
+    init_ms = (time.perf_counter() - start) * 1e3
+    state = delegate_state(delegate)
+    assert state is not None
+    inputs = _inputs(interpreter, seed)
+    delegate_ms, outputs = _latency_ms(interpreter, inputs, runs)
+    cpu = host.Interpreter(model_path=model, num_threads=os.cpu_count())
+    cpu.allocate_tensors()
+    cpu_ms, reference = _latency_ms(cpu, inputs, runs)
+    error = max((float(np.abs(a - b).max()) for a, b in zip(outputs, reference, strict=True)), default=0.0)
+    scale = max((float(np.abs(b).max()) for b in reference), default=0.0)
+    return {
+        "model": model,
+        "delegated_nodes": len(state.delegated_nodes),
+        "total_nodes": state.total_nodes,
+        "partitions": len(state.partitions),
+        "partition_cache": [p.cache for p in state.partitions],
+        "cpu_nodes": state.unsupported,
+        "max_abs_error": error,
+        "max_abs_reference": scale,
+        "init_ms": init_ms,
+        "latency_ms": {"delegate": delegate_ms, "cpu": cpu_ms},
+        "device": state.device,
+        "precision": state.precision,
+        "storage_type": state.storage_type,
+    }
+
+
+def format_result(r: dict[str, Any]) -> str:
+    rel = r["max_abs_error"] / r["max_abs_reference"] if r["max_abs_reference"] else 0.0
+    lines = [
+        f"model: {r['model']}",
+        f"device: {r['device'] or '-'} ({r['precision'] or '-'}, {r['storage_type'] or '-'})",
+        f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s)"
+        + (f", cache {', '.join(r['partition_cache'])}" if r["partition_cache"] else ""),
+        f"max abs error vs CPU: {r['max_abs_error']:.3g} (largest |CPU output| {r['max_abs_reference']:.3g},"
+        f" relative {rel:.2g})",
+        f"init: {r['init_ms']:.0f} ms",
+        f"latency (median): delegate {r['latency_ms']['delegate']:.2f} ms, CPU {r['latency_ms']['cpu']:.2f} ms",
+    ]
+    if r["cpu_nodes"]:
+        shown = list(r["cpu_nodes"].items())[:8]
+        lines.append("on CPU: " + "; ".join(f"{name}: {why}" for name, why in shown)
+                     + (f"; ... {len(r['cpu_nodes']) - 8} more" if len(r["cpu_nodes"]) > 8 else ""))  # fmt: skip
+    return "\n".join(lines)

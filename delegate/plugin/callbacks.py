@@ -1,0 +1,275 @@
+"""The plugin's Python half: delegate creation, Prepare (which nodes to claim) and kernel init (compile).
+
+csrc/plugin.c calls these through cffi ``extern "Python+C"``. Every callback catches its own
+exceptions: an error becomes a message the user sees (report_error / ReportError) and a failure
+status, never a traceback lost inside C.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import threading
+import time
+import traceback
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from .._native import ffi, lib
+from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
+from ..context import write_context
+from ..errors import ContextFormatError, DelegateError
+from ..runtime import Runtime
+from ..runtime.device import describe, select_device
+from .capture import capture_graph, capture_node, execution_plan, hash_constants, int_array
+from .options import DelegateOptions
+
+_PLUGIN = "tflite-opencl-delegate"
+
+
+@dataclass
+class PartitionInfo:
+    nodes: list[int]
+    cache: str  # "hit", "miss" or "off"
+    init_ms: float
+
+
+@dataclass
+class DelegateState:
+    """What one delegate (one ``load_delegate`` call) knows: its options and what it delegated."""
+
+    options: DelegateOptions
+    total_nodes: int = 0
+    delegated_nodes: list[int] = field(default_factory=list)
+    #: node name -> why it stays on CPU
+    unsupported: dict[str, str] = field(default_factory=dict)
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    device: str = ""
+    precision: str = ""
+    storage_type: str = ""
+    prepares: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return asdict(self) | {"options": {k: str(v) for k, v in asdict(self.options).items()}}
+
+
+@dataclass
+class _Kernel:
+    runtime: Runtime
+    arrays: list[Any]  # cffi arrays the C kernel points at
+
+
+_lock = threading.Lock()
+_ids = itertools.count(1)
+_delegates: dict[int, DelegateState] = {}
+_kernels: dict[int, _Kernel] = {}
+
+
+def state_of_pointer(pointer: int) -> DelegateState | None:
+    """The state of the delegate at a native ``TfLiteDelegate*`` address (as the host runtime holds it)."""
+    if not pointer:
+        return None
+    native = ffi.cast("TfLiteDelegate *", pointer)
+    data = ffi.cast("int64_t *", native.data_)
+    return _delegates.get(int(data[0]))
+
+
+def live_kernels() -> int:
+    """Compiled partitions currently alive (for leak checks)."""
+    return len(_kernels)
+
+
+def _copy_error(message: str, buffer: Any, size: int) -> None:
+    raw = message.encode("utf-8", "replace")[: size - 1]
+    ffi.memmove(buffer, raw + b"\0", len(raw) + 1)
+
+
+@ffi.def_extern()
+def dlg_py_create(keys: Any, values: Any, count: int, error: Any, error_size: int) -> int:
+    try:
+        pairs = {ffi.string(keys[i]).decode(): ffi.string(values[i]).decode() for i in range(count)}
+        options = DelegateOptions.parse(pairs)
+        if options.device:
+            select_device(options.device)  # fail now, with the device list, rather than at the first model
+        with _lock:
+            ident = next(_ids)
+            _delegates[ident] = DelegateState(options)
+        return ident
+    except DelegateError as exc:
+        _copy_error(f"{_PLUGIN}: {exc}", error, error_size)
+    except Exception as exc:
+        _copy_error(f"{_PLUGIN}: unexpected {type(exc).__name__}: {exc}", error, error_size)
+    return 0
+
+
+@ffi.def_extern()
+def dlg_py_destroy(ident: int) -> None:
+    with _lock:
+        _delegates.pop(ident, None)
+
+
+def _report(context: Any, message: str) -> None:
+    lib.dlg_report(context, message.encode("utf-8", "replace"))
+
+
+def _largest_partitions(context: Any, nodes: list[int], limit: int) -> list[int]:
+    if limit <= 0 or not nodes:
+        return nodes
+    array = ffi.new("int[]", [len(nodes), *nodes])
+    params = ffi.new("TfLiteDelegateParams **")
+    count = ffi.new("int *")
+    status = context.PreviewDelegatePartitioning(context, ffi.cast("TfLiteIntArray *", array), params, count)
+    if status != lib.kTfLiteOk:
+        return nodes
+    partitions = [int_array(params[0][i].nodes_to_replace) for i in range(count[0])]
+    partitions.sort(key=len, reverse=True)
+    keep = {n for part in partitions[:limit] for n in part}
+    return [n for n in nodes if n in keep]
+
+
+@ffi.def_extern()
+def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
+    state = _delegates.get(ident)
+    if state is None:
+        _report(context, f"{_PLUGIN}: this delegate was already destroyed")
+        return 1
+    try:
+        plan = execution_plan(context)
+        graph = capture_graph(context, plan)
+        supported, unsupported = [], {}
+        for index in plan:
+            node = graph.nodes[index]
+            if op_name(node.op) in state.options.exclude_ops:
+                unsupported[node.name] = "excluded by the exclude_ops option"
+                continue
+            reason = unsupported_reason(node, graph)
+            if reason is None:
+                supported.append(index)
+            else:
+                unsupported[node.name] = reason
+        chosen = _largest_partitions(context, supported, state.options.max_delegated_partitions)
+        for index in set(supported) - set(chosen):
+            unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
+        state.total_nodes = len(plan)
+        state.delegated_nodes = chosen
+        state.unsupported = unsupported
+        state.partitions = []
+        state.prepares += 1
+        if not chosen:
+            return 0
+        nodes = ffi.new("int[]", chosen)
+        status = lib.dlg_replace_nodes(context, native_delegate, nodes, len(chosen))
+        return 0 if status == lib.kTfLiteOk else 1
+    except Exception as exc:
+        _report(context, f"{_PLUGIN}: Prepare failed: {type(exc).__name__}: {exc}")
+        return 1
+
+
+def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOptions, device_key: str) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps([__version__, device_key, options.precision.name, options.storage_type.name]).encode())
+    for index in nodes:
+        node = graph.nodes[index]
+        shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
+        h.update(json.dumps([node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()),
+                             shapes], default=str).encode())  # fmt: skip
+    if options.model_token:
+        h.update(options.model_token.encode())
+    else:
+        hash_constants(context, graph, h.update)
+    return h.hexdigest()[:40]
+
+
+def _load_partition(context: Any, params: Any, state: DelegateState) -> tuple[Runtime, str]:
+    options = state.options
+    nodes = list(int_array(params.nodes_to_replace))
+    graph = capture_graph(context, nodes, read_limit=None)
+    inputs = list(int_array(params.input_tensors))
+    outputs = list(int_array(params.output_tensors))
+    device = select_device(options.device or None)
+    info = describe(device)
+    compile_options = CompileOptions(options.precision, options.storage_type)
+    folder = Path(options.serialization_dir) if options.serialization_dir else None
+    if folder is not None:
+        program_cache: Any = folder / "programs"
+    elif options.program_cache == "none":
+        program_cache = False
+    elif options.program_cache == "default":
+        program_cache = None
+    else:
+        program_cache = Path(options.program_cache)
+    if folder is None:
+        ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
+        runtime = Runtime.load(ctx_model, device=device, cache_dir=program_cache)
+        return runtime, "off"
+    key = _cache_key(context, graph, nodes, options, info.key)
+    token = "".join(c if c.isalnum() or c in "-_" else "_" for c in options.model_token) or "model"
+    path = folder / f"{token}-{key}.ctx"
+    if path.exists():
+        try:
+            return Runtime.load(path, device=device, cache_dir=program_cache), "hit"
+        except ContextFormatError as exc:
+            warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
+    ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
+    write_context(ctx_model, path)
+    return Runtime.load(ctx_model, device=device, cache_dir=program_cache), "miss"
+
+
+@ffi.def_extern()
+def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
+    start = time.perf_counter()
+    try:
+        ident = int(ffi.cast("int64_t *", params.delegate.data_)[0])
+        state = _delegates.get(ident)
+        if state is None:
+            raise DelegateError("the delegate was destroyed before its kernel was created")
+        runtime, cache_state = _load_partition(context, params, state)
+        inputs, outputs = runtime.input_ids, runtime.output_ids
+        n_in, n_out = len(inputs), len(outputs)
+        arrays = [
+            ffi.new("int32_t[]", inputs or [0]),
+            ffi.new("uint64_t[]", [_bytes(s) for s in runtime.input_shapes] or [0]),
+            ffi.new("int32_t[]", outputs or [0]),
+            ffi.new("uint64_t[]", [_bytes(s) for s in runtime.output_shapes] or [0]),
+        ]
+        with _lock:
+            handle = next(_ids)
+            _kernels[handle] = _Kernel(runtime, arrays)
+        kernel.plan = runtime._plan
+        kernel.inputs_count, kernel.input_tensors, kernel.input_bytes = n_in, arrays[0], arrays[1]
+        kernel.outputs_count, kernel.output_tensors, kernel.output_bytes = n_out, arrays[2], arrays[3]
+        kernel.handle = handle
+        state.device = f"{runtime.device_info.platform} / {runtime.device_info.name}"
+        state.precision = runtime.precision.name
+        state.storage_type = state.options.storage_type.name
+        nodes = list(int_array(params.nodes_to_replace))
+        state.partitions.append(PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3))
+        return 0
+    except Exception as exc:
+        detail = str(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, DelegateError):
+            detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
+        _copy_error(f"{_PLUGIN}: compiling a partition failed: {detail}", kernel.error, ffi.sizeof(kernel.error))
+        return 1
+
+
+def _bytes(shape: tuple[int, ...]) -> int:
+    n = 4
+    for d in shape:
+        n *= d
+    return n
+
+
+@ffi.def_extern()
+def dlg_py_kernel_free(handle: int) -> None:
+    with _lock:
+        entry = _kernels.pop(handle, None)
+    if entry is not None:
+        entry.runtime.close()
+
+
+__all__ = ["DelegateState", "capture_node", "live_kernels", "op_name", "state_of_pointer"]

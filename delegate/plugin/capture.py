@@ -1,0 +1,99 @@
+"""Capture the interpreter's graph (TfLiteContext, read through cffi) into the compiler's model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._native import ffi, lib
+from ..compiler.graph import Builtin, Graph, Node, Tensor
+
+_NUMPY_TYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8, 10: np.float16}
+#: constants up to this size are read during Prepare (shapes, axes); larger ones when compiling
+SMALL_CONSTANT = 1 << 16
+
+
+def int_array(array: Any) -> tuple[int, ...]:
+    if array == ffi.NULL:
+        return ()
+    return tuple(array.data[i] for i in range(array.size))
+
+
+def execution_plan(context: Any) -> list[int]:
+    plan = ffi.new("TfLiteIntArray **")
+    if context.GetExecutionPlan(context, plan) != lib.kTfLiteOk:
+        raise RuntimeError("GetExecutionPlan failed")
+    return list(int_array(plan[0]))
+
+
+def _params(code: int, data: Any) -> dict[str, Any]:
+    if data == ffi.NULL:
+        return {}
+    struct = {
+        Builtin.CONV_2D: "TfLiteConvParams",
+        Builtin.DEPTHWISE_CONV_2D: "TfLiteDepthwiseConvParams",
+        Builtin.FULLY_CONNECTED: "TfLiteFullyConnectedParams",
+        Builtin.AVERAGE_POOL_2D: "TfLitePoolParams",
+        Builtin.MAX_POOL_2D: "TfLitePoolParams",
+        Builtin.ADD: "TfLiteAddParams",
+        Builtin.SUB: "TfLiteAddParams",
+        Builtin.MUL: "TfLiteMulParams",
+        Builtin.SOFTMAX: "TfLiteSoftmaxParams",
+        Builtin.MEAN: "TfLiteReducerParams",
+    }.get(code)
+    if struct is None:
+        return {}
+    p = ffi.cast(f"{struct} *", data)
+    out: dict[str, Any] = {}
+    for name, _ in ffi.typeof(struct).fields:
+        value = getattr(p, name)
+        out[name] = value if isinstance(value, (int, float, bool)) else list(value)
+    return out
+
+
+def capture_node(context: Any, index: int) -> Node:
+    node_p = ffi.new("TfLiteNode **")
+    reg_p = ffi.new("TfLiteRegistration **")
+    if context.GetNodeAndRegistration(context, index, node_p, reg_p) != lib.kTfLiteOk:
+        raise RuntimeError(f"GetNodeAndRegistration({index}) failed")
+    node, reg = node_p[0], reg_p[0]
+    return Node(
+        index=index,
+        op=int(reg.builtin_code),
+        version=int(reg.version),
+        inputs=int_array(node.inputs),
+        outputs=int_array(node.outputs),
+        params=_params(int(reg.builtin_code), node.builtin_data),
+    )
+
+
+def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONSTANT) -> Tensor:
+    """A tensor's type and shape; a constant's value when it is at most ``read_limit`` bytes (None: any)."""
+    t = context.tensors[index]
+    shape = int_array(t.dims)
+    is_constant = t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL
+    value = None
+    dtype = _NUMPY_TYPES.get(int(t.type))
+    if is_constant and dtype is not None and (read_limit is None or t.bytes <= read_limit):
+        value = np.frombuffer(ffi.buffer(t.data.raw, t.bytes), dtype=dtype).reshape(shape).copy()
+    name = ffi.string(t.name).decode("utf-8", "replace") if t.name != ffi.NULL else ""
+    return Tensor(index, int(t.type), shape, name, is_constant, value, quantized=t.quantization.type != 0)
+
+
+def capture_graph(context: Any, node_indices: list[int], read_limit: int | None = SMALL_CONSTANT) -> Graph:
+    nodes = {i: capture_node(context, i) for i in node_indices}
+    tensors: dict[int, Tensor] = {}
+    for node in nodes.values():
+        for i in (*node.inputs, *node.outputs):
+            if i >= 0 and i not in tensors:
+                tensors[i] = capture_tensor(context, i, read_limit)
+    return Graph(tensors, nodes)
+
+
+def hash_constants(context: Any, graph: Graph, update: Any) -> None:
+    """Feed every constant's bytes to ``update`` without copying them."""
+    for i in sorted(graph.tensors):
+        if graph.tensors[i].is_constant:
+            t = context.tensors[i]
+            update(ffi.buffer(t.data.raw, t.bytes))

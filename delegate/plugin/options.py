@@ -1,0 +1,82 @@
+"""Delegate options: what ``load_delegate(**options)`` accepts, parsed from the plugin's strings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from ..compiler.graph import Builtin
+from ..context.model import CalculationsPrecision, TensorStorageType
+from ..errors import DelegateError
+
+
+class OptionsError(DelegateError, ValueError):
+    """An option the delegate does not know, or a value it cannot use."""
+
+
+@dataclass(frozen=True)
+class DelegateOptions:
+    #: F32, F32_F16 or F16
+    precision: CalculationsPrecision = CalculationsPrecision.F32
+    #: tensor storage: BUFFER, IMAGE_BUFFER, TEXTURE_2D, TEXTURE_ARRAY, TEXTURE_3D
+    storage_type: TensorStorageType = TensorStorageType.BUFFER
+    #: OpenCL device: "P:D", an index, or part of its name; empty for the default
+    device: str = ""
+    #: folder for compiled partitions (InferenceContext files) and program binaries; empty: none
+    serialization_dir: str = ""
+    #: identifies the model in the cache; without it the weights are hashed
+    model_token: str = ""
+    #: 0: no limit; else only the largest N partitions are delegated
+    max_delegated_partitions: int = 0
+    #: program-binary cache folder when there is no serialization_dir: a path, "default" or "none"
+    program_cache: str = "default"
+    #: comma-separated builtin op names (e.g. "SOFTMAX,MEAN") to leave on TFLite's CPU kernels
+    exclude_ops: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(pairs) - known)
+        if unknown:
+            raise OptionsError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        values: dict[str, object] = {}
+        for key, raw in pairs.items():
+            text = str(raw).strip()
+            if key == "precision":
+                values[key] = _enum(CalculationsPrecision, text, key)
+            elif key == "storage_type":
+                storage = _enum(TensorStorageType, text, key)
+                if storage == TensorStorageType.UNKNOWN or storage == TensorStorageType.SINGLE_TEXTURE_2D:
+                    raise OptionsError(f"storage_type {text} cannot hold every tensor; use BUFFER or a texture")
+                values[key] = storage
+            elif key == "max_delegated_partitions":
+                try:
+                    values[key] = int(text)
+                except ValueError:
+                    raise OptionsError(f"max_delegated_partitions must be an integer, not {text!r}") from None
+                if values[key] < 0:  # type: ignore[operator]
+                    raise OptionsError("max_delegated_partitions must be >= 0")
+            elif key == "exclude_ops":
+                names = {n.strip().upper() for n in text.split(",") if n.strip()}
+                unknown_ops = sorted(n for n in names if n not in Builtin.__members__)
+                if unknown_ops:
+                    raise OptionsError(f"exclude_ops: unknown op name(s) {', '.join(unknown_ops)}")
+                values[key] = frozenset(names)
+            else:
+                values[key] = text
+        opts = cls(**values)  # type: ignore[arg-type]
+        if opts.serialization_dir and not os.path.isdir(opts.serialization_dir):
+            try:
+                Path(opts.serialization_dir).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OptionsError(f"serialization_dir {opts.serialization_dir!r}: {exc.strerror}") from None
+        return opts
+
+
+def _enum(kind: type, text: str, key: str) -> object:
+    try:
+        return kind[text.upper()]
+    except KeyError:
+        names = ", ".join(m.name for m in kind)
+        raise OptionsError(f"{key} must be one of {names}, not {text!r}") from None
