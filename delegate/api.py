@@ -16,9 +16,13 @@ _HOSTS = ("tflite_runtime.interpreter", "ai_edge_litert.interpreter")
 
 
 def host_runtime() -> ModuleType:
-    """The installed TFLite Python runtime: tflite-runtime first, else ai-edge-litert."""
+    """The installed TFLite Python runtime: tflite-runtime first, else ai-edge-litert.
+
+    ``DELEGATE_TFLITE_HOST=ai_edge_litert`` (or ``tflite_runtime``) picks one explicitly.
+    """
     errors = []
-    for name in _HOSTS:
+    chosen = os.environ.get("DELEGATE_TFLITE_HOST")
+    for name in [f"{chosen}.interpreter"] if chosen else _HOSTS:
         try:
             return importlib.import_module(name)
         except ImportError as exc:

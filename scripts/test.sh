@@ -9,3 +9,4 @@ source scripts/venv.sh
 .venv/bin/python -m pytest "$@"
 .venv/bin/python benchmarks/parse_speed.py --check
 .venv/bin/python benchmarks/runtime_speed.py --check
+.venv/bin/python benchmarks/init_speed.py --check

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Start-up of MobileNetV2 with the delegate: cold (nothing cached) vs warm (serialization cache).
+
+Each start is a fresh process, as a second start of an application is. Cold: an empty
+serialization folder and PoCL's own kernel cache disabled (POCL_KERNEL_CACHE=0), so every
+program is compiled. Warm: the same folder, now holding the compiled partition and program
+binaries. ``init`` is creating the interpreter with the delegate through ``allocate_tensors()``
+(issue 4's definition); the first invoke is reported too (PoCL specialises kernels at their first
+launch). Target: warm init at least 10x faster than cold.
+
+    python benchmarks/init_speed.py [--check] [--json] [--model PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+MIN_SPEEDUP = 10.0
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = ROOT.parent / "shared" / "models" / "mobilenet_v2.tflite"
+
+_CHILD = """
+import json, sys, time
+import numpy as np
+import delegate
+start = time.perf_counter()
+it = delegate.Interpreter(sys.argv[1], serialization_dir=sys.argv[2], model_token="mobilenet_v2")
+it.allocate_tensors()
+init = time.perf_counter() - start
+d = it.get_input_details()[0]
+it.set_tensor(d["index"], np.zeros(d["shape"], np.float32))
+start = time.perf_counter()
+it.invoke()
+first = time.perf_counter() - start
+print(json.dumps({"init_ms": init * 1e3, "first_invoke_ms": first * 1e3,
+                  "cache": [p.cache for p in it.opencl.partitions]}))
+"""
+
+
+def _start(model: Path, folder: Path) -> dict:
+    env = dict(os.environ, POCL_KERNEL_CACHE="0")
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(model), str(folder)], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(model: Path, warm_runs: int = 3) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cold = _start(model, folder)
+        warm = [_start(model, folder) for _ in range(warm_runs)]
+    assert cold["cache"] == ["miss"] and all(w["cache"] == ["hit"] for w in warm), (cold, warm)
+    warm_init = statistics.median(w["init_ms"] for w in warm)
+    return {
+        "cold_init_ms": cold["init_ms"],
+        "warm_init_ms": warm_init,
+        "speedup": cold["init_ms"] / warm_init,
+        "cold_first_invoke_ms": cold["first_invoke_ms"],
+        "warm_first_invoke_ms": statistics.median(w["first_invoke_ms"] for w in warm),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 when the target is missed")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    args = parser.parse_args()
+    r = measure(args.model)
+    if args.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print(f"model: {args.model.name}")
+        print(f"init, cold (compile everything):   {r['cold_init_ms']:8.0f} ms")
+        print(f"init, warm (serialization cache):  {r['warm_init_ms']:8.0f} ms")
+        print(f"speedup:                           {r['speedup']:8.1f}x (target >= {MIN_SPEEDUP:.0f}x)")
+        print(
+            f"first invoke, cold / warm:         {r['cold_first_invoke_ms']:8.0f} / {r['warm_first_invoke_ms']:.0f} ms"
+        )
+    if args.check and r["speedup"] < MIN_SPEEDUP:
+        print("FAILED: warm start is not 10x faster than cold", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

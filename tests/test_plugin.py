@@ -1,0 +1,242 @@
+"""The TFLite delegate plugin in the host runtime (tflite-runtime, or ai-edge-litert), checked against
+the host's own CPU kernels."""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import warnings
+
+import numpy as np
+import pytest
+from delegate._native import ffi
+
+import delegate
+from delegate.api import host_runtime
+from delegate.plugin import live_kernels
+
+from .helpers import shared_path
+
+pytestmark = pytest.mark.opencl
+# F32 results within this fraction of the largest |CPU output| (issue 4's tolerance).
+F32_TOLERANCE = 1e-4
+F16_TOLERANCE = 2e-2
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("programs"))
+
+
+def _model(name: str) -> str:
+    return str(shared_path("models", f"{name}.tflite"))
+
+
+def _feed(interpreter, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    values = []
+    for d in interpreter.get_input_details():
+        x = rng.random(tuple(d["shape"]), dtype=np.float32)
+        interpreter.set_tensor(d["index"], x)
+        values.append(x)
+    return values
+
+
+def _reference(path: str, inputs: list[np.ndarray], shape: list[int] | None = None, **kw) -> list[np.ndarray]:
+    cpu = host_runtime().Interpreter(model_path=path, **kw)
+    if shape is not None:
+        cpu.resize_tensor_input(cpu.get_input_details()[0]["index"], shape)
+    cpu.allocate_tensors()
+    for d, x in zip(cpu.get_input_details(), inputs, strict=True):
+        cpu.set_tensor(d["index"], x)
+    cpu.invoke()
+    return [cpu.get_tensor(d["index"]) for d in cpu.get_output_details()]
+
+
+def _outputs(interpreter) -> list[np.ndarray]:
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def _assert_close(outputs, reference, tolerance=F32_TOLERANCE) -> None:
+    for got, want in zip(outputs, reference, strict=True):
+        scale = float(np.abs(want).max())
+        assert scale > 0
+        assert float(np.abs(got - want).max()) <= tolerance * scale
+
+
+def test_struct_layouts_match_the_runtime_abi():
+    sizes = {"TfLiteTensor": 112, "TfLiteNode": 80, "TfLiteRegistration": 88, "TfLiteContext": 200,
+             "TfLiteDelegate": 56, "TfLiteDelegateParams": 32, "TfLiteConvParams": 24,
+             "TfLiteDepthwiseConvParams": 28, "TfLiteFullyConnectedParams": 12, "TfLitePoolParams": 40}  # fmt: skip
+    for name, size in sizes.items():
+        assert ffi.sizeof(name) == size, name
+    assert ffi.offsetof("TfLiteTensor", "quantization") == 80
+    assert ffi.offsetof("TfLiteTensor", "dims_signature") == 104
+    assert ffi.offsetof("TfLiteNode", "delegate") == 64
+    assert ffi.offsetof("TfLiteRegistration", "inplace_operator") == 80
+    assert ffi.offsetof("TfLiteContext", "PreviewDelegatePartitioning") == 152
+    assert ffi.offsetof("TfLiteContext", "ReleaseSubgraphContext") == 192
+
+
+@pytest.mark.parametrize(
+    "name,delegated,cpu_ops",
+    [
+        ("small_cnn", 10, set()),
+        ("mobilenet_v2", 65, set()),
+        ("unet_small", 9, {"TRANSPOSE_CONV", "CONCATENATION"}),
+        ("elementwise_mix", 4, {"CONCATENATION", "PAD", "RESIZE_BILINEAR"}),
+    ],
+)
+def test_shared_models_match_cpu(name, delegated, cpu_ops, programs):
+    path = _model(name)
+    interpreter = delegate.Interpreter(path, program_cache=programs)
+    interpreter.allocate_tensors()
+    inputs = _feed(interpreter)
+    interpreter.invoke()
+    _assert_close(_outputs(interpreter), _reference(path, inputs))
+    state = interpreter.opencl
+    assert len(state.delegated_nodes) == delegated
+    assert {reason.split(" ")[0] for reason in state.unsupported.values()} == cpu_ops
+    assert state.device and state.precision == "F32"
+
+
+def test_mobilenet_logits_match_cpu(programs):
+    # The random-weight classifier's softmax is uniform to float precision; check the logits instead,
+    # keeping SOFTMAX on CPU so that the logits tensor is the partition's output.
+    path = _model("mobilenet_v2")
+    interpreter = delegate.Interpreter(path, program_cache=programs, exclude_ops="SOFTMAX",
+                                       experimental_preserve_all_tensors=True)  # fmt: skip
+    interpreter.allocate_tensors()
+    inputs = _feed(interpreter)
+    interpreter.invoke()
+    assert len(interpreter.opencl.delegated_nodes) == 64
+    logits = interpreter.get_output_details()[0]["index"] - 1  # the FC output feeding the softmax
+    cpu = host_runtime().Interpreter(model_path=path, experimental_preserve_all_tensors=True)
+    cpu.allocate_tensors()
+    cpu.set_tensor(cpu.get_input_details()[0]["index"], inputs[0])
+    cpu.invoke()
+    ops = cpu._get_ops_details()
+    logits = next(o for o in ops if o["op_name"] == "FULLY_CONNECTED")["outputs"][0]
+    _assert_close([interpreter.get_tensor(logits)], [cpu.get_tensor(logits)])
+
+
+def test_f16_precision_within_its_tolerance(programs):
+    path = _model("small_cnn")
+    interpreter = delegate.Interpreter(path, program_cache=programs, precision="F16")
+    interpreter.allocate_tensors()
+    inputs = _feed(interpreter)
+    interpreter.invoke()
+    assert interpreter.opencl.precision in ("F16", "F32_F16")
+    _assert_close(_outputs(interpreter), _reference(path, inputs), F16_TOLERANCE)
+
+
+def test_one_delegate_several_interpreters_and_deletion_order(programs):
+    path = _model("small_cnn")
+    d = delegate.load_delegate(program_cache=programs)
+    host = host_runtime()
+    first = host.Interpreter(model_path=path, experimental_delegates=[d])
+    second = host.Interpreter(model_path=path, experimental_delegates=[d])
+    for interpreter, seed in ((first, 1), (second, 2)):
+        interpreter.allocate_tensors()
+        inputs = _feed(interpreter, seed)
+        interpreter.invoke()
+        _assert_close(_outputs(interpreter), _reference(path, inputs))
+    assert delegate.delegate_state(d).prepares == 2
+    before = live_kernels()
+    del first  # the interpreter goes before the delegate it used
+    gc.collect()
+    assert live_kernels() == before - 1
+    second.invoke()
+    del second, d, interpreter
+    gc.collect()
+    assert live_kernels() == before - 2
+
+
+def test_resize_re_prepares_and_stays_correct(programs):
+    path = _model("mobilenet_v2")
+    interpreter = delegate.Interpreter(path, program_cache=programs)
+    interpreter.allocate_tensors()
+    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], [2, 224, 224, 3])
+    interpreter.allocate_tensors()
+    inputs = _feed(interpreter, 3)
+    interpreter.invoke()
+    assert interpreter.opencl.prepares == 2
+    assert interpreter.get_output_details()[0]["shape"].tolist() == [2, 1000]
+    _assert_close(_outputs(interpreter), _reference(path, inputs, shape=[2, 224, 224, 3]))
+
+
+def test_max_delegated_partitions_keeps_the_largest(programs):
+    path = _model("unet_small")
+    interpreter = delegate.Interpreter(path, program_cache=programs, max_delegated_partitions=1)
+    interpreter.allocate_tensors()
+    inputs = _feed(interpreter)
+    interpreter.invoke()
+    state = interpreter.opencl
+    assert len(state.partitions) == 1 and len(state.delegated_nodes) == 5
+    assert "outside the largest" in " ".join(state.unsupported.values())
+    _assert_close(_outputs(interpreter), _reference(path, inputs))
+
+
+def test_serialization_cache_hit_and_corrupt_entry(tmp_path):
+    path = _model("small_cnn")
+    options = {"serialization_dir": str(tmp_path), "model_token": "small cnn/v1"}
+    cold = delegate.Interpreter(path, **options)
+    cold.allocate_tensors()
+    inputs = _feed(cold)
+    cold.invoke()
+    expected = _outputs(cold)
+    assert [p.cache for p in cold.opencl.partitions] == ["miss"]
+    entries = sorted(tmp_path.glob("*.ctx"))
+    assert len(entries) == 1 and entries[0].name.startswith("small_cnn_v1-")
+    assert any((tmp_path / "programs").glob("*.bin"))
+    warm = delegate.Interpreter(path, **options)
+    warm.allocate_tensors()
+    _feed(warm)
+    warm.invoke()
+    assert [p.cache for p in warm.opencl.partitions] == ["hit"]
+    np.testing.assert_array_equal(_outputs(warm)[0], expected[0])
+    entries[0].write_bytes(entries[0].read_bytes()[:100])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rebuilt = delegate.Interpreter(path, **options)
+        rebuilt.allocate_tensors()
+    assert any("unreadable" in str(w.message) for w in caught)
+    assert [p.cache for p in rebuilt.opencl.partitions] == ["miss"]
+    _feed(rebuilt)
+    rebuilt.invoke()
+    np.testing.assert_array_equal(_outputs(rebuilt)[0], expected[0])
+    _assert_close(expected, _reference(path, inputs))
+
+
+def test_bad_options_give_clear_errors():
+    with pytest.raises(ValueError, match="unknown option"):
+        delegate.load_delegate(precison="F16")
+    with pytest.raises(ValueError, match="precision must be one of F32, F32_F16, F16"):
+        delegate.load_delegate(precision="F8")
+    with pytest.raises(ValueError, match="exclude_ops: unknown op name"):
+        delegate.load_delegate(exclude_ops="NOT_AN_OP")
+    # The host runtime's own loader shows the plugin's message (never an empty ValueError).
+    with pytest.raises(ValueError, match="no OpenCL device matches 'no-such-gpu'"):
+        host_runtime().load_delegate(delegate.api.plugin_path(), {"device": "no-such-gpu"})
+
+
+def test_create_destroy_cycles_do_not_grow(programs):
+    path = _model("small_cnn")
+
+    def cycle() -> None:
+        interpreter = delegate.Interpreter(path, program_cache=programs)
+        interpreter.allocate_tensors()
+        _feed(interpreter)
+        interpreter.invoke()
+        del interpreter
+        gc.collect()
+
+    for _ in range(20):
+        cycle()
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(int(os.environ.get("DELEGATE_CYCLES", "200"))):
+        cycle()
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline
+    assert live_kernels() == 0
+    assert grown_kib < 32 * 1024, f"max RSS grew by {grown_kib} KiB over the cycles"
