@@ -91,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.device:
         options["device"] = args.device
     try:
-        result = run_model(str(args.file), options, args.runs, progress=not args.json)
+        result = run_model(str(args.file), options, args.runs)
     except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -90,3 +90,34 @@ def test_run_and_devices_commands(mobilenet_file):
     assert result.returncode == 0 and result.stdout.startswith("* 0:0")
     result = _run_cli("run", str(mobilenet_file), "--device", "no-such-device")
     assert result.returncode == 2 and "available devices" in result.stderr
+
+
+@pytest.mark.opencl
+def test_run_model_json_and_errors(tmp_path):
+    model = str(shared_path("models", "small_cnn.tflite"))
+    result = _run_cli("run", model, "--runs", "2", "--json", "--serialization-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)  # exactly one JSON object on stdout
+    for key in (
+        "delegated_nodes",
+        "total_nodes",
+        "partitions",
+        "max_abs_error",
+        "max_abs_reference",
+        "init_ms",
+        "latency_ms",
+        "device",
+        "precision",
+        "storage_type",
+    ):
+        assert key in report, key
+    assert report["delegated_nodes"] == report["total_nodes"] == 10
+    assert report["max_abs_error"] <= 1e-4 * report["max_abs_reference"]
+    assert set(report["latency_ms"]) == {"delegate", "cpu"}
+    assert "compiles kernels" in result.stderr  # progress goes to stderr
+    text = _run_cli("run", model, "--runs", "1", "--serialization-dir", str(tmp_path))
+    assert text.returncode == 0 and "cache hit" in text.stdout and "delegated: 10 of 10 nodes" in text.stdout
+    bad = _run_cli("run", model, "--option", "precision=F8")
+    assert bad.returncode == 2 and "precision must be one of" in bad.stderr
+    bad = _run_cli("run", model, "--option", "nonsense")
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr

@@ -221,6 +221,31 @@ def test_bad_options_give_clear_errors():
         host_runtime().load_delegate(delegate.api.plugin_path(), {"device": "no-such-gpu"})
 
 
+def test_plugin_entry_points_tolerate_null_and_report_errors():
+    from delegate._native import lib
+
+    lib.tflite_plugin_destroy_delegate(ffi.NULL)  # the host calls this after a failed create
+    messages = []
+
+    @ffi.callback("void(char *)")
+    def report(message):
+        messages.append(ffi.string(message).decode())
+
+    keys = [ffi.new("char[]", b"precision")]
+    values = [ffi.new("char[]", b"F8")]
+    created = lib.tflite_plugin_create_delegate(ffi.new("char *[]", keys), ffi.new("char *[]", values), 1, report)
+    assert created == ffi.NULL
+    assert messages and "precision must be one of" in messages[0]
+    # A NULL report_error callback (the C++ external-delegate loader passes one) is accepted.
+    assert (
+        lib.tflite_plugin_create_delegate(ffi.new("char *[]", keys), ffi.new("char *[]", values), 1, ffi.NULL)
+        == ffi.NULL
+    )
+    ok = lib.tflite_plugin_create_delegate(ffi.NULL, ffi.NULL, 0, ffi.NULL)
+    assert ok != ffi.NULL and ok.Prepare != ffi.NULL and ok.opaque_delegate_builder == ffi.NULL
+    lib.tflite_plugin_destroy_delegate(ok)
+
+
 def test_create_destroy_cycles_do_not_grow(programs):
     path = _model("small_cnn")
 
