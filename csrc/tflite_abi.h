@@ -239,4 +239,29 @@ typedef struct TfLiteReducerParams {
     bool keep_dims;
 } TfLiteReducerParams;
 
+typedef struct TfLiteDivParams {
+    int activation;
+} TfLiteDivParams;
+
+typedef struct TfLiteLeakyReluParams {
+    float alpha;
+} TfLiteLeakyReluParams;
+
+typedef struct TfLiteConcatenationParams {
+    int axis;
+    int activation;
+} TfLiteConcatenationParams;
+
+typedef struct TfLiteResizeBilinearParams {
+    bool align_corners;
+    bool half_pixel_centers;
+} TfLiteResizeBilinearParams;
+
+typedef struct TfLiteTransposeConvParams {
+    int padding;
+    int stride_width;
+    int stride_height;
+    int activation;
+} TfLiteTransposeConvParams;
+
 #endif

@@ -10,13 +10,14 @@ import numpy as np
 
 
 class Builtin(IntEnum):
-    """TFLite builtin operator codes (tensorflow/lite/builtin_ops.h) this project knows by name."""
+    """TFLite builtin operator codes (tensorflow/lite/builtin_ops.h, schema BuiltinOperator) known by name."""
 
     ADD = 0
     AVERAGE_POOL_2D = 1
     CONCATENATION = 2
     CONV_2D = 3
     DEPTHWISE_CONV_2D = 4
+    DEPTH_TO_SPACE = 5
     DEQUANTIZE = 6
     FULLY_CONNECTED = 9
     LOGISTIC = 14
@@ -28,12 +29,48 @@ class Builtin(IntEnum):
     RESHAPE = 22
     RESIZE_BILINEAR = 23
     SOFTMAX = 25
+    SPACE_TO_DEPTH = 26
     TANH = 28
     PAD = 34
+    TRANSPOSE = 39
     MEAN = 40
     SUB = 41
+    DIV = 42
+    SQUEEZE = 43
+    STRIDED_SLICE = 45
+    EXP = 47
+    SPLIT = 49
+    LOG_SOFTMAX = 50
+    CAST = 53
+    PRELU = 54
+    MAXIMUM = 55
+    MINIMUM = 57
+    NEG = 59
+    PADV2 = 60
+    SLICE = 65
+    SIN = 66
     TRANSPOSE_CONV = 67
+    TILE = 69
+    EXPAND_DIMS = 70
+    LOG = 73
+    SUM = 74
+    SQRT = 75
+    RSQRT = 76
+    POW = 78
+    REDUCE_PROD = 81
+    REDUCE_MAX = 82
+    REDUCE_MIN = 89
+    SQUARE = 92
+    RESIZE_NEAREST_NEIGHBOR = 97
+    LEAKY_RELU = 98
+    SQUARED_DIFFERENCE = 99
+    MIRROR_PAD = 100
+    ABS = 101
+    SPLIT_V = 102
+    COS = 108
+    ELU = 111
     HARD_SWISH = 117
+    BATCH_MATMUL = 126
 
 
 class Activation(IntEnum):

@@ -41,6 +41,11 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         Builtin.MUL: "TfLiteMulParams",
         Builtin.SOFTMAX: "TfLiteSoftmaxParams",
         Builtin.MEAN: "TfLiteReducerParams",
+        Builtin.DIV: "TfLiteDivParams",
+        Builtin.LEAKY_RELU: "TfLiteLeakyReluParams",
+        Builtin.CONCATENATION: "TfLiteConcatenationParams",
+        Builtin.RESIZE_BILINEAR: "TfLiteResizeBilinearParams",
+        Builtin.TRANSPOSE_CONV: "TfLiteTransposeConvParams",
     }.get(code)
     if struct is None:
         return {}

@@ -76,10 +76,16 @@ def runtime_io(
 
 
 def activation_check(act: int) -> str | None:
-    if act in (Activation.NONE, Activation.RELU, Activation.RELU_N1_TO_1, Activation.RELU6, Activation.TANH,
-               Activation.SIGMOID):  # fmt: skip
+    """Fused activations the delegate claims: the clamping ones. TFLite's CPU kernels apply fused
+    activations as a min/max clamp, so a fused TANH or SIGMOID is not what they compute (a CONV_2D
+    with fused TANH came back un-activated): such nodes stay on CPU rather than disagree."""
+    if act in (Activation.NONE, Activation.RELU, Activation.RELU_N1_TO_1, Activation.RELU6):
         return None
-    return f"fused activation {act} is not supported"
+    try:
+        name = Activation(act).name
+    except ValueError:
+        name = str(act)
+    return f"fused activation {name} is left to TFLite's CPU kernels"
 
 
 def activation_code(act: int, var: str = "result") -> str:
@@ -113,6 +119,22 @@ MAIN_FUNCTION($0) {
 """
 
 
+#: Zero the lanes of the last slice past the channel count (so no NaN or inf from padding ever
+#: reaches a later kernel that multiplies all four lanes), then write ``result`` and close the kernel.
+WRITE = """  if (S == args.dst_tensor.Slices() - 1) {
+    int left = args.dst_tensor.Channels() - S * 4;
+    if (left < 4) result.w = (FLT)(0.0f);
+    if (left < 3) result.z = (FLT)(0.0f);
+    if (left < 2) result.y = (FLT)(0.0f);
+  }
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+
+
+_PLAIN_WRITE = "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
+
+
 def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation: int, padding: int) -> int:
     """Leading padding TFLite uses for SAME (half the total, rounded down) or 0 for VALID."""
     if padding != Padding.SAME:
@@ -124,7 +146,12 @@ def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation
 
 def operation(code: str, *, srcs: list[str], ints: dict[str, int] | None = None,
               floats: dict[str, float] | None = None, **arguments: list) -> model.GPUOperation:  # fmt: skip
-    """A GPUOperation over one output ``dst_tensor`` with the scalar arguments given."""
+    """A GPUOperation over one output ``dst_tensor`` with the scalar arguments given.
+
+    The closing ``args.dst_tensor.Write(result, X, Y, S, b);`` of a kernel gets the padding mask
+    of ``WRITE`` in front of it.
+    """
+    code = code.replace(_PLAIN_WRITE, WRITE)
     args = model.Arguments(
         int_values=[model.IntValue(k, int(v), True) for k, v in (ints or {}).items()],
         float_values=[model.FloatValue(k, float(v), True) for k, v in (floats or {}).items()],

@@ -1,4 +1,4 @@
-"""Elementwise ops: ADD, SUB, MUL with TFLite broadcasting and constant operands; unary activations."""
+"""Elementwise ops: binary ops with TFLite broadcasting and constant operands, and unary ops."""
 
 from __future__ import annotations
 
@@ -7,14 +7,27 @@ from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from .base import HEAD, EmitContext, activation_check, activation_code, operation, runtime_io
 
-_BINARY = {Builtin.ADD: "+", Builtin.SUB: "-", Builtin.MUL: "*"}
+#: result from FLT4 a_v and b_in_v
+_BINARY = {
+    Builtin.ADD: "a_v + b_in_v",
+    Builtin.SUB: "a_v - b_in_v",
+    Builtin.MUL: "a_v * b_in_v",
+    Builtin.DIV: "a_v / b_in_v",
+    Builtin.MAXIMUM: "a_v > b_in_v ? a_v : b_in_v",
+    Builtin.MINIMUM: "a_v < b_in_v ? a_v : b_in_v",
+    Builtin.SQUARED_DIFFERENCE: "(a_v - b_in_v) * (a_v - b_in_v)",
+    Builtin.POW: "pow(a_v, b_in_v)",
+    Builtin.PRELU: "a_v < INIT_FLT4(0.0f) ? a_v * b_in_v : a_v",
+}
+_FUSED = (Builtin.ADD, Builtin.SUB, Builtin.MUL, Builtin.DIV)
 
 
 def _read_broadcast(name: str) -> str:
     """Read operand ``name`` at the output's coordinates, dimensions of size 1 broadcast."""
-    return f"""  FLT4 {name}_v = args.{name}.Read(args.{name}.Width() == 1 ? 0 : X, args.{name}.Height() == 1 ? 0 : Y,
-                            args.{name}.Slices() == 1 ? 0 : S, args.{name}.Batch() == 1 ? 0 : b);
-  if (args.{name}.Channels() == 1) {name}_v = (FLT4)({name}_v.x);
+    a = f"args.{name}"
+    return f"""  FLT4 {name}_v = {a}.Read({a}.Width() == 1 ? 0 : X, {a}.Height() == 1 ? 0 : Y,
+                            {a}.Slices() == 1 ? 0 : S, {a}.Batch() == 1 ? 0 : b);
+  if ({a}.Channels() == 1) {name}_v = (FLT4)({name}_v.x);
 """
 
 
@@ -28,22 +41,22 @@ class Binary:
             return problem
         if len(node.inputs) != 2:
             return "binary op without two inputs"
-        out = layout.bhwc(graph.tensor(node.outputs[0]).shape)
+        out_shape = graph.tensor(node.outputs[0]).shape
+        out = layout.bhwc(out_shape)
         for i in node.inputs:
             t = graph.tensor(i)
-            if len(t.shape) > len(graph.tensor(node.outputs[0]).shape):
+            if len(t.shape) > len(out_shape):
                 return f"input {i} has a higher rank than the output"
-            shape = layout.bhwc(t.shape)
-            if any(d not in (1, o) for d, o in zip(shape, out, strict=True)):
+            if any(d not in (1, o) for d, o in zip(layout.bhwc(t.shape), out, strict=True)):
                 return f"input {i} of shape {t.shape} does not broadcast to the output"
         if all(graph.tensor(i).is_constant for i in node.inputs):
             return "both inputs are constants"
-        return activation_check(node.params.get("activation", 0))
+        return activation_check(node.params.get("activation", 0)) if node.op in _FUSED else None
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
         g = ctx.graph
-        names, srcs, objects = ["a", "b_in"], [], []
-        for name, index in zip(names, node.inputs, strict=True):
+        srcs, objects = [], []
+        for name, index in zip(["a", "b_in"], node.inputs, strict=True):
             t = g.tensor(index)
             if t.constant is not None:
                 desc = layout.tensor_descriptor(t.shape, ctx.precision)
@@ -51,24 +64,39 @@ class Binary:
                 objects.append(model.TensorDescriptorMapValue(name, desc))
             else:
                 srcs.append(name)
+        act = activation_code(node.params.get("activation", 0)) if node.op in _FUSED else ""
         code = (
             HEAD
             + _read_broadcast("a")
             + _read_broadcast("b_in")
-            + f"  FLT4 result = a_v {_BINARY[Builtin(node.op)]} b_in_v;\n  {{activation}}\n"
+            + f"  FLT4 result = {_BINARY[Builtin(node.op)]};\n  {act}\n"
             + "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
         )
-        code = code.replace("{activation}", activation_code(node.params.get("activation", 0)))
-        op = operation(code, srcs=srcs, tensor_objects=objects)
-        return op
+        return operation(code, srcs=srcs, tensor_objects=objects)
 
 
+#: statements turning FLT4 ``result`` (the input) into the op's value
 _UNARY = {
-    Builtin.LOGISTIC: Activation.SIGMOID,
-    Builtin.RELU: Activation.RELU,
-    Builtin.RELU6: Activation.RELU6,
-    Builtin.RELU_N1_TO_1: Activation.RELU_N1_TO_1,
-    Builtin.TANH: Activation.TANH,
+    Builtin.LOGISTIC: activation_code(Activation.SIGMOID),
+    Builtin.RELU: activation_code(Activation.RELU),
+    Builtin.RELU6: activation_code(Activation.RELU6),
+    Builtin.RELU_N1_TO_1: activation_code(Activation.RELU_N1_TO_1),
+    Builtin.TANH: activation_code(Activation.TANH),
+    Builtin.ABS: "result = fabs(result);",
+    Builtin.NEG: "result = -result;",
+    Builtin.EXP: "result = exp(result);",
+    Builtin.LOG: "result = log(result);",
+    Builtin.SQRT: "result = sqrt(result);",
+    Builtin.RSQRT: "result = rsqrt(result);",
+    Builtin.SQUARE: "result = result * result;",
+    Builtin.SIN: "result = sin(result);",
+    Builtin.COS: "result = cos(result);",
+    Builtin.ELU: "result = result < INIT_FLT4(0.0f) ? exp(result) - INIT_FLT4(1.0f) : result;",
+    Builtin.HARD_SWISH: """FLT4 r6 = result + INIT_FLT4(3.0f);
+  r6 = r6 < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : r6;
+  r6 = r6 > INIT_FLT4(6.0f) ? INIT_FLT4(6.0f) : r6;
+  result = result * r6 * INIT_FLT4(1.0f / 6.0f);""",
+    Builtin.LEAKY_RELU: "result = result < INIT_FLT4(0.0f) ? result * (FLT)(args.alpha) : result;",
 }
 
 
@@ -90,7 +118,8 @@ class Unary:
         code = (
             HEAD
             + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n  "
-            + activation_code(_UNARY[Builtin(node.op)])
+            + _UNARY[Builtin(node.op)]
             + "\n  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
         )
-        return operation(code, srcs=["src_tensor"])
+        floats = {"alpha": node.params.get("alpha", 0.2)} if node.op == Builtin.LEAKY_RELU else None
+        return operation(code, srcs=["src_tensor"], floats=floats)

@@ -96,8 +96,10 @@ class Mean:
         if axes != [1, 2]:
             return f"MEAN over axes {axes} (only the spatial axes [1, 2] are supported)"
         out = layout.bhwc(dst.shape)
-        if (out[0], out[3]) != (1, src.shape[3]) or (src.shape[0] != 1 and not node.params.get("keep_dims")):
-            return "MEAN output does not keep batch and channels"
+        b, _, _, c = src.shape
+        # [b, 1, 1, c] (keep_dims), or [b, c], which maps onto the same runtime tensor only when b == 1.
+        if out != (b, 1, 1, c) and not (b == 1 and out == (1, 1, 1, c)):
+            return f"MEAN to shape {dst.shape} over a batch of {b} (the batch must stay the leading dimension)"
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
