@@ -11,8 +11,8 @@ if [ ! -x .venv-litert/bin/python ]; then
     .venv-litert/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 fi
 .venv-litert/bin/python -m pip install --quiet --disable-pip-version-check "numpy>=2" ai-edge-litert cffi \
-    pyopencl pocl-binary-distribution flatbuffers "protobuf>=7.35.1,<8" pytest hypothesis
+    pyopencl pocl-binary-distribution flatbuffers "protobuf>=7.35.1,<8" pytest hypothesis tflite
 # --no-deps: the package's own dependency on tflite-runtime would pull numpy < 2 back in.
 .venv-litert/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e . 2>.venv-litert/install.log \
     || { cat .venv-litert/install.log >&2; exit 1; }
-DELEGATE_TFLITE_HOST=ai_edge_litert .venv-litert/bin/python -m pytest -p no:cacheprovider tests/test_plugin.py "$@"
+DELEGATE_TFLITE_HOST=ai_edge_litert .venv-litert/bin/python -m pytest -p no:cacheprovider tests/test_plugin.py tests/test_ops.py "$@"

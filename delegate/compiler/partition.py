@@ -9,6 +9,7 @@ from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
 from .graph import Builtin, Graph, Node
 from .ops import OPS, EmitContext
+from .ops.base import HEAD, operation
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,26 @@ def runtime_inputs(node: Node, graph: Graph) -> list[int]:
     return [i for i in node.inputs[: op.data_inputs] if i >= 0 and not graph.tensor(i).is_constant]
 
 
+_COPY = (
+    HEAD
+    + """  FLT4 result = args.value.Read(X, Y, S, b);
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
+
+def _constant_output(graph: Graph, index: int, emit: EmitContext) -> model.CLNode:
+    """A node writing constant tensor ``index`` (e.g. a folded DEQUANTIZE output) as a partition output."""
+    t = graph.tensor(index)
+    if t.constant is None:
+        raise ValueError(f"partition output {index} is neither produced by a node nor a known constant")
+    desc = layout.tensor_descriptor(t.shape, emit.precision)
+    desc.data = layout.buffer_layout(t.constant, t.shape, emit.dtype)
+    gpu_op = operation(_COPY, srcs=[], tensor_objects=[model.TensorDescriptorMapValue("value", desc)])
+    return model.CLNode(gpu_op=gpu_op, input_ids=[], output_ids=[index], name=f"constant_{index}")
+
+
 def compile_partition(graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int],
                       options: CompileOptions) -> model.InferenceContext:  # fmt: skip
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
@@ -48,6 +69,8 @@ def compile_partition(graph: Graph, nodes: list[int], inputs: list[int], outputs
     used: list[int] = []
     for index in nodes:
         node = graph.nodes[index]
+        if node.op == Builtin.DEQUANTIZE:
+            continue  # folded into a constant (fold.py): no kernel
         gpu_op = OPS[node.op].emit(node, emit)
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
@@ -58,6 +81,10 @@ def compile_partition(graph: Graph, nodes: list[int], inputs: list[int], outputs
             model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=list(node.outputs), name=node.name)
         )
         used += [i for i in [*node_inputs, *node.outputs] if i not in used]
+    for i in outputs:
+        if i not in used:  # a folded constant the host still wants as an output
+            ctx.nodes.append(_constant_output(graph, i, emit))
+            used.append(i)
     for i in used:
         desc = layout.tensor_descriptor(graph.tensor(i).shape, options.precision, options.storage)
         ctx.tensors.append(model.TensorDescWithId(desc, i))

@@ -20,12 +20,14 @@ from typing import Any
 
 from .. import __version__
 from .._native import ffi, lib
+from ..compiler.fold import consumers, fold_dequantize
+from ..compiler.graph import Builtin
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
 from ..context import write_context
 from ..errors import ContextFormatError, DelegateError
 from ..runtime import Runtime
 from ..runtime.device import describe, select_device
-from .capture import capture_graph, capture_node, execution_plan, hash_constants, int_array
+from .capture import capture_graph, capture_node, capture_tensor, execution_plan, hash_constants, int_array
 from .options import DelegateOptions
 
 _PLUGIN = "tflite-opencl-delegate"
@@ -52,9 +54,12 @@ class DelegateState:
     precision: str = ""
     storage_type: str = ""
     prepares: int = 0
+    #: the graph captured by the Prepare in progress (kernel init runs inside it)
+    graph: Any = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
-        return asdict(self) | {"options": {k: str(v) for k, v in asdict(self.options).items()}}
+        data = {k: v for k, v in asdict(self).items() if k != "graph"}
+        return data | {"options": {k: str(v) for k, v in asdict(self.options).items()}}
 
 
 @dataclass
@@ -131,6 +136,35 @@ def _largest_partitions(context: Any, nodes: list[int], limit: int) -> list[int]
     return [n for n in nodes if n in keep]
 
 
+def _supported_nodes(graph: Any, plan: list[int], options: DelegateOptions) -> tuple[list[int], dict[str, str]]:
+    """The nodes to claim, in plan order, and why each other one stays on CPU."""
+    folded = fold_dequantize(graph)
+    supported, unsupported = [], {}
+    for index in plan:
+        node = graph.nodes[index]
+        if op_name(node.op) in options.exclude_ops:
+            unsupported[node.name] = "excluded by the exclude_ops option"
+        elif index not in folded:
+            reason = unsupported_reason(node, graph)
+            if reason is None:
+                supported.append(index)
+            else:
+                unsupported[node.name] = reason
+    readers = consumers(graph)
+    claimed = set(supported)
+    for index in folded:
+        node = graph.nodes[index]
+        out = node.outputs[0]
+        if node.name in unsupported:
+            continue
+        # With no reader the dequantized tensor is a graph output, which the partition would have to produce.
+        if not readers.get(out) or not all(r in claimed for r in readers[out]):
+            unsupported[node.name] = "DEQUANTIZE folded only when every consumer is delegated"
+        else:
+            claimed.add(index)
+    return [i for i in plan if i in claimed], unsupported
+
+
 @ffi.def_extern()
 def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
     state = _delegates.get(ident)
@@ -140,17 +174,7 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
     try:
         plan = execution_plan(context)
         graph = capture_graph(context, plan)
-        supported, unsupported = [], {}
-        for index in plan:
-            node = graph.nodes[index]
-            if op_name(node.op) in state.options.exclude_ops:
-                unsupported[node.name] = "excluded by the exclude_ops option"
-                continue
-            reason = unsupported_reason(node, graph)
-            if reason is None:
-                supported.append(index)
-            else:
-                unsupported[node.name] = reason
+        supported, unsupported = _supported_nodes(graph, plan, state.options)
         chosen = _largest_partitions(context, supported, state.options.max_delegated_partitions)
         for index in set(supported) - set(chosen):
             unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
@@ -162,7 +186,11 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         if not chosen:
             return 0
         nodes = ffi.new("int[]", chosen)
-        status = lib.dlg_replace_nodes(context, native_delegate, nodes, len(chosen))
+        state.graph = graph
+        try:
+            status = lib.dlg_replace_nodes(context, native_delegate, nodes, len(chosen))
+        finally:
+            state.graph = None  # only valid inside this Prepare; do not keep the constants alive
         return 0 if status == lib.kTfLiteOk else 1
     except Exception as exc:
         _report(context, f"{_PLUGIN}: Prepare failed: {type(exc).__name__}: {exc}")
@@ -184,10 +212,35 @@ def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOpti
     return h.hexdigest()[:40]
 
 
+def _partition_graph(context: Any, nodes: list[int], graph: Any) -> Any:
+    """``graph`` (captured by this Prepare, constants folded) with every constant the partition's
+    nodes read valued.
+
+    The whole graph is used because a partition may read a folded DEQUANTIZE output whose node is
+    in another partition (ai-edge-litert makes single-node partitions when all tensors are kept).
+    """
+    producers = {o: n for n in graph.nodes.values() for o in n.outputs}
+    wanted = set()
+    for index in nodes:
+        for i in graph.nodes[index].inputs:
+            if i >= 0:
+                wanted.add(i)
+                producer = producers.get(i)
+                if producer is not None and producer.op == Builtin.DEQUANTIZE:
+                    wanted.update(j for j in producer.inputs if j >= 0)
+    for i in wanted:
+        if graph.tensors[i].is_constant and graph.tensors[i].constant is None:
+            graph.tensors[i] = capture_tensor(context, i, read_limit=None)
+    fold_dequantize(graph)
+    return graph
+
+
 def _load_partition(context: Any, params: Any, state: DelegateState) -> tuple[Runtime, str]:
     options = state.options
     nodes = list(int_array(params.nodes_to_replace))
-    graph = capture_graph(context, nodes, read_limit=None)
+    if state.graph is None:
+        raise DelegateError("a delegate kernel was created outside the delegate's Prepare")
+    graph = _partition_graph(context, nodes, state.graph)
     inputs = list(int_array(params.input_tensors))
     outputs = list(int_array(params.output_tensors))
     device = select_device(options.device or None)

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 from .base import EmitContext, Op
-from .conv import Conv2D, DepthwiseConv2D, FullyConnected
+from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
+from .gather import Concatenation, Pad, ResizeBilinear
 from .pooling import Mean, Pool2D
 from .transform import Reshape, Softmax
 
-_OPS: list[Op] = [Conv2D(), DepthwiseConv2D(), FullyConnected(), Binary(), Unary(), Pool2D(), Mean(), Reshape(),
-                  Softmax()]  # fmt: skip
+_OPS: list[Op] = [
+    Conv2D(),
+    DepthwiseConv2D(),
+    FullyConnected(),
+    TransposeConv(),
+    Binary(),
+    Unary(),
+    Pool2D(),
+    Mean(),
+    Reshape(),
+    Softmax(),
+    Concatenation(),
+    Pad(),
+    ResizeBilinear(),
+]
 
 #: builtin code -> op
 OPS: dict[int, Op] = {code: op for op in _OPS for code in op.codes}

@@ -236,3 +236,85 @@ class FullyConnected:
             buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
             tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[-1], ctx), ctx.dtype)],
         )
+
+
+# Transposed convolution as a gather: output (X, Y) takes input (iy, ix) through tap (ky, kx) when
+# Y + pad_h - ky = iy * stride_h (and likewise for x). Weights laid out as for CONV_2D (OHWI).
+TRANSPOSE_CONV = (
+    HEAD
+    + """  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));
+  int src_slices = args.src_tensor.Slices();
+  for (int ky = 0; ky < args.kernel_h; ++ky) {
+    int ty = Y + args.pad_h - ky;
+    if (ty < 0 || ty % args.stride_h != 0) continue;
+    int yc = ty / args.stride_h;
+    if (yc >= args.src_tensor.Height()) continue;
+    for (int kx = 0; kx < args.kernel_w; ++kx) {
+      int tx = X + args.pad_w - kx;
+      if (tx < 0 || tx % args.stride_w != 0) continue;
+      int xc = tx / args.stride_w;
+      if (xc >= args.src_tensor.Width()) continue;
+      int w = ((S * args.kernel_h + ky) * args.kernel_w + kx) * src_slices * 4;
+      for (int s = 0; s < src_slices; ++s) {
+        FLT4 src = args.src_tensor.Read(xc, yc, s, b);
+        acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
+                           + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
+        w += 4;
+      }
+    }
+  }
+  FLT4 result = TO_FLT4(acc);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
+
+class TransposeConv:
+    """TRANSPOSE_CONV: inputs (output_shape, weights [O, KH, KW, I], input[, bias])."""
+
+    codes = (Builtin.TRANSPOSE_CONV,)
+    data_inputs = 3
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        if len(node.inputs) < 3:
+            return "TRANSPOSE_CONV needs output_shape, weights and input"
+        for position in (0, 1, 3):
+            if position < len(node.inputs) and node.inputs[position] >= 0:
+                if not graph.tensor(node.inputs[position]).is_constant:
+                    return f"input {position} is not a constant"
+        src, weights = graph.tensor(node.inputs[2]), graph.tensor(node.inputs[1])
+        dst = graph.tensor(node.outputs[0])
+        for t in (src, weights, dst):
+            if t.dtype != 1 or t.quantized or len(t.shape) != 4:
+                return f"tensor {t.index} is not a 4-D float32 tensor"
+        if weights.shape[3] != src.shape[3] or weights.shape[0] != dst.shape[3]:
+            return "weights do not match input and output channels"
+        return activation_check(node.params.get("activation", 0))
+
+    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+        g, p = ctx.graph, node.params
+        src, dst = g.tensor(node.inputs[2]), g.tensor(node.outputs[0])
+        filters = g.tensor(node.inputs[1]).constant
+        assert filters is not None
+        _, kh, kw, _ = filters.shape
+        sh, sw = p["stride_height"], p["stride_width"]
+        bias = node.inputs[3] if len(node.inputs) > 3 and node.inputs[3] >= 0 else None
+        ints = {
+            "kernel_h": kh,
+            "kernel_w": kw,
+            "stride_h": sh,
+            "stride_w": sw,
+            # The padding of the forward convolution this one transposes (output -> input).
+            "pad_h": same_padding(dst.shape[1], src.shape[1], kh, sh, 1, p["padding"]),
+            "pad_w": same_padding(dst.shape[2], src.shape[2], kw, sw, 1, p["padding"]),
+        }
+        biases = layout.linear(None if bias is None else g.tensor(bias).constant, dst.shape[3], ctx.dtype)
+        return operation(
+            TRANSPOSE_CONV.replace("{activation}", activation_code(p.get("activation", 0))),
+            srcs=["src_tensor"],
+            ints=ints,
+            buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", biases, ctx.dtype)],
+        )
