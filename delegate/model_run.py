@@ -60,6 +60,8 @@ def run_model(model: str, options: dict[str, str], runs: int, seed: int = 0, pro
         "total_nodes": state.total_nodes,
         "partitions": len(state.partitions),
         "partition_cache": [p.cache for p in state.partitions],
+        "kernels": sum(p.kernels for p in state.partitions),
+        "fused_ops": sum(p.fused_ops for p in state.partitions),
         "cpu_nodes": state.unsupported,
         "max_abs_error": error,
         "max_abs_reference": scale,
@@ -76,7 +78,8 @@ def format_result(r: dict[str, Any]) -> str:
     lines = [
         f"model: {r['model']}",
         f"device: {r['device'] or '-'} ({r['precision'] or '-'}, {r['storage_type'] or '-'})",
-        f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s)"
+        f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s),"
+        f" {r['kernels']} kernels ({r['fused_ops']} elementwise ops fused)"
         + (f", cache {', '.join(r['partition_cache'])}" if r["partition_cache"] else ""),
         f"max abs error vs CPU: {r['max_abs_error']:.3g} (largest |CPU output| {r['max_abs_reference']:.3g},"
         f" relative {rel:.2g})",

@@ -455,3 +455,50 @@ def test_dequantize_of_fp16_weights_is_folded():
         Op(Builtin.CONV_2D, [0, 2, 3], [4], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
     ]
     check(tensors, ops, [0], [4], [rand(shape, rng)])
+
+
+# ------------------------------------------------------------------ fusion
+
+
+def _conv_then(rng, chain):
+    """A 3x3 convolution followed by ``chain(conv_out_index, next_index) -> (tensors, ops, out)``."""
+    shape, cout = (1, 9, 9, 6), 10
+    tensors = [
+        T(shape),
+        T((cout, 3, 3, 6), rand((cout, 3, 3, 6), rng)),
+        T((cout,), rand((cout,), rng)),
+        T((1, 9, 9, cout)),
+    ]
+    ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1}))]
+    more_tensors, more_ops, out = chain(3, 4)
+    return tensors + more_tensors, ops + more_ops, out, shape
+
+
+def _swish(t, n):
+    # x * sigmoid(x): LOGISTIC links into its producer's kernel only if x has no other reader; here the
+    # MUL links into the LOGISTIC kernel instead.
+    return (
+        [T((1, 9, 9, 10)), T((1, 9, 9, 10))],
+        [Op(Builtin.LOGISTIC, [t], [n]), Op(Builtin.MUL, [t, n], [n + 1])],
+        n + 1,
+    )
+
+
+def _hard_swish_residual(t, n):
+    return (
+        [T((1, 9, 9, 10)), T((1, 9, 9, 10), None), T((1, 1, 1, 10), np.linspace(-1, 1, 10, dtype=np.float32))],
+        [Op(Builtin.HARD_SWISH, [t], [n]), Op(Builtin.ADD, [n, n + 2], [n + 1])],
+        n + 1,
+    )
+
+
+@pytest.mark.parametrize("chain,kernels", [(_swish, 2), (_hard_swish_residual, 1)], ids=["swish", "hard_swish"])
+def test_elementwise_chains_are_fused(chain, kernels):
+    rng = np.random.default_rng(5)
+    tensors, ops, out, shape = _conv_then(rng, chain)
+    x = rand(shape, rng)
+    fused = check(tensors, ops, [0], [out], [x])
+    plain = check(tensors, ops, [0], [out], [x], fuse="false")
+    assert [p.kernels for p in fused.partitions] == [kernels]
+    assert [p.kernels for p in plain.partitions] == [len(ops)]
+    assert fused.partitions[0].fused_ops == len(ops) - kernels

@@ -66,9 +66,18 @@ def _assert_close(outputs, reference, tolerance=F32_TOLERANCE) -> None:
 
 
 def test_struct_layouts_match_the_runtime_abi():
-    sizes = {"TfLiteTensor": 112, "TfLiteNode": 80, "TfLiteRegistration": 88, "TfLiteContext": 200,
-             "TfLiteDelegate": 56, "TfLiteDelegateParams": 32, "TfLiteConvParams": 24,
-             "TfLiteDepthwiseConvParams": 28, "TfLiteFullyConnectedParams": 12, "TfLitePoolParams": 40}  # fmt: skip
+    sizes = {
+        "TfLiteTensor": 112,
+        "TfLiteNode": 80,
+        "TfLiteRegistration": 88,
+        "TfLiteContext": 200,
+        "TfLiteDelegate": 56,
+        "TfLiteDelegateParams": 32,
+        "TfLiteConvParams": 24,
+        "TfLiteDepthwiseConvParams": 28,
+        "TfLiteFullyConnectedParams": 12,
+        "TfLitePoolParams": 40,
+    }
     for name, size in sizes.items():
         assert ffi.sizeof(name) == size, name
     assert ffi.offsetof("TfLiteTensor", "quantization") == 80
@@ -107,8 +116,9 @@ def test_mobilenet_logits_match_cpu(name, delegated, programs):
     # The random-weight classifier's softmax is uniform to float precision; check the logits instead,
     # keeping SOFTMAX on CPU so that the logits tensor is the partition's output.
     path = _model(name)
-    interpreter = delegate.Interpreter(path, program_cache=programs, exclude_ops="SOFTMAX",
-                                       experimental_preserve_all_tensors=True)  # fmt: skip
+    interpreter = delegate.Interpreter(
+        path, program_cache=programs, exclude_ops="SOFTMAX", experimental_preserve_all_tensors=True
+    )
     interpreter.allocate_tensors()
     inputs = _feed(interpreter)
     interpreter.invoke()
@@ -269,3 +279,20 @@ def test_create_destroy_cycles_do_not_grow(programs):
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - baseline
     assert live_kernels() == 0
     assert grown_kib < 32 * 1024, f"max RSS grew by {grown_kib} KiB over the cycles"
+
+
+def test_fusion_reduces_mobilenet_kernels(programs):
+    # (The logits check above runs with fusion on, the default; ai-edge-litert splits partitions
+    # per node when all tensors are preserved, so this count runs on the plain model.)
+    path = _model("mobilenet_v2")
+    counts = {}
+    for fuse in ("true", "false"):
+        interpreter = delegate.Interpreter(path, program_cache=programs, fuse=fuse)
+        interpreter.allocate_tensors()
+        inputs = _feed(interpreter)
+        interpreter.invoke()
+        _assert_close(_outputs(interpreter), _reference(path, inputs))
+        state = interpreter.opencl
+        counts[fuse] = (state.partitions[0].kernels, state.partitions[0].fused_ops)
+    # The ten residual ADDs run inside the convolutions that feed them.
+    assert counts == {"true": (55, 10), "false": (65, 0)}

@@ -7,15 +7,37 @@ from dataclasses import dataclass
 from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
+from .fusion import link, linkable
 from .graph import Builtin, Graph, Node
 from .ops import OPS, EmitContext
-from .ops.base import HEAD, operation
+from .ops.base import HEAD, WRITE, operation
 
 
 @dataclass(frozen=True)
 class CompileOptions:
     precision: CalculationsPrecision = CalculationsPrecision.F32
     storage: TensorStorageType = TensorStorageType.BUFFER
+    #: link elementwise ops into the kernel of their producer (fusion.py)
+    fuse: bool = True
+
+
+def _fusion_target(
+    node: Node,
+    graph: Graph,
+    producer_of: dict[int, model.CLNode],
+    readers: dict[int, int],
+    outputs: list[int],
+    options: CompileOptions,
+) -> int | None:
+    """The tensor whose producing kernel ``node`` can be linked into, if any."""
+    for candidate in node.inputs:
+        if candidate < 0 or candidate not in producer_of:
+            continue
+        if readers.get(candidate, 0) != 1 or candidate in outputs:
+            continue  # another reader, or the host wants it: it must be written
+        if linkable(node, graph, candidate):
+            return candidate
+    return None
 
 
 def op_name(code: int) -> str:
@@ -61,26 +83,44 @@ def _constant_output(graph: Graph, index: int, emit: EmitContext) -> model.CLNod
     return model.CLNode(gpu_op=gpu_op, input_ids=[], output_ids=[index], name=f"constant_{index}")
 
 
-def compile_partition(graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int],
-                      options: CompileOptions) -> model.InferenceContext:  # fmt: skip
+def compile_partition(
+    graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int], options: CompileOptions
+) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
     ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
     emit = EmitContext(graph, options.precision)
     used: list[int] = []
+    readers: dict[int, int] = {}
+    for index in nodes:
+        for i in set(graph.nodes[index].inputs):
+            readers[i] = readers.get(i, 0) + 1
+    producer_of: dict[int, model.CLNode] = {}  # runtime tensor -> the CLNode that writes it
     for index in nodes:
         node = graph.nodes[index]
         if node.op == Builtin.DEQUANTIZE:
             continue  # folded into a constant (fold.py): no kernel
+        fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
+        if fused is not None:
+            producer = producer_of.pop(fused)
+            link(producer, node, fused, emit, producer.gpu_op.linkable_count + 1)
+            producer_of[node.outputs[0]] = producer
+            used += [i for i in [*producer.input_ids, *node.outputs] if i not in used]
+            continue
         gpu_op = OPS[node.op].emit(node, emit)
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
         node_inputs = runtime_inputs(node, graph)
         if len(node_inputs) != len(gpu_op.src_tensors_names):
             raise ValueError(f"{node.name}: {len(node_inputs)} runtime inputs for {gpu_op.src_tensors_names}")
-        ctx.nodes.append(
-            model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=list(node.outputs), name=node.name)
-        )
+        cl_node = model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=list(node.outputs), name=node.name)
+        ctx.nodes.append(cl_node)
+        if gpu_op.code and WRITE in gpu_op.code and gpu_op.code.count(WRITE) == 1:
+            producer_of[node.outputs[0]] = cl_node
         used += [i for i in [*node_inputs, *node.outputs] if i not in used]
+    # Tensors only ever written by a kernel that fused their reader away are not runtime tensors.
+    written = {i for n in ctx.nodes for i in n.output_ids}
+    read = {i for n in ctx.nodes for i in n.input_ids}
+    used = [i for i in used if i in written or i in read or i in inputs]
     for i in outputs:
         if i not in used:  # a folded constant the host still wants as an output
             ctx.nodes.append(_constant_output(graph, i, emit))

@@ -38,6 +38,9 @@ class PartitionInfo:
     nodes: list[int]
     cache: str  # "hit", "miss" or "off"
     init_ms: float
+    #: kernels the partition launches, and elementwise ops linked into other kernels
+    kernels: int = 0
+    fused_ops: int = 0
 
 
 @dataclass
@@ -199,12 +202,17 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
 
 def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOptions, device_key: str) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([__version__, device_key, options.precision.name, options.storage_type.name]).encode())
+    h.update(
+        json.dumps([__version__, device_key, options.precision.name, options.storage_type.name, options.fuse]).encode()
+    )
     for index in nodes:
         node = graph.nodes[index]
         shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
-        h.update(json.dumps([node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()),
-                             shapes], default=str).encode())  # fmt: skip
+        h.update(
+            json.dumps(
+                [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes], default=str
+            ).encode()
+        )
     if options.model_token:
         h.update(options.model_token.encode())
     else:
@@ -245,7 +253,7 @@ def _load_partition(context: Any, params: Any, state: DelegateState) -> tuple[Ru
     outputs = list(int_array(params.output_tensors))
     device = select_device(options.device or None)
     info = describe(device)
-    compile_options = CompileOptions(options.precision, options.storage_type)
+    compile_options = CompileOptions(options.precision, options.storage_type, options.fuse)
     folder = Path(options.serialization_dir) if options.serialization_dir else None
     if folder is not None:
         program_cache: Any = folder / "programs"
@@ -300,7 +308,10 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         state.precision = runtime.precision.name
         state.storage_type = state.options.storage_type.name
         nodes = list(int_array(params.nodes_to_replace))
-        state.partitions.append(PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3))
+        names = runtime.node_names
+        fused = sum(name.count("+") for name in names)
+        info = PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3, len(names), fused)
+        state.partitions.append(info)
         return 0
     except Exception as exc:
         detail = str(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {exc}"

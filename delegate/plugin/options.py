@@ -33,6 +33,8 @@ class DelegateOptions:
     program_cache: str = "default"
     #: comma-separated builtin op names (e.g. "SOFTMAX,MEAN") to leave on TFLite's CPU kernels
     exclude_ops: frozenset[str] = frozenset()
+    #: link chains of elementwise ops into the kernel of their producer
+    fuse: bool = True
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -57,6 +59,10 @@ class DelegateOptions:
                     raise OptionsError(f"max_delegated_partitions must be an integer, not {text!r}") from None
                 if values[key] < 0:  # type: ignore[operator]
                     raise OptionsError("max_delegated_partitions must be >= 0")
+            elif key == "fuse":
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise OptionsError(f"fuse must be true or false, not {text!r}")
+                values[key] = text.lower() in ("true", "1")
             elif key == "exclude_ops":
                 names = {n.strip().upper() for n in text.split(",") if n.strip()}
                 unknown_ops = sorted(n for n in names if n not in Builtin.__members__)
