@@ -111,8 +111,9 @@ def test_shared_models_match_cpu(name, delegated, cpu_ops, programs):
     assert state.device and state.precision == "F32"
 
 
+@pytest.mark.parametrize("precision,tolerance", [("F32", F32_TOLERANCE), ("F16", 2e-2)])
 @pytest.mark.parametrize("name,delegated", [("mobilenet_v2", 64), ("mobilenet_v2_fp16", 130)])
-def test_mobilenet_logits_match_cpu(name, delegated, programs):
+def test_mobilenet_logits_match_cpu(name, delegated, precision, tolerance, programs):
     # The random-weight classifier's softmax is uniform to float precision; check the logits instead,
     # keeping SOFTMAX on CPU so that the logits tensor is the partition's output.
     path = _model(name)
@@ -129,7 +130,7 @@ def test_mobilenet_logits_match_cpu(name, delegated, programs):
     cpu.invoke()
     ops = cpu._get_ops_details()
     logits = next(o for o in ops if o["op_name"] == "FULLY_CONNECTED")["outputs"][0]
-    _assert_close([interpreter.get_tensor(logits)], [cpu.get_tensor(logits)])
+    _assert_close([interpreter.get_tensor(logits)], [cpu.get_tensor(logits)], tolerance)
 
 
 def test_f16_precision_within_its_tolerance(programs):
@@ -296,3 +297,18 @@ def test_fusion_reduces_mobilenet_kernels(programs):
         counts[fuse] = (state.partitions[0].kernels, state.partitions[0].fused_ops)
     # The ten residual ADDs run inside the convolutions that feed them.
     assert counts == {"true": (55, 10), "false": (65, 0)}
+
+
+@pytest.mark.parametrize("precision", ["F32_F16", "F16"])
+@pytest.mark.parametrize("name", ["small_cnn", "elementwise_mix", "unet_small", "mobilenet_v2", "mobilenet_v2_fp16"])
+def test_shared_models_in_half_precisions(name, precision, programs):
+    path = _model(name)
+    interpreter = delegate.Interpreter(path, program_cache=programs, precision=precision)
+    interpreter.allocate_tensors()
+    inputs = _feed(interpreter)
+    interpreter.invoke()
+    state = interpreter.opencl
+    assert len(state.delegated_nodes) == state.total_nodes
+    # On a device without cl_khr_fp16 (PoCL) F16 runs as F32_F16: half storage, float math.
+    assert state.precision in (precision, "F32_F16")
+    _assert_close(_outputs(interpreter), _reference(path, inputs), 2e-2)
