@@ -257,6 +257,32 @@ typedef struct TfLiteResizeBilinearParams {
     bool half_pixel_centers;
 } TfLiteResizeBilinearParams;
 
+typedef struct TfLiteResizeNearestNeighborParams {
+    bool align_corners;
+    bool half_pixel_centers;
+} TfLiteResizeNearestNeighborParams;
+
+typedef struct TfLiteSpaceToDepthParams {
+    int block_size;
+} TfLiteSpaceToDepthParams;
+
+typedef struct TfLiteDepthToSpaceParams {
+    int block_size;
+} TfLiteDepthToSpaceParams;
+
+typedef struct TfLiteMirrorPaddingParams {
+    int mode; /* 1 REFLECT, 2 SYMMETRIC */
+} TfLiteMirrorPaddingParams;
+
+typedef struct TfLiteStridedSliceParams {
+    int begin_mask;
+    int end_mask;
+    int ellipsis_mask;
+    int new_axis_mask;
+    int shrink_axis_mask;
+    bool offset;
+} TfLiteStridedSliceParams;
+
 typedef struct TfLiteTransposeConvParams {
     int padding;
     int stride_width;

@@ -106,7 +106,15 @@ def compile_partition(
             producer_of[node.outputs[0]] = producer
             used += [i for i in [*producer.input_ids, *node.outputs] if i not in used]
             continue
-        gpu_op = OPS[node.op].emit(node, emit)
+        op = OPS[node.op]
+        if hasattr(op, "emit_many"):  # several outputs: one kernel each, all reading the same input
+            node_inputs = runtime_inputs(node, graph)
+            for gpu_op, output in op.emit_many(node, emit):
+                name = f"{node.name}:{output}"
+                ctx.nodes.append(model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=[output], name=name))
+            used += [i for i in [*node_inputs, *node.outputs] if i not in used]
+            continue
+        gpu_op = op.emit(node, emit)
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
         node_inputs = runtime_inputs(node, graph)

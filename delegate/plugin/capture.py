@@ -46,6 +46,15 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         Builtin.CONCATENATION: "TfLiteConcatenationParams",
         Builtin.RESIZE_BILINEAR: "TfLiteResizeBilinearParams",
         Builtin.TRANSPOSE_CONV: "TfLiteTransposeConvParams",
+        Builtin.RESIZE_NEAREST_NEIGHBOR: "TfLiteResizeNearestNeighborParams",
+        Builtin.SPACE_TO_DEPTH: "TfLiteSpaceToDepthParams",
+        Builtin.DEPTH_TO_SPACE: "TfLiteDepthToSpaceParams",
+        Builtin.MIRROR_PAD: "TfLiteMirrorPaddingParams",
+        Builtin.STRIDED_SLICE: "TfLiteStridedSliceParams",
+        Builtin.SUM: "TfLiteReducerParams",
+        Builtin.REDUCE_MAX: "TfLiteReducerParams",
+        Builtin.REDUCE_MIN: "TfLiteReducerParams",
+        Builtin.REDUCE_PROD: "TfLiteReducerParams",
     }.get(code)
     if struct is None:
         return {}

@@ -6,7 +6,8 @@ from .base import EmitContext, Op
 from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
 from .gather import Concatenation, Pad, ResizeBilinear
-from .pooling import Mean, Pool2D
+from .pooling import Pool2D
+from .shape import MirrorPad, Reduce, ResizeNearest, SameOrder, Slice, SpaceDepth, Split, Tile, Transpose
 from .transform import Reshape, Softmax
 
 _OPS: list[Op] = [
@@ -17,7 +18,15 @@ _OPS: list[Op] = [
     Binary(),
     Unary(),
     Pool2D(),
-    Mean(),
+    Reduce(),
+    SameOrder(),
+    Transpose(),
+    Slice(),
+    Tile(),
+    MirrorPad(),
+    SpaceDepth(),
+    ResizeNearest(),
+    Split(),
     Reshape(),
     Softmax(),
     Concatenation(),

@@ -1,11 +1,8 @@
-"""AVERAGE_POOL_2D, MAX_POOL_2D and MEAN over the spatial axes."""
+"""AVERAGE_POOL_2D and MAX_POOL_2D (MEAN is a reduction: shape.py)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...context import model
-from .. import layout
 from ..graph import Builtin, Graph, Node
 from .base import HEAD, EmitContext, activation_check, activation_code, operation, runtime_io, same_padding
 
@@ -63,44 +60,3 @@ class Pool2D:
             update, finish = "acc += v;", "acc / (ACCUM_FLT)(count > 0 ? count : 1)"
         code = _POOL.replace("{init}", init).replace("{update}", update).replace("{finish}", finish)
         return operation(code.replace("{activation}", activation_code(p["activation"])), srcs=["src_tensor"], ints=ints)
-
-
-_MEAN = (
-    HEAD
-    + """  ACCUM_FLT4 acc = INIT_ACCUM_FLT4(0.0f);
-  for (int y = 0; y < args.src_tensor.Height(); ++y) {
-    for (int x = 0; x < args.src_tensor.Width(); ++x) {
-      acc += TO_ACCUM_FLT4(args.src_tensor.Read(x, y, S, b));
-    }
-  }
-  FLT4 result = TO_FLT4(acc / (ACCUM_FLT)(args.src_tensor.Width() * args.src_tensor.Height()));
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
-"""
-)
-
-
-class Mean:
-    codes = (Builtin.MEAN,)
-    data_inputs = 1
-
-    def check(self, node: Node, graph: Graph) -> str | None:
-        problem = runtime_io(node, graph, constant_inputs=(1,), data_inputs=1)
-        if problem:
-            return problem
-        src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
-        axes_tensor = graph.tensor(node.inputs[1])
-        if axes_tensor.constant is None or len(src.shape) != 4:
-            return "MEAN needs a 4-D input and constant axes"
-        axes = sorted({int(a) % 4 for a in np.asarray(axes_tensor.constant).reshape(-1)})
-        if axes != [1, 2]:
-            return f"MEAN over axes {axes} (only the spatial axes [1, 2] are supported)"
-        out = layout.bhwc(dst.shape)
-        b, _, _, c = src.shape
-        # [b, 1, 1, c] (keep_dims), or [b, c], which maps onto the same runtime tensor only when b == 1.
-        if out != (b, 1, 1, c) and not (b == 1 and out == (1, 1, 1, c)):
-            return f"MEAN to shape {dst.shape} over a batch of {b} (the batch must stay the leading dimension)"
-        return None
-
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        return operation(_MEAN, srcs=["src_tensor"])

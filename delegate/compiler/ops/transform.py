@@ -76,8 +76,12 @@ _SOFTMAX = (
     sum += e.x + (left > 1 ? e.y : 0.0f) + (left > 2 ? e.z : 0.0f) + (left > 3 ? e.w : 0.0f);
   }
   float inv = 1.0f / sum;
+  float log_sum = log(sum);
   for (int s = 0; s < slices; ++s) {
-    float4 e = exp((convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta) * inv;
+    float4 v = (convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta;
+    float4 e = {final};
+    int left = C - s * 4;
+    e.y = left > 1 ? e.y : 0.0f; e.z = left > 2 ? e.z : 0.0f; e.w = left > 3 ? e.w : 0.0f;
     args.dst_tensor.Write(TO_FLT4(e), X, Y, s, b);
   }
 }
@@ -86,7 +90,9 @@ _SOFTMAX = (
 
 
 class Softmax:
-    codes = (Builtin.SOFTMAX,)
+    """SOFTMAX (beta) and LOG_SOFTMAX over the last axis."""
+
+    codes = (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX)
     data_inputs = 1
 
     def check(self, node: Node, graph: Graph) -> str | None:
@@ -98,7 +104,9 @@ class Softmax:
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        op = operation(_SOFTMAX, srcs=["src_tensor"], floats={"beta": node.params.get("beta", 1.0)})
+        final = "v - (float4)(log_sum)" if node.op == Builtin.LOG_SOFTMAX else "exp(v) * inv"
+        beta = node.params.get("beta", 1.0) if node.op == Builtin.SOFTMAX else 1.0
+        op = operation(_SOFTMAX.replace("{final}", final), srcs=["src_tensor"], floats={"beta": beta})
         # One work-item per row: slices are looped inside.
         op.tensor_to_grid = model.TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1
         return op
