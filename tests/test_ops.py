@@ -707,3 +707,29 @@ def test_log_softmax(shape, seed):
         [1],
         [rand(shape, np.random.default_rng(seed), -5, 5)],
     )
+
+
+@EXAMPLES
+@given(
+    groups=st.integers(2, 3),
+    cin_group=st.integers(1, 3),
+    cout_group=st.integers(1, 3),
+    k=st.integers(1, 3),
+    stride=st.integers(1, 2),
+    hw=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+    seed=seeds,
+    act=st.sampled_from([0, 1, 3]),
+)
+def test_grouped_conv_2d(groups, cin_group, cout_group, k, stride, hw, seed, act):
+    rng = np.random.default_rng(seed)
+    cin, cout = groups * cin_group, groups * cout_group
+    src = (1, hw[0], hw[1], cin)
+    out = (1, -(-hw[0] // stride), -(-hw[1] // stride), cout)
+    tensors = [
+        T(src),
+        T((cout, k, k, cin_group), rand((cout, k, k, cin_group), rng)),
+        T((cout,), rand((cout,), rng)),
+        T(out),
+    ]
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act})
+    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])

@@ -50,6 +50,38 @@ CONV = (
 """
 )
 
+# Grouped: output channel oc reads input channels [g * cin_group, (g + 1) * cin_group) of its group g;
+# weights as TFLite stores them, [oc][ky][kx][input channel within the group].
+GROUPED = (
+    """
+FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
+"""
+    + HEAD
+    + """  FLT4 bias = args.biases.Read(S);
+  FLT4 result = INIT_FLT4(0.0f);
+  for (int k = 0; k < 4; ++k) {
+    int oc = S * 4 + k;
+    if (oc >= args.dst_tensor.Channels()) break;
+    int first = (oc / args.cout_group) * args.cin_group;
+    float acc = (float)dlg_component(bias, k);"""
+    + _WINDOW.replace("\n  ", "\n    ")
+    + """        int w = ((oc * args.kernel_h + ky) * args.kernel_w + kx) * args.cin_group;
+        for (int i = 0; i < args.cin_group; ++i) {
+          int ic = first + i;
+          FLT v = dlg_component(args.src_tensor.Read(xc, yc, ic / 4, b), ic % 4);
+          acc += (float)v * (float)args.weights.Read(w + i);
+        }
+      }
+    }
+    if (k == 0) result.x = (FLT)acc; else if (k == 1) result.y = (FLT)acc; else if (k == 2) result.z = (FLT)acc;
+    else result.w = (FLT)acc;
+  }
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+)
+
 # Depth multiplier 1: output slice S reads input slice S; weights FLT4 per (S, ky, kx).
 DEPTHWISE = (
     HEAD
@@ -114,8 +146,9 @@ class Conv2D:
         src = graph.tensor(node.inputs[0])
         if len(filters.shape) != 4 or len(src.shape) != 4:
             return "CONV_2D needs 4-D input and filters"
-        if filters.shape[3] != src.shape[3]:
-            return f"grouped convolution ({src.shape[3]} input channels, filters for {filters.shape[3]})"
+        groups, rem = divmod(src.shape[3], filters.shape[3])
+        if rem or groups < 1 or filters.shape[0] % groups:
+            return f"{src.shape[3]} input channels do not split into groups of {filters.shape[3]}"
         return activation_check(node.params["activation"])
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
@@ -125,12 +158,33 @@ class Conv2D:
         assert filters is not None
         _, kh, kw, _ = filters.shape
         ints = _window_args(p, src.shape, dst.shape, kh, kw)
+        if filters.shape[3] != src.shape[3]:
+            return self._grouped(node, ctx, filters, ints)
         code = CONV.replace("{activation}", activation_code(p["activation"]))
         return operation(
             code,
             srcs=["src_tensor"],
             ints=ints,
             buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
+        )
+
+    def _grouped(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> model.GPUOperation:
+        """Grouped convolution, one output lane at a time; weights stay in TFLite's OHWI order."""
+        g = ctx.graph
+        dst = g.tensor(node.outputs[0])
+        cin_group = filters.shape[3]
+        ints |= {
+            "cin_group": cin_group,
+            "cout_group": filters.shape[0] // (g.tensor(node.inputs[0]).shape[3] // cin_group),
+        }
+        code = GROUPED.replace("{activation}", activation_code(node.params["activation"]))
+        weights = np.ascontiguousarray(filters, np.float32).astype(ctx.dtype).tobytes()
+        return operation(
+            code,
+            srcs=["src_tensor"],
+            ints=ints,
+            buffer_objects=[buffer_object("weights", weights, ctx.dtype, element_size=1)],
             tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
         )
 
