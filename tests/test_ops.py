@@ -733,3 +733,24 @@ def test_grouped_conv_2d(groups, cin_group, cout_group, k, stride, hw, seed, act
     ]
     options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act})
     check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+def test_dequantize_of_int8_weights_is_folded(per_channel):
+    rng = np.random.default_rng(12)
+    shape, cout = (1, 6, 6, 5), 7
+    q = rng.integers(-127, 128, size=(cout, 3, 3, 5)).astype(np.int8)
+    scales = list(rng.uniform(0.001, 0.02, cout)) if per_channel else [0.01]
+    zeros = [0] * len(scales)
+    tensors = [
+        T(shape),
+        T(q.shape, q, np.int8, quant=(scales, zeros, 0)),
+        T(q.shape),
+        T((cout,), rand((cout,), rng)),
+        T((1, 6, 6, cout)),
+    ]
+    ops = [
+        Op(Builtin.DEQUANTIZE, [1], [2], version=2),
+        Op(Builtin.CONV_2D, [0, 2, 3], [4], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
+    ]
+    check(tensors, ops, [0], [4], [rand(shape, rng)])

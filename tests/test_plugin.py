@@ -312,3 +312,16 @@ def test_shared_models_in_half_precisions(name, precision, programs):
     # On a device without cl_khr_fp16 (PoCL) F16 runs as F32_F16: half storage, float math.
     assert state.precision in (precision, "F32_F16")
     _assert_close(_outputs(interpreter), _reference(path, inputs), 2e-2)
+
+
+def test_quantized_inference_off_keeps_dequantized_weights_on_cpu(programs):
+    path = _model("mobilenet_v2_fp16")
+    interpreter = delegate.Interpreter(path, program_cache=programs, enable_quantized_inference="false")
+    interpreter.allocate_tensors()
+    inputs = _feed(interpreter)
+    interpreter.invoke()
+    state = interpreter.opencl
+    reasons = " ".join(state.unsupported.values())
+    assert "enable_quantized_inference is off" in reasons
+    assert len(state.delegated_nodes) < state.total_nodes
+    _assert_close(_outputs(interpreter), _reference(path, inputs))

@@ -9,7 +9,13 @@ import flatbuffers
 import numpy as np
 import tflite
 
-_TENSOR_TYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int32): 2, np.dtype(np.int64): 4}
+_TENSOR_TYPES = {
+    np.dtype(np.float32): 0,
+    np.dtype(np.float16): 1,
+    np.dtype(np.int32): 2,
+    np.dtype(np.int64): 4,
+    np.dtype(np.int8): 9,
+}
 
 
 @dataclass
@@ -19,6 +25,8 @@ class T:
     shape: tuple[int, ...]
     data: np.ndarray | None = None
     dtype: Any = np.float32
+    #: affine quantization: (scales, zero points, quantized dimension)
+    quant: tuple[list[float], list[int], int] | None = None
 
 
 @dataclass
@@ -66,7 +74,22 @@ def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: lis
     for i, t in enumerate(tensors):
         name = b.CreateString(f"t{i}")
         shape = _vector(b, tflite.TensorStartShapeVector, list(t.shape))
+        quant = None
+        if t.quant is not None:
+            scales, zeros, axis = t.quant
+            tflite.QuantizationParametersStartScaleVector(b, len(scales))
+            for v in reversed(scales):
+                b.PrependFloat32(v)
+            scale_vec = b.EndVector()
+            zero_vec = _vector(b, tflite.QuantizationParametersStartZeroPointVector, list(zeros), "PrependInt64")
+            tflite.QuantizationParametersStart(b)
+            tflite.QuantizationParametersAddScale(b, scale_vec)
+            tflite.QuantizationParametersAddZeroPoint(b, zero_vec)
+            tflite.QuantizationParametersAddQuantizedDimension(b, axis)
+            quant = tflite.QuantizationParametersEnd(b)
         tflite.TensorStart(b)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
         tflite.TensorAddShape(b, shape)
         tflite.TensorAddType(b, _TENSOR_TYPES[np.dtype(t.dtype)])
         tflite.TensorAddName(b, name)

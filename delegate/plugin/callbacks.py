@@ -141,12 +141,18 @@ def _largest_partitions(context: Any, nodes: list[int], limit: int) -> list[int]
 
 def _supported_nodes(graph: Any, plan: list[int], options: DelegateOptions) -> tuple[list[int], dict[str, str]]:
     """The nodes to claim, in plan order, and why each other one stays on CPU."""
-    folded = fold_dequantize(graph)
+    folded = fold_dequantize(graph) if options.enable_quantized_inference else set()
     supported, unsupported = [], {}
     for index in plan:
         node = graph.nodes[index]
         if op_name(node.op) in options.exclude_ops:
             unsupported[node.name] = "excluded by the exclude_ops option"
+        elif node.op == Builtin.DEQUANTIZE and index not in folded:
+            unsupported[node.name] = (
+                "DEQUANTIZE runs on CPU: enable_quantized_inference is off"
+                if not options.enable_quantized_inference
+                else "DEQUANTIZE of a non-constant or unsupported tensor"
+            )
         elif index not in folded:
             reason = unsupported_reason(node, graph)
             if reason is None:
@@ -220,7 +226,7 @@ def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOpti
     return h.hexdigest()[:40]
 
 
-def _partition_graph(context: Any, nodes: list[int], graph: Any) -> Any:
+def _partition_graph(context: Any, nodes: list[int], graph: Any, options: DelegateOptions) -> Any:
     """``graph`` (captured by this Prepare, constants folded) with every constant the partition's
     nodes read valued.
 
@@ -239,7 +245,8 @@ def _partition_graph(context: Any, nodes: list[int], graph: Any) -> Any:
     for i in wanted:
         if graph.tensors[i].is_constant and graph.tensors[i].constant is None:
             graph.tensors[i] = capture_tensor(context, i, read_limit=None)
-    fold_dequantize(graph)
+    if options.enable_quantized_inference:
+        fold_dequantize(graph)
     return graph
 
 
@@ -248,7 +255,7 @@ def _load_partition(context: Any, params: Any, state: DelegateState) -> tuple[Ru
     nodes = list(int_array(params.nodes_to_replace))
     if state.graph is None:
         raise DelegateError("a delegate kernel was created outside the delegate's Prepare")
-    graph = _partition_graph(context, nodes, state.graph)
+    graph = _partition_graph(context, nodes, state.graph, options)
     inputs = list(int_array(params.input_tensors))
     outputs = list(int_array(params.output_tensors))
     device = select_device(options.device or None)

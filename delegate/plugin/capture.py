@@ -92,7 +92,14 @@ def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONS
     if is_constant and dtype is not None and (read_limit is None or t.bytes <= read_limit):
         value = np.frombuffer(ffi.buffer(t.data.raw, t.bytes), dtype=dtype).reshape(shape).copy()
     name = ffi.string(t.name).decode("utf-8", "replace") if t.name != ffi.NULL else ""
-    return Tensor(index, int(t.type), shape, name, is_constant, value, quantized=t.quantization.type != 0)
+    tensor = Tensor(index, int(t.type), shape, name, is_constant, value, quantized=t.quantization.type != 0)
+    if t.quantization.type == 1 and t.quantization.params != ffi.NULL:  # kTfLiteAffineQuantization
+        q = ffi.cast("TfLiteAffineQuantization *", t.quantization.params)
+        if q.scale != ffi.NULL:
+            tensor.scales = tuple(float(q.scale.data[i]) for i in range(q.scale.size))
+        tensor.zero_points = int_array(q.zero_point)
+        tensor.quant_axis = int(q.quantized_dimension)
+    return tensor
 
 
 def capture_graph(context: Any, node_indices: list[int], read_limit: int | None = SMALL_CONSTANT) -> Graph:

@@ -35,6 +35,9 @@ class DelegateOptions:
     exclude_ops: frozenset[str] = frozenset()
     #: link chains of elementwise ops into the kernel of their producer
     fuse: bool = True
+    #: fold DEQUANTIZE of constant fp16 / int8 weights into float weights (GPUSettings'
+    #: enable_quantized_inference); off, such weights and their consumers stay on CPU
+    enable_quantized_inference: bool = True
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -59,9 +62,9 @@ class DelegateOptions:
                     raise OptionsError(f"max_delegated_partitions must be an integer, not {text!r}") from None
                 if values[key] < 0:  # type: ignore[operator]
                     raise OptionsError("max_delegated_partitions must be >= 0")
-            elif key == "fuse":
+            elif key in ("fuse", "enable_quantized_inference"):
                 if text.lower() not in ("true", "false", "1", "0"):
-                    raise OptionsError(f"fuse must be true or false, not {text!r}")
+                    raise OptionsError(f"{key} must be true or false, not {text!r}")
                 values[key] = text.lower() in ("true", "1")
             elif key == "exclude_ops":
                 names = {n.strip().upper() for n in text.split(",") if n.strip()}
