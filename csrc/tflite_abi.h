@@ -283,6 +283,12 @@ typedef struct TfLiteStridedSliceParams {
     bool offset;
 } TfLiteStridedSliceParams;
 
+typedef struct TfLiteBatchMatMulParams {
+    bool adj_x;
+    bool adj_y;
+    bool asymmetric_quantize_inputs;
+} TfLiteBatchMatMulParams;
+
 typedef struct TfLiteTransposeConvParams {
     int padding;
     int stride_width;

@@ -754,3 +754,62 @@ def test_dequantize_of_int8_weights_is_folded(per_channel):
         Op(Builtin.CONV_2D, [0, 2, 3], [4], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
     ]
     check(tensors, ops, [0], [4], [rand(shape, rng)])
+
+
+@EXAMPLES
+@given(
+    batch=st.sampled_from([(), (2,), (2, 3), (1, 3)]),
+    mkn=st.tuples(st.integers(1, 7), st.integers(1, 9), st.integers(1, 9)),
+    adj=st.tuples(st.booleans(), st.booleans()),
+    constant=st.booleans(),
+    seed=seeds,
+)
+def test_batch_matmul(batch, mkn, adj, constant, seed):
+    rng = np.random.default_rng(seed)
+    m, k, n = mkn
+    lhs_shape = (*batch, k, m) if adj[0] else (*batch, m, k)
+    rhs_batch = batch[-1:] if batch else ()
+    rhs_shape = (*rhs_batch, n, k) if adj[1] else (*rhs_batch, k, n)
+    a, b = rand(lhs_shape, rng), rand(rhs_shape, rng)
+    out = (*batch, m, n)
+    options = ("BatchMatMulOptions", {"AdjX": adj[0], "AdjY": adj[1]})
+    if constant:
+        check([T(lhs_shape), T(rhs_shape, b), T(out)], [Op(Builtin.BATCH_MATMUL, [0, 1], [2], options)], [0], [2], [a])
+    else:
+        check(
+            [T(lhs_shape), T(rhs_shape), T(out)], [Op(Builtin.BATCH_MATMUL, [0, 1], [2], options)], [0, 1], [2], [a, b]
+        )
+
+
+def test_fully_connected_keep_num_dims():
+    rng = np.random.default_rng(21)
+    tensors = [T((2, 3, 17)), T((5, 17), rand((5, 17), rng)), T((5,), rand((5,), rng)), T((2, 3, 5))]
+    options = ("FullyConnectedOptions", {"KeepNumDims": True})
+    check(tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], options)], [0], [3], [rand((2, 3, 17), rng)])
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_large_spatial_sizes(precision):
+    rng = np.random.default_rng(22)
+    shape = (1, 96, 128, 8)
+    tensors = [
+        T(shape),
+        T((12, 3, 3, 8), rand((12, 3, 3, 8), rng)),
+        T((12,), rand((12,), rng)),
+        T((1, 96, 128, 12)),
+        T((1, 96, 128, 12)),
+    ]
+    ops = [
+        Op(Builtin.CONV_2D, [0, 1, 2], [3], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
+        Op(Builtin.SOFTMAX, [3], [4], ("SoftmaxOptions", {"Beta": 1.0})),
+    ]
+    check(tensors, ops, [0], [4], [rand(shape, rng)], precision)
+    wide = (1, 1, 1, 1000)
+    check(
+        [T(wide), T(wide)],
+        [Op(Builtin.SOFTMAX, [0], [1], ("SoftmaxOptions", {"Beta": 1.0}))],
+        [0],
+        [1],
+        [rand(wide, rng, -8, 8)],
+        precision,
+    )

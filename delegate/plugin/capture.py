@@ -55,6 +55,7 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         Builtin.REDUCE_MAX: "TfLiteReducerParams",
         Builtin.REDUCE_MIN: "TfLiteReducerParams",
         Builtin.REDUCE_PROD: "TfLiteReducerParams",
+        Builtin.BATCH_MATMUL: "TfLiteBatchMatMulParams",
     }.get(code)
     if struct is None:
         return {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import EmitContext, Op
-from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
+from .conv import BatchMatMul, Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
 from .gather import Concatenation, Pad, ResizeBilinear
 from .pooling import Pool2D
@@ -15,6 +15,7 @@ _OPS: list[Op] = [
     DepthwiseConv2D(),
     FullyConnected(),
     TransposeConv(),
+    BatchMatMul(),
     Binary(),
     Unary(),
     Pool2D(),
