@@ -51,9 +51,13 @@ def check(tensors, ops, inputs, outputs, feeds, precision="F32", delegated=None,
     got, want, state = run_both(model, feeds, precision, **options)
     expected = len(ops) if delegated is None else delegated
     assert len(state.delegated_nodes) == expected, state.unsupported
+    # Half-precision storage rounds every input to 11 significant bits before the op runs, so an
+    # output made small by cancellation (a - b with a ~ b) can only be checked against the size of
+    # the inputs; F32 is checked against the output alone.
+    input_scale = max((float(np.abs(f).max()) for f in feeds), default=0.0) if precision != "F32" else 0.0
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
-        scale = max(float(np.abs(w).max()), 1e-6)
+        scale = max(float(np.abs(w).max()), input_scale, 1e-6)
         err = float(np.abs(g.astype(np.float64) - w).max())
         assert err <= TOLERANCE[precision] * scale, f"max abs error {err} vs scale {scale}"
     return state
