@@ -69,7 +69,7 @@ def rand(shape, rng, low=-2.0, high=2.0) -> np.ndarray:
 
 shapes = st.tuples(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 13))
 seeds = st.integers(0, 2**31 - 1)
-precisions = st.sampled_from(["F32", "F32", "F16"])
+precisions = st.sampled_from(["F32", "F32", "F16", "F32_F16"])
 
 # ------------------------------------------------------------------ elementwise
 
