@@ -9,9 +9,8 @@ partition output: its code runs on the producer's ``result`` before the write (t
 from __future__ import annotations
 
 from ..context import model
-from . import layout
 from .graph import Builtin, Graph, Node
-from .ops.base import WRITE, EmitContext, activation_code
+from .ops.base import WRITE, EmitContext, activation_code, constant_tensor
 from .ops.elementwise import _BINARY, _FUSED, _UNARY, Binary, Unary
 
 
@@ -52,9 +51,7 @@ def link(producer: model.CLNode, node: Node, fused_input: int, ctx: EmitContext,
         name = f"link{serial}"
         t = ctx.graph.tensor(other)
         if t.constant is not None:
-            desc = layout.tensor_descriptor(t.shape, ctx.precision)
-            desc.data = layout.buffer_layout(t.constant, t.shape, ctx.dtype)
-            op.arguments.tensor_objects.append(model.TensorDescriptorMapValue(name, desc))
+            op.arguments.tensor_objects.append(constant_tensor(name, t, ctx))
         else:
             op.src_tensors_names.append(name)
             producer.input_ids.append(other)

@@ -10,7 +10,7 @@ from . import layout
 from .fusion import link, linkable
 from .graph import Builtin, Graph, Node
 from .ops import OPS, EmitContext
-from .ops.base import HEAD, WRITE, operation
+from .ops.base import HEAD, WRITE, constant_tensor, operation
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,7 @@ def _constant_output(graph: Graph, index: int, emit: EmitContext) -> model.CLNod
     t = graph.tensor(index)
     if t.constant is None:
         raise ValueError(f"partition output {index} is neither produced by a node nor a known constant")
-    desc = layout.tensor_descriptor(t.shape, emit.precision)
-    desc.data = layout.buffer_layout(t.constant, t.shape, emit.dtype)
-    gpu_op = operation(_COPY, srcs=[], tensor_objects=[model.TensorDescriptorMapValue("value", desc)])
+    gpu_op = operation(_COPY, srcs=[], tensor_objects=[constant_tensor("value", t, emit)])
     return model.CLNode(gpu_op=gpu_op, input_ids=[], output_ids=[index], name=f"constant_{index}")
 
 

@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from ..context import write_context
 from ..errors import ContextFormatError, DelegateError
 from ..runtime import Runtime
 from ..runtime.device import describe, select_device
-from .capture import capture_graph, capture_node, capture_tensor, execution_plan, hash_constants, int_array
+from .capture import capture_graph, capture_tensor, execution_plan, hash_constants, int_array
 from .options import DelegateOptions
 
 _PLUGIN = "tflite-opencl-delegate"
@@ -59,10 +59,6 @@ class DelegateState:
     prepares: int = 0
     #: the graph captured by the Prepare in progress (kernel init runs inside it)
     graph: Any = field(default=None, repr=False, compare=False)
-
-    def summary(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k != "graph"}
-        return data | {"options": {k: str(v) for k, v in asdict(self.options).items()}}
 
 
 @dataclass
@@ -343,4 +339,4 @@ def dlg_py_kernel_free(handle: int) -> None:
         entry.runtime.close()
 
 
-__all__ = ["DelegateState", "capture_node", "live_kernels", "op_name", "state_of_pointer"]
+__all__ = ["DelegateState", "live_kernels", "state_of_pointer"]

@@ -10,7 +10,7 @@ import numpy as np
 from ...context import model
 from ...context.model import CalculationsPrecision
 from .. import layout
-from ..graph import FLOAT32, Activation, Graph, Node, Padding
+from ..graph import FLOAT32, Activation, Graph, Node, Padding, Tensor
 
 
 @dataclass
@@ -182,3 +182,22 @@ def linear_object(name: str, data: bytes, dtype: np.dtype) -> model.TensorLinear
     return model.TensorLinearDescriptorMapValue(
         name, model.TensorLinearDescriptor(element_type=element, size=len(data) // (4 * dtype.itemsize), data=data)
     )
+
+
+def constant_tensor(name: str, tensor: Tensor, ctx: EmitContext) -> model.TensorDescriptorMapValue:
+    """A constant operand as a tensor object (BUFFER storage, uploaded once)."""
+    desc = layout.tensor_descriptor(tensor.shape, ctx.precision)
+    desc.data = layout.buffer_layout(tensor.constant, tensor.shape, ctx.dtype)
+    return model.TensorDescriptorMapValue(name, desc)
+
+
+def operands(names: list[str], indices: list[int], ctx: EmitContext) -> tuple[list[str], list]:
+    """Split a node's operands into runtime src names (in order) and constant tensor objects."""
+    srcs, objects = [], []
+    for name, index in zip(names, indices, strict=True):
+        t = ctx.graph.tensor(index)
+        if t.constant is not None:
+            objects.append(constant_tensor(name, t, ctx))
+        else:
+            srcs.append(name)
+    return srcs, objects

@@ -14,10 +14,12 @@ from .base import (
     activation_code,
     buffer_object,
     linear_object,
+    operands,
     operation,
     runtime_io,
     same_padding,
 )
+from .gather import LANES
 
 _WINDOW = """
   for (int ky = 0; ky < args.kernel_h; ++ky) {
@@ -397,18 +399,7 @@ class BatchMatMul:
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        from .gather import LANES
-
-        g = ctx.graph
-        srcs, objects = [], []
-        for name, index in zip(["lhs", "rhs"], node.inputs, strict=True):
-            t = g.tensor(index)
-            if t.constant is not None:
-                desc = layout.tensor_descriptor(t.shape, ctx.precision)
-                desc.data = layout.buffer_layout(t.constant, t.shape, ctx.dtype)
-                objects.append(model.TensorDescriptorMapValue(name, desc))
-            else:
-                srcs.append(name)
+        srcs, objects = operands(["lhs", "rhs"], list(node.inputs), ctx)
         adj_x, adj_y = bool(node.params.get("adj_x")), bool(node.params.get("adj_y"))
         yl, bl = "args.lhs.Height() == 1 ? 0 : Y", "args.lhs.Batch() == 1 ? 0 : b"
         yr, br = "args.rhs.Height() == 1 ? 0 : Y", "args.rhs.Batch() == 1 ? 0 : b"

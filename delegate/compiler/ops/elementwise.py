@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
-from .base import HEAD, EmitContext, activation_check, activation_code, operation, runtime_io
+from .base import HEAD, EmitContext, activation_check, activation_code, operands, operation, runtime_io
 
 #: result from FLT4 a_v and b_in_v
 _BINARY = {
@@ -54,16 +54,7 @@ class Binary:
         return activation_check(node.params.get("activation", 0)) if node.op in _FUSED else None
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        g = ctx.graph
-        srcs, objects = [], []
-        for name, index in zip(["a", "b_in"], node.inputs, strict=True):
-            t = g.tensor(index)
-            if t.constant is not None:
-                desc = layout.tensor_descriptor(t.shape, ctx.precision)
-                desc.data = layout.buffer_layout(t.constant, t.shape, ctx.dtype)
-                objects.append(model.TensorDescriptorMapValue(name, desc))
-            else:
-                srcs.append(name)
+        srcs, objects = operands(["a", "b_in"], list(node.inputs), ctx)
         act = activation_code(node.params.get("activation", 0)) if node.op in _FUSED else ""
         code = (
             HEAD

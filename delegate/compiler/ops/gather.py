@@ -11,7 +11,7 @@ import numpy as np
 from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node
-from .base import HEAD, EmitContext, activation_check, activation_code, operation, runtime_io
+from .base import HEAD, EmitContext, activation_check, activation_code, operands, operation, runtime_io
 
 LANES = """
 FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
@@ -24,19 +24,6 @@ FLT4 dlg_set(FLT4 v, int i, FLT x) {
 
 def _axis4(axis: int, rank: int) -> int:
     return (axis % rank) + (4 - rank)
-
-
-def _constant_objects(node: Node, ctx: EmitContext, names: list[str], indices: list[int]) -> tuple[list, list]:
-    srcs, objects = [], []
-    for name, index in zip(names, indices, strict=True):
-        t = ctx.graph.tensor(index)
-        if t.constant is not None:
-            desc = layout.tensor_descriptor(t.shape, ctx.precision)
-            desc.data = layout.buffer_layout(t.constant, t.shape, ctx.dtype)
-            objects.append(model.TensorDescriptorMapValue(name, desc))
-        else:
-            srcs.append(name)
-    return srcs, objects
 
 
 class Concatenation:
@@ -61,7 +48,7 @@ class Concatenation:
         rank = len(g.tensor(node.outputs[0]).shape)
         axis = _axis4(node.params.get("axis", 0), rank)
         names = [f"src_{k}" for k in range(len(node.inputs))]
-        srcs, objects = _constant_objects(node, ctx, names, list(node.inputs))
+        srcs, objects = operands(names, list(node.inputs), ctx)
         sizes = [layout.bhwc(g.tensor(i).shape)[axis] for i in node.inputs]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
         lines = [LANES, HEAD]

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...context import model
 from ..graph import FLOAT32, Builtin, Graph, Node
-from .base import HEAD, EmitContext, operation, runtime_io
+from .base import HEAD, EmitContext, float_tensors, operation, runtime_io
 from .gather import LANES
 from .transform import Reshape
 
@@ -292,8 +292,6 @@ class Split:
 
 
 def float_check(node: Node, graph: Graph, data: int) -> str | None:
-    from .base import float_tensors
-
     problem = float_tensors(node, graph, [node.inputs[data], *node.outputs])
     if problem:
         return problem
