@@ -30,6 +30,19 @@ _WINDOW = """
       if (xc < 0 || xc >= args.src_tensor.Width()) continue;
 """
 
+
+def _mac(x: str, y: str, indent: str) -> str:
+    """Accumulate input slices at (x, y) against the weight rows from ``w`` on (four FLT4 rows a slice)."""
+    body = f"""for (int s = 0; s < src_slices; ++s) {{
+  FLT4 src = args.src_tensor.Read({x}, {y}, s, b);
+  acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
+                     + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
+  w += 4;
+}}
+"""
+    return "".join(indent + line + "\n" for line in body.splitlines())
+
+
 # Weights: FLT4 rows (out slice S, ky, kx, in slice s, in channel i) holding 4 output channels.
 CONV = (
     HEAD
@@ -37,13 +50,9 @@ CONV = (
   int src_slices = args.src_tensor.Slices();"""
     + _WINDOW
     + """      int w = ((S * args.kernel_h + ky) * args.kernel_w + kx) * src_slices * 4;
-      for (int s = 0; s < src_slices; ++s) {
-        FLT4 src = args.src_tensor.Read(xc, yc, s, b);
-        acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
-                           + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
-        w += 4;
-      }
-    }
+"""
+    + _mac("xc", "yc", "      ")
+    + """    }
   }
   FLT4 result = TO_FLT4(acc);
   {activation}
@@ -248,13 +257,9 @@ FULLY_CONNECTED = (
     + """  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));
   int src_slices = args.src_tensor.Slices();
   int w = S * src_slices * 4;
-  for (int s = 0; s < src_slices; ++s) {
-    FLT4 src = args.src_tensor.Read(X, Y, s, b);
-    acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
-                       + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
-    w += 4;
-  }
-  FLT4 result = TO_FLT4(acc);
+"""
+    + _mac("X", "Y", "  ")
+    + """  FLT4 result = TO_FLT4(acc);
   {activation}
   args.dst_tensor.Write(result, X, Y, S, b);
 }
@@ -311,13 +316,9 @@ TRANSPOSE_CONV = (
       int xc = tx / args.stride_w;
       if (xc >= args.src_tensor.Width()) continue;
       int w = ((S * args.kernel_h + ky) * args.kernel_w + kx) * src_slices * 4;
-      for (int s = 0; s < src_slices; ++s) {
-        FLT4 src = args.src_tensor.Read(xc, yc, s, b);
-        acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
-                           + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
-        w += 4;
-      }
-    }
+"""
+    + _mac("xc", "yc", "      ")
+    + """    }
   }
   FLT4 result = TO_FLT4(acc);
   {activation}
