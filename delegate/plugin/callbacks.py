@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyopencl as cl
+
 from .. import __version__
 from .._native import ffi, lib
 from ..compiler.fold import consumers, fold_dequantize
@@ -57,8 +59,12 @@ class DelegateState:
     precision: str = ""
     storage_type: str = ""
     prepares: int = 0
+    #: partitions that fell back to CPU: {"nodes": [names], "cause": text}
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
     #: the graph captured by the Prepare in progress (kernel init runs inside it)
     graph: Any = field(default=None, repr=False, compare=False)
+    #: partitions compiled by Prepare, waiting for their kernel's init: nodes -> (runtime, cache, start)
+    pending: dict[frozenset[int], tuple[Any, str, float]] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -170,6 +176,46 @@ def _supported_nodes(graph: Any, plan: list[int], options: DelegateOptions) -> t
     return [i for i in plan if i in claimed], unsupported
 
 
+def _preview(context: Any, nodes: list[int]) -> list[tuple[list[int], list[int], list[int]]]:
+    """The partitions the runtime will make of ``nodes``: (nodes, inputs, outputs) each."""
+    array = ffi.new("int[]", [len(nodes), *nodes])
+    params = ffi.new("TfLiteDelegateParams **")
+    count = ffi.new("int *")
+    status = context.PreviewDelegatePartitioning(context, ffi.cast("TfLiteIntArray *", array), params, count)
+    if status != lib.kTfLiteOk:
+        raise DelegateError("the interpreter could not preview the partitions")
+    return [
+        (list(int_array(p.nodes_to_replace)), list(int_array(p.input_tensors)), list(int_array(p.output_tensors)))
+        for p in (params[0][i] for i in range(count[0]))
+    ]
+
+
+def _precompile(context: Any, graph: Any, chosen: list[int], state: DelegateState) -> list[int]:
+    """Compile every partition now, so that a failure can leave just that partition on CPU
+    (``compile_fallback``) or fail Prepare with the nodes and the cause; the delegated nodes left."""
+    if not chosen:
+        return chosen
+    keep = set(chosen)
+    for nodes, inputs, outputs in _preview(context, chosen):
+        start = time.perf_counter()
+        try:
+            runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state)
+        except (DelegateError, ValueError, OSError, cl.Error) as exc:
+            names = [graph.nodes[n].name for n in nodes]
+            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            if not state.options.compile_fallback:
+                raise DelegateError(f"compiling the partition of {shown} failed: {cause}") from exc
+            warnings.warn(f"{_PLUGIN}: {shown} fall back to CPU: {cause}", stacklevel=1)
+            state.fallbacks.append({"nodes": names, "cause": cause})
+            for name in names:
+                state.unsupported[name] = f"compile fallback: {cause}"
+            keep -= set(nodes)
+            continue
+        state.pending[frozenset(nodes)] = (runtime, cache_state, start)
+    return [n for n in chosen if n in keep]
+
+
 @ffi.def_extern()
 def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
     state = _delegates.get(ident)
@@ -184,18 +230,23 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         for index in set(supported) - set(chosen):
             unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
         state.total_nodes = len(plan)
-        state.delegated_nodes = chosen
         state.unsupported = unsupported
         state.partitions = []
+        state.fallbacks = []
         state.prepares += 1
-        if not chosen:
-            return 0
-        nodes = ffi.new("int[]", chosen)
         state.graph = graph
         try:
+            chosen = _precompile(context, graph, chosen, state)
+            state.delegated_nodes = chosen
+            if not chosen:
+                return 0
+            nodes = ffi.new("int[]", chosen)
             status = lib.dlg_replace_nodes(context, native_delegate, nodes, len(chosen))
         finally:
             state.graph = None  # only valid inside this Prepare; do not keep the constants alive
+            for runtime, _, _ in state.pending.values():
+                runtime.close()
+            state.pending.clear()
         return 0 if status == lib.kTfLiteOk else 1
     except Exception as exc:
         _report(context, f"{_PLUGIN}: Prepare failed: {type(exc).__name__}: {exc}")
@@ -246,14 +297,14 @@ def _partition_graph(context: Any, nodes: list[int], graph: Any, options: Delega
     return graph
 
 
-def _load_partition(context: Any, params: Any, state: DelegateState) -> tuple[Runtime, str]:
+def _load_partition(
+    context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState
+) -> tuple[Runtime, str]:
+    """Compile (or load from the serialization cache) and load one partition."""
     options = state.options
-    nodes = list(int_array(params.nodes_to_replace))
     if state.graph is None:
         raise DelegateError("a delegate kernel was created outside the delegate's Prepare")
     graph = _partition_graph(context, nodes, state.graph, options)
-    inputs = list(int_array(params.input_tensors))
-    outputs = list(int_array(params.output_tensors))
     device = select_device(options.device or None)
     info = describe(device)
     compile_options = CompileOptions(options.precision, options.storage_type, options.fuse)
@@ -291,7 +342,14 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         state = _delegates.get(ident)
         if state is None:
             raise DelegateError("the delegate was destroyed before its kernel was created")
-        runtime, cache_state = _load_partition(context, params, state)
+        nodes = list(int_array(params.nodes_to_replace))
+        pending = state.pending.pop(frozenset(nodes), None)
+        if pending is not None:
+            runtime, cache_state, start = pending
+        else:
+            runtime, cache_state = _load_partition(
+                context, nodes, list(int_array(params.input_tensors)), list(int_array(params.output_tensors)), state
+            )
         inputs, outputs = runtime.input_ids, runtime.output_ids
         n_in, n_out = len(inputs), len(outputs)
         arrays = [
@@ -310,7 +368,6 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         state.device = f"{runtime.device_info.platform} / {runtime.device_info.name}"
         state.precision = runtime.precision.name
         state.storage_type = state.options.storage_type.name
-        nodes = list(int_array(params.nodes_to_replace))
         names = runtime.node_names
         fused = sum(name.count("+") for name in names)
         info = PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3, len(names), fused)

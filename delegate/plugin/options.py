@@ -38,6 +38,8 @@ class DelegateOptions:
     #: fold DEQUANTIZE of constant fp16 / int8 weights into float weights (GPUSettings'
     #: enable_quantized_inference); off, such weights and their consumers stay on CPU
     enable_quantized_inference: bool = True
+    #: a partition that fails to compile or load stays on CPU with a warning (else Prepare fails)
+    compile_fallback: bool = False
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -62,7 +64,7 @@ class DelegateOptions:
                     raise OptionsError(f"max_delegated_partitions must be an integer, not {text!r}") from None
                 if values[key] < 0:  # type: ignore[operator]
                     raise OptionsError("max_delegated_partitions must be >= 0")
-            elif key in ("fuse", "enable_quantized_inference"):
+            elif key in ("fuse", "enable_quantized_inference", "compile_fallback"):
                 if text.lower() not in ("true", "false", "1", "0"):
                     raise OptionsError(f"{key} must be true or false, not {text!r}")
                 values[key] = text.lower() in ("true", "1")
