@@ -11,6 +11,7 @@ from . import _native
 from .errors import DelegateError
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
+from .settings.mapping import Effective, load_settings, resolve
 
 _HOSTS = ("tflite_runtime.interpreter", "ai_edge_litert.interpreter")
 
@@ -27,8 +28,9 @@ def host_runtime() -> ModuleType:
             return importlib.import_module(name)
         except ImportError as exc:
             errors.append(f"{name}: {exc}")
-    raise DelegateError("no TFLite runtime is installed: pip install tflite-runtime (or ai-edge-litert); "
-                        + "; ".join(errors))  # fmt: skip
+    raise DelegateError(
+        "no TFLite runtime is installed: pip install tflite-runtime (or ai-edge-litert); " + "; ".join(errors)
+    )
 
 
 def plugin_path() -> str:
@@ -36,15 +38,29 @@ def plugin_path() -> str:
     return os.fspath(_native.__file__)
 
 
+def effective_settings(settings: Any, device: str | None = None, settings_type: Any = None) -> Effective:
+    """How ``settings`` (message, bytes, file or dict) map onto this package on ``device``."""
+    from .runtime.device import describe, select_device
+
+    info = describe(select_device(device or None))
+    return resolve(load_settings(settings, settings_type), info.vendor, info.name, info.is_gpu)
+
+
 def load_delegate(settings: Any = None, **options: Any) -> Any:
     """The host runtime's delegate object for this OpenCL delegate.
 
-    ``options``: precision (F32, F32_F16, F16), storage_type, device, serialization_dir,
-    model_token, max_delegated_partitions, program_cache (see ``DelegateOptions``).
-    ``settings`` (TFLite's acceleration settings messages) are not mapped yet: pass options.
+    ``settings``: TFLite's acceleration settings (ComputeSettings or TFLiteSettings: a message,
+    serialized bytes, a .textproto/.pbtxt/.json/binary file, or a dict), mapped as upstream maps
+    them; they must ask for the GPU. ``options`` (see ``DelegateOptions``) override them.
     """
     if settings is not None:
-        raise DelegateError("settings= is not supported yet; pass the delegate options as keyword arguments")
+        effective = effective_settings(settings, options.get("device"))
+        if effective.engine != "gpu":
+            raise DelegateError(
+                f"these settings do not ask for the GPU delegate ({effective.reason}); "
+                "use delegate.Interpreter(model, settings=...) to run them"
+            )
+        options = {**effective.options, **options}
     DelegateOptions.parse({k: str(v) for k, v in options.items()})  # clear errors before the host's wrapping
     host = host_runtime()
     return host.load_delegate(plugin_path(), {k: str(v) for k, v in options.items()})
@@ -63,15 +79,33 @@ _INTERPRETER_ARGS = {
 }
 
 
-def Interpreter(model_path: str | None = None, settings: Any = None, **kwargs: Any) -> Any:
-    """A host-runtime Interpreter with this delegate attached; other keywords are delegate options.
+def Interpreter(model_path: str | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any) -> Any:
+    """A host-runtime Interpreter configured by ``settings`` and/or delegate options.
 
-    The delegate object is at ``interpreter.opencl_delegate`` and its state at ``interpreter.opencl``.
+    Settings that ask for the GPU (the default) attach this delegate; delegate NONE, XNNPACK or
+    ``preference: FORCE_CPU`` give TFLite's CPU kernels (builtin, or XNNPACK with its threads).
+    The delegate object is at ``interpreter.opencl_delegate`` (None on CPU), its state at
+    ``interpreter.opencl`` and the mapping of the settings at ``interpreter.effective``.
     """
     host = host_runtime()
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
-    delegate = load_delegate(settings, **kwargs)
+    effective = None
+    if settings is not None:
+        effective = effective_settings(settings, kwargs.get("device"), settings_type)
+        if effective.num_threads and "num_threads" not in interpreter_args:
+            interpreter_args["num_threads"] = effective.num_threads
+        if effective.engine != "gpu":
+            if effective.engine == "cpu":
+                interpreter_args.setdefault(
+                    "experimental_op_resolver_type", host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+                )
+            interpreter = host.Interpreter(model_path=model_path, **interpreter_args)
+            interpreter.opencl_delegate, interpreter.opencl, interpreter.effective = None, None, effective
+            return interpreter
+        kwargs = {**effective.options, **kwargs}
+    delegate = load_delegate(**kwargs)
     interpreter = host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
     interpreter.opencl_delegate = delegate
     interpreter.opencl = delegate_state(delegate)
+    interpreter.effective = effective
     return interpreter

@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ._generated import configuration_pb2
 from .context import ContextFile, write_context
 from .context.summary import format_summary, summarize
 from .context.synthetic import synthetic_mobilenet
@@ -76,9 +77,6 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from .model_run import format_result, run_model
 
-    if args.settings:
-        print("error: --settings is not supported yet; pass delegate options with --option KEY=VALUE", file=sys.stderr)
-        return 2
     options: dict[str, str] = {}
     for item in args.option:
         key, sep, value = item.partition("=")
@@ -91,7 +89,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.device:
         options["device"] = args.device
     try:
-        result = run_model(str(args.file), options, args.runs)
+        settings_type = getattr(configuration_pb2, args.settings_type)
+        result = run_model(str(args.file), options, args.runs, settings=args.settings, settings_type=settings_type)
     except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -99,6 +98,34 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print(format_result(result))
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> int:
+    from .settings import SettingsFormat, format_settings, load_settings_file
+
+    kind = getattr(configuration_pb2, args.settings_type)
+    message = load_settings_file(args.file, kind)
+    if args.action == "show":
+        fmt = SettingsFormat.JSON if args.format == "json" else SettingsFormat.TEXT
+        print(format_settings(message, fmt), end="" if fmt is SettingsFormat.TEXT else "\n")
+    elif args.action == "convert":
+        if args.out is None:
+            print("error: convert needs an output file", file=sys.stderr)
+            return 2
+        data = format_settings(message, SettingsFormat.for_path(args.out))
+        args.out.write_bytes(data if isinstance(data, bytes) else data.encode())
+        print(f"wrote {args.out} ({SettingsFormat.for_path(args.out).value})")
+    else:
+        from .api import effective_settings
+
+        effective = effective_settings(message)
+        print(f"{args.file}: valid {kind.DESCRIPTOR.name}")
+        print(f"engine: {effective.engine}" + (f" ({effective.reason})" if effective.reason else ""))
+        if effective.engine == "gpu":
+            print(f"priorities: {', '.join(effective.priorities)}")
+            print("options: " + ", ".join(f"{k}={v}" for k, v in effective.options.items()))
+        print(f"fallback: compilation {effective.compile_fallback}, execution {effective.execution_fallback}")
     return 0
 
 
@@ -175,9 +202,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a delegate option (precision, storage_type, model_token, ...); repeatable",
     )
-    run.add_argument("--settings", type=Path, help="acceleration settings file (not supported yet)")
+    run.add_argument("--settings", type=Path, help="acceleration settings: .textproto/.pbtxt/.json or binary")
+    run.add_argument(
+        "--settings-type",
+        default="ComputeSettings",
+        choices=["ComputeSettings", "TFLiteSettings"],
+        help="the message a settings file holds (default ComputeSettings)",
+    )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(run=_run)
+    settings = commands.add_parser("settings", help="show, convert or validate an acceleration settings file")
+    settings.add_argument("action", choices=["show", "convert", "validate"])
+    settings.add_argument("file", type=Path)
+    settings.add_argument("out", type=Path, nargs="?", help="convert: the output file (format by extension)")
+    settings.add_argument("--settings-type", default="ComputeSettings", choices=["ComputeSettings", "TFLiteSettings"])
+    settings.add_argument("--format", choices=["text", "json"], default="text", help="show: the form printed")
+    settings.set_defaults(run=_settings)
     devices = commands.add_parser("devices", help="list OpenCL devices (* marks the default)")
     devices.set_defaults(run=_devices)
     return parser

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .api import delegate_state, host_runtime, load_delegate
+from .api import Interpreter, host_runtime
+from .plugin import DelegateState
+from .plugin.options import DelegateOptions
 
 
 def _inputs(interpreter: Any, seed: int) -> list[tuple[int, np.ndarray]]:
@@ -36,17 +38,24 @@ def _latency_ms(interpreter: Any, inputs: list[tuple[int, np.ndarray]], runs: in
     return statistics.median(times), outputs
 
 
-def run_model(model: str, options: dict[str, str], runs: int, seed: int = 0, progress: bool = True) -> dict[str, Any]:
+def run_model(
+    model: str,
+    options: dict[str, str],
+    runs: int,
+    seed: int = 0,
+    progress: bool = True,
+    settings: Any = None,
+    settings_type: Any = None,
+) -> dict[str, Any]:
     host = host_runtime()
     if progress:
         print(f"loading {model} with the OpenCL delegate (a first start compiles kernels) ...", file=sys.stderr)
     start = time.perf_counter()
-    delegate = load_delegate(**options)
-    interpreter = host.Interpreter(model_path=model, experimental_delegates=[delegate])
+    interpreter = Interpreter(model, settings=settings, settings_type=settings_type, **options)
     interpreter.allocate_tensors()
     init_ms = (time.perf_counter() - start) * 1e3
-    state = delegate_state(delegate)
-    assert state is not None
+    state = interpreter.opencl or DelegateState(DelegateOptions())
+    effective = interpreter.effective
     inputs = _inputs(interpreter, seed)
     delegate_ms, outputs = _latency_ms(interpreter, inputs, runs)
     cpu = host.Interpreter(model_path=model, num_threads=os.cpu_count())
@@ -70,6 +79,10 @@ def run_model(model: str, options: dict[str, str], runs: int, seed: int = 0, pro
         "device": state.device,
         "precision": state.precision,
         "storage_type": state.storage_type,
+        "engine": effective.engine if effective else "gpu",
+        "engine_reason": effective.reason if effective else "",
+        "priorities": list(effective.priorities) if effective else None,
+        "compile_fallbacks": state.fallbacks,
     }
 
 
@@ -77,6 +90,7 @@ def format_result(r: dict[str, Any]) -> str:
     rel = r["max_abs_error"] / r["max_abs_reference"] if r["max_abs_reference"] else 0.0
     lines = [
         f"model: {r['model']}",
+        f"engine: {r['engine']}" + (f" ({r['engine_reason']})" if r["engine_reason"] else ""),
         f"device: {r['device'] or '-'} ({r['precision'] or '-'}, {r['storage_type'] or '-'})",
         f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s),"
         f" {r['kernels']} kernels ({r['fused_ops']} elementwise ops fused)"
@@ -88,6 +102,9 @@ def format_result(r: dict[str, Any]) -> str:
     ]
     if r["cpu_nodes"]:
         shown = list(r["cpu_nodes"].items())[:8]
-        lines.append("on CPU: " + "; ".join(f"{name}: {why}" for name, why in shown)
-                     + (f"; ... {len(r['cpu_nodes']) - 8} more" if len(r["cpu_nodes"]) > 8 else ""))  # fmt: skip
+        lines.append(
+            "on CPU: "
+            + "; ".join(f"{name}: {why}" for name, why in shown)
+            + (f"; ... {len(r['cpu_nodes']) - 8} more" if len(r["cpu_nodes"]) > 8 else "")
+        )
     return "\n".join(lines)

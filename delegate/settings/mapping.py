@@ -1,0 +1,181 @@
+"""TFLite acceleration settings (TFLiteSettings / ComputeSettings) mapped onto this delegate.
+
+The rules are upstream's GPU delegate rules (shared/reference/gpu-cl-serialization.md):
+  - inference priorities: AUTO only after fully specified higher priorities, no repeats; when all
+    three are AUTO, is_precision_loss_allowed picks MIN_LATENCY (true) or MAX_PRECISION (false)
+    as the first;
+  - precision: MAX_PRECISION first -> F32, second -> F32_F16, third or absent -> F16 (a device
+    without cl_khr_fp16 then runs F16 as F32_F16);
+  - storage: MIN_LATENCY ranked above MIN_MEMORY_USAGE -> the vendor's fastest storage, else the
+    one with least memory (BUFFER).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from .._generated import configuration_pb2 as pb
+from ..errors import SettingsError
+from .codec import SettingsFormat, load_settings_file, parse_settings
+
+P = pb.GPUInferencePriority
+_NAMES = {
+    P.GPU_PRIORITY_AUTO: "AUTO",
+    P.GPU_PRIORITY_MAX_PRECISION: "MAX_PRECISION",
+    P.GPU_PRIORITY_MIN_LATENCY: "MIN_LATENCY",
+    P.GPU_PRIORITY_MIN_MEMORY_USAGE: "MIN_MEMORY_USAGE",
+}
+_UNAVAILABLE = {pb.NNAPI: "NNAPI", pb.HEXAGON: "HEXAGON", pb.EDGETPU: "EDGETPU", pb.EDGETPU_CORAL: "EDGETPU_CORAL"}
+
+
+@dataclass(frozen=True)
+class Effective:
+    """What a settings message asks of this project: run with the delegate (``options``) or on CPU."""
+
+    #: "gpu" (this delegate), "cpu" (TFLite's builtin kernels) or "xnnpack"
+    engine: str
+    #: why it is not the GPU, when it is not
+    reason: str = ""
+    #: delegate options (strings, as load_delegate takes them) when engine == "gpu"
+    options: dict[str, str] = field(default_factory=dict)
+    #: threads for TFLite's CPU kernels (None: the runtime's default)
+    num_threads: int | None = None
+    compile_fallback: bool = False
+    execution_fallback: bool = False
+    priorities: tuple[str, str, str] = ("AUTO", "AUTO", "AUTO")
+
+
+def _tflite_settings(settings: Message) -> tuple[pb.TFLiteSettings, bool]:
+    """The TFLiteSettings in ``settings``, and whether a ComputeSettings forces the CPU."""
+    if isinstance(settings, pb.ComputeSettings):
+        return settings.tflite_settings, settings.preference == pb.FORCE_CPU
+    if isinstance(settings, pb.TFLiteSettings):
+        return settings, False
+    raise SettingsError(f"expected ComputeSettings or TFLiteSettings, not {type(settings).__name__}")
+
+
+def priorities(gpu: pb.GPUSettings) -> tuple[int, int, int]:
+    """The three priorities after upstream's defaults, validated; SettingsError when invalid."""
+    given = (gpu.inference_priority1, gpu.inference_priority2, gpu.inference_priority3)
+    if given == (P.GPU_PRIORITY_AUTO,) * 3:
+        first = P.GPU_PRIORITY_MIN_LATENCY if gpu.is_precision_loss_allowed else P.GPU_PRIORITY_MAX_PRECISION
+        return (first, P.GPU_PRIORITY_AUTO, P.GPU_PRIORITY_AUTO)
+    names = ", ".join(_NAMES[p] for p in given)
+    seen_auto = False
+    for p in given:
+        if p == P.GPU_PRIORITY_AUTO:
+            seen_auto = True
+        elif seen_auto:
+            raise SettingsError(
+                f"invalid GPU inference priorities ({names}): AUTO may only follow fully specified higher "
+                "priorities, e.g. MIN_LATENCY, AUTO, AUTO or MIN_LATENCY, MAX_PRECISION, AUTO"
+            )
+    explicit = [p for p in given if p != P.GPU_PRIORITY_AUTO]
+    if len(explicit) != len(set(explicit)):
+        raise SettingsError(f"invalid GPU inference priorities ({names}): a priority is given twice")
+    return given  # type: ignore[return-value]
+
+
+def precision_for(prios: tuple[int, int, int]) -> str:
+    if prios[0] == P.GPU_PRIORITY_MAX_PRECISION:
+        return "F32"
+    if prios[1] == P.GPU_PRIORITY_MAX_PRECISION:
+        return "F32_F16"
+    return "F16"
+
+
+def _rank(prios: tuple[int, int, int], which: int) -> int:
+    return prios.index(which) if which in prios else 3
+
+
+def fastest_storage(vendor: str, device_name: str, is_gpu: bool) -> str:
+    """Upstream's fastest tensor storage per GPU vendor; BUFFER for CPU devices and the unknown."""
+    text = f"{vendor} {device_name}".lower()
+    if not is_gpu:
+        return "BUFFER"
+    if "qualcomm" in text or "adreno" in text:
+        return "TEXTURE_2D"
+    if "nvidia" in text or "amd" in text or "advanced micro devices" in text:
+        return "IMAGE_BUFFER"
+    return "BUFFER"
+
+
+def storage_for(prios: tuple[int, int, int], vendor: str = "", device_name: str = "", is_gpu: bool = False) -> str:
+    if _rank(prios, P.GPU_PRIORITY_MIN_LATENCY) < _rank(prios, P.GPU_PRIORITY_MIN_MEMORY_USAGE):
+        return fastest_storage(vendor, device_name, is_gpu)
+    return "BUFFER"
+
+
+def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: bool = False) -> Effective:
+    """Map settings onto this project. Raises SettingsError for settings it cannot honour."""
+    tfl, force_cpu = _tflite_settings(settings)
+    threads = tfl.cpu_settings.num_threads if tfl.HasField("cpu_settings") else -1
+    num_threads = threads if threads > 0 else None
+    fallback = tfl.fallback_settings
+    compile_fb = fallback.allow_automatic_fallback_on_compilation_error
+    exec_fb = fallback.allow_automatic_fallback_on_execution_error
+    common = {"num_threads": num_threads, "compile_fallback": compile_fb, "execution_fallback": exec_fb}
+    if force_cpu:
+        return Effective("cpu", "ComputeSettings.preference is FORCE_CPU", **common)
+    if tfl.delegate in _UNAVAILABLE:
+        raise SettingsError(
+            f"the {_UNAVAILABLE[tfl.delegate]} delegate is not available here: this package runs "
+            "the GPU delegate over OpenCL, or TFLite's CPU kernels (delegate NONE or XNNPACK)"
+        )
+    if tfl.delegate == pb.XNNPACK:
+        xnn = tfl.xnnpack_settings.num_threads if tfl.HasField("xnnpack_settings") else 0
+        return Effective("xnnpack", "delegate is XNNPACK", **(common | {"num_threads": xnn or num_threads}))
+    if tfl.delegate == pb.NONE and tfl.HasField("delegate"):
+        return Effective("cpu", "delegate is NONE", **common)
+    gpu = tfl.gpu_settings
+    prios = priorities(gpu)
+    if gpu.force_backend == pb.OPENGL:
+        if compile_fb:
+            return Effective(
+                "cpu",
+                "OpenGL backend is not available here; compilation fallback runs the model on CPU",
+                priorities=tuple(_NAMES[p] for p in prios),
+                **common,
+            )  # type: ignore[arg-type]
+        raise SettingsError(
+            "the OpenGL backend is not available here (this delegate runs OpenCL); use force_backend "
+            "OPENCL or UNSET, or allow compilation fallback to run on CPU"
+        )
+    options = {
+        "precision": precision_for(prios),
+        "storage_type": storage_for(prios, vendor, device_name, is_gpu),
+        "enable_quantized_inference": str(gpu.enable_quantized_inference).lower(),
+        "compile_fallback": str(compile_fb).lower(),
+    }
+    if tfl.max_delegated_partitions > 0:
+        options["max_delegated_partitions"] = str(tfl.max_delegated_partitions)
+    return Effective("gpu", "", options, priorities=tuple(_NAMES[p] for p in prios), **common)  # type: ignore[arg-type]
+
+
+def load_settings(source: Any, message_type: type[Message] | None = None) -> Message:
+    """Settings from a message, serialized bytes, a file path (.textproto/.pbtxt/.json/binary) or a dict.
+
+    Binary protos do not say what they hold: they are read as ``message_type``, ComputeSettings by
+    default; a dict is read as JSON-style fields of that message.
+    """
+    kind = message_type or pb.ComputeSettings
+    if isinstance(source, Message):
+        return source
+    if isinstance(source, (bytes, bytearray)):
+        return parse_settings(bytes(source), SettingsFormat.BINARY, kind)
+    if isinstance(source, dict):
+        message = kind()
+        try:
+            json_format.ParseDict(source, message)
+        except json_format.ParseError as exc:
+            raise SettingsError(f"settings dict is not a valid {kind.DESCRIPTOR.name}: {exc}") from exc
+        return message
+    if isinstance(source, (str, os.PathLike)):
+        return load_settings_file(Path(source), kind)
+    raise SettingsError(f"settings must be a message, bytes, a file path or a dict, not {type(source).__name__}")

@@ -1,0 +1,239 @@
+"""Acceleration settings mapped onto the delegate, with upstream's rules (issue 6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import delegate
+from delegate import SettingsError
+from delegate.settings import configuration_pb2 as pb
+from delegate.settings.mapping import load_settings, priorities, resolve
+
+from .helpers import shared_path
+
+A, MAXP, LAT, MEM = (
+    pb.GPU_PRIORITY_AUTO,
+    pb.GPU_PRIORITY_MAX_PRECISION,
+    pb.GPU_PRIORITY_MIN_LATENCY,
+    pb.GPU_PRIORITY_MIN_MEMORY_USAGE,
+)
+
+
+def gpu(p1=A, p2=A, p3=A, loss=False, **kw) -> pb.TFLiteSettings:
+    return pb.TFLiteSettings(
+        delegate=pb.GPU,
+        gpu_settings=pb.GPUSettings(
+            inference_priority1=p1, inference_priority2=p2, inference_priority3=p3, is_precision_loss_allowed=loss, **kw
+        ),
+    )
+
+
+NVIDIA = ("NVIDIA Corporation", "NVIDIA H200", True)
+ADRENO = ("Qualcomm", "QUALCOMM Adreno(TM) 740", True)
+INTEL = ("Intel(R) Corporation", "Intel(R) UHD Graphics", True)
+POCL = ("AuthenticAMD", "pthread-AMD EPYC", False)
+
+# (settings, device) -> (precision, storage); every row is one of upstream's rules.
+TABLE = [
+    (gpu(), POCL, "F32", "BUFFER"),  # default: MAX_PRECISION first
+    (gpu(loss=True), POCL, "F16", "BUFFER"),  # precision loss allowed: MIN_LATENCY first (fastest on a CPU: BUFFER)
+    (gpu(loss=True), NVIDIA, "F16", "IMAGE_BUFFER"),
+    (gpu(loss=True), ADRENO, "F16", "TEXTURE_2D"),
+    (gpu(loss=True), INTEL, "F16", "BUFFER"),
+    (gpu(MAXP), NVIDIA, "F32", "BUFFER"),  # MIN_LATENCY absent: least memory
+    (gpu(MAXP, LAT), NVIDIA, "F32", "IMAGE_BUFFER"),  # latency outranks memory (absent)
+    (gpu(LAT, MAXP), NVIDIA, "F32_F16", "IMAGE_BUFFER"),  # MAX_PRECISION second
+    (gpu(LAT, MEM, MAXP), NVIDIA, "F16", "IMAGE_BUFFER"),  # MAX_PRECISION third
+    (gpu(MEM, LAT), NVIDIA, "F16", "BUFFER"),  # memory outranks latency
+    (gpu(MEM, MAXP, LAT), ADRENO, "F32_F16", "BUFFER"),
+    (gpu(LAT, loss=False), ADRENO, "F16", "TEXTURE_2D"),  # explicit priorities: the flag is ignored
+    (gpu(MAXP, loss=True), ADRENO, "F32", "BUFFER"),
+]
+
+
+@pytest.mark.parametrize("settings,device,precision,storage", TABLE)
+def test_priorities_map_to_precision_and_storage(settings, device, precision, storage):
+    effective = resolve(settings, *device)
+    assert effective.engine == "gpu"
+    assert effective.options["precision"] == precision
+    assert effective.options["storage_type"] == storage
+
+
+@pytest.mark.parametrize("given", [(A, LAT, A), (LAT, A, MAXP), (A, A, MEM), (LAT, LAT, A), (MAXP, MEM, MAXP)])
+def test_invalid_priorities_are_rejected(given):
+    with pytest.raises(SettingsError, match="invalid GPU inference priorities"):
+        priorities(gpu(*given).gpu_settings)
+
+
+@pytest.mark.parametrize("given", [(LAT, A, A), (LAT, MAXP, A), (MAXP, LAT, MEM)])
+def test_the_seed_docs_valid_examples_are_accepted(given):
+    assert priorities(gpu(*given).gpu_settings) == given
+
+
+def test_delegates_backends_and_preferences():
+    assert resolve(pb.ComputeSettings(preference=pb.FORCE_CPU, tflite_settings=gpu())).engine == "cpu"
+    xnn = resolve(pb.TFLiteSettings(delegate=pb.XNNPACK, xnnpack_settings=pb.XNNPackSettings(num_threads=3)))
+    assert (xnn.engine, xnn.num_threads) == ("xnnpack", 3)
+    assert resolve(pb.TFLiteSettings(delegate=pb.NONE)).engine == "cpu"
+    assert resolve(pb.TFLiteSettings()).engine == "gpu"  # unset delegate: GPU
+    for other, name in [
+        (pb.NNAPI, "NNAPI"),
+        (pb.HEXAGON, "HEXAGON"),
+        (pb.EDGETPU, "EDGETPU"),
+        (pb.EDGETPU_CORAL, "EDGETPU_CORAL"),
+    ]:
+        with pytest.raises(SettingsError, match=f"the {name} delegate is not available"):
+            resolve(pb.TFLiteSettings(delegate=other))
+    with pytest.raises(SettingsError, match="OpenGL backend is not available"):
+        resolve(gpu(force_backend=pb.OPENGL))
+    fallback = gpu(force_backend=pb.OPENGL)
+    fallback.fallback_settings.allow_automatic_fallback_on_compilation_error = True
+    assert resolve(fallback).engine == "cpu"
+    opencl = resolve(gpu(force_backend=pb.OPENCL, enable_quantized_inference=False))
+    assert opencl.options["enable_quantized_inference"] == "false"
+    limited = gpu()
+    limited.max_delegated_partitions = 2
+    limited.cpu_settings.num_threads = 2
+    effective = resolve(limited)
+    assert effective.options["max_delegated_partitions"] == "2" and effective.num_threads == 2
+
+
+def test_binary_settings_from_tflites_own_schema_mean_the_same():
+    # TFLiteSettings encoded by hand from the field numbers of TFLite's configuration.proto:
+    # delegate (1) = GPU (2); gpu_settings (3) { inference_priority1 (4) = MIN_LATENCY (2),
+    # inference_priority2 (5) = MAX_PRECISION (1) }; fallback_settings (9) { compilation (7) = true }.
+    wire = bytes([0x08, 0x02, 0x1A, 0x04, 0x20, 0x02, 0x28, 0x01, 0x4A, 0x02, 0x38, 0x01])
+    settings = load_settings(wire, pb.TFLiteSettings)
+    assert settings.delegate == pb.GPU
+    assert settings.gpu_settings.inference_priority1 == LAT
+    assert settings.fallback_settings.allow_automatic_fallback_on_compilation_error
+    effective = resolve(settings, *NVIDIA)
+    assert effective.options["precision"] == "F32_F16" and effective.compile_fallback
+    assert settings.SerializeToString() == wire
+
+
+def test_settings_sources(tmp_path):
+    message = pb.ComputeSettings(
+        tflite_settings=pb.TFLiteSettings(gpu_settings=pb.GPUSettings(is_precision_loss_allowed=True))
+    )
+    path = tmp_path / "s.json"
+    path.write_text('{"tflite_settings": {"gpu_settings": {"is_precision_loss_allowed": true}}}')
+    for source in (
+        message,
+        message.SerializeToString(),
+        path,
+        str(path),
+        {"tflite_settings": {"gpu_settings": {"is_precision_loss_allowed": True}}},
+    ):
+        assert load_settings(source) == message
+    with pytest.raises(SettingsError, match="not a valid ComputeSettings"):
+        load_settings({"tflite_settings": {"no_such_field": 1}})
+
+
+def test_load_delegate_refuses_settings_that_do_not_ask_for_the_gpu():
+    with pytest.raises(delegate.DelegateError, match="do not ask for the GPU delegate"):
+        delegate.load_delegate(settings=pb.ComputeSettings(preference=pb.FORCE_CPU))
+
+
+def _run(*args: str):
+    return subprocess.run([sys.executable, "-m", "delegate", *args], capture_output=True, text=True)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize(
+    "text,engine,delegated,precision",
+    [
+        ("tflite_settings { gpu_settings { inference_priority1: GPU_PRIORITY_MAX_PRECISION } }", "gpu", 10, {"F32"}),
+        ("tflite_settings { gpu_settings { is_precision_loss_allowed: true } }", "gpu", 10, {"F16", "F32_F16"}),
+        ("preference: FORCE_CPU", "cpu", 0, {""}),
+        ("tflite_settings { delegate: XNNPACK }", "xnnpack", 0, {""}),
+        (
+            "tflite_settings { gpu_settings { force_backend: OPENGL } "
+            "fallback_settings { allow_automatic_fallback_on_compilation_error: true } }",
+            "cpu",
+            0,
+            {""},
+        ),
+    ],
+)
+def test_run_with_settings(tmp_path, text, engine, delegated, precision):
+    path = tmp_path / "settings.textproto"
+    path.write_text(text)
+    result = _run(
+        "run", str(shared_path("models", "small_cnn.tflite")), "--settings", str(path), "--json", "--runs", "1"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["engine"] == engine and report["delegated_nodes"] == delegated
+    assert report["precision"] in precision
+    assert report["max_abs_error"] <= 2e-2 * report["max_abs_reference"]
+    if engine != "gpu":
+        assert report["max_abs_error"] == 0.0 or engine == "cpu"
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            "tflite_settings { gpu_settings { inference_priority1: GPU_PRIORITY_AUTO "
+            "inference_priority2: GPU_PRIORITY_MIN_LATENCY } }",
+            "inference priorities",
+        ),
+        ("tflite_settings { gpu_settings { force_backend: OPENGL } }", "OpenGL"),
+        ("tflite_settings { delegate: NNAPI }", "NNAPI"),
+        ("tflite_settings { delegate: NOT_A_DELEGATE }", "not a valid text ComputeSettings"),
+    ],
+)
+def test_run_with_bad_settings_exits_2(tmp_path, text, message):
+    path = tmp_path / "settings.textproto"
+    path.write_text(text)
+    result = _run("run", str(shared_path("models", "small_cnn.tflite")), "--settings", str(path), "--json")
+    assert result.returncode == 2 and message in result.stderr and result.stdout == ""
+
+
+def test_settings_cli(tmp_path):
+    src = tmp_path / "s.textproto"
+    src.write_text("tflite_settings { gpu_settings { is_precision_loss_allowed: true } }")
+    shown = _run("settings", "show", str(src), "--format", "json")
+    assert shown.returncode == 0 and '"is_precision_loss_allowed": true' in shown.stdout
+    binary = tmp_path / "s.pb"
+    assert _run("settings", "convert", str(src), str(binary)).returncode == 0
+    assert load_settings(binary) == load_settings(src)
+    valid = _run("settings", "validate", str(binary))
+    assert valid.returncode == 0 and "engine: gpu" in valid.stdout and "precision=F16" in valid.stdout
+    bad = tmp_path / "bad.textproto"
+    bad.write_text(
+        "tflite_settings { gpu_settings { inference_priority1: GPU_PRIORITY_AUTO "
+        "inference_priority2: GPU_PRIORITY_MIN_LATENCY } }"
+    )
+    invalid = _run("settings", "validate", str(bad))
+    assert invalid.returncode == 2 and "inference priorities" in invalid.stderr
+
+
+@pytest.mark.opencl
+def test_compile_fallback_with_a_real_failure(tmp_path):
+    # A tensor wider than the device's largest 2-D image cannot be a TEXTURE_2D: a real load failure.
+    from .tflite_builder import Op, T, build_model
+
+    shape = (1, 1, 20000, 4)
+    model = tmp_path / "wide.tflite"
+    model.write_bytes(build_model([T(shape), T(shape)], [Op(19, [0], [1])], [0], [1]))  # RELU
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    with pytest.raises(RuntimeError, match=r"relu_0.*TEXTURE_2D of 20000x1 pixels"):
+        delegate.Interpreter(str(model), storage_type="TEXTURE_2D", program_cache="none")
+    with pytest.warns(UserWarning, match="fall back to CPU"):
+        interpreter = delegate.Interpreter(
+            str(model), storage_type="TEXTURE_2D", compile_fallback="true", program_cache="none"
+        )
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(0, x)
+    interpreter.invoke()
+    np.testing.assert_array_equal(interpreter.get_tensor(1), np.maximum(x, 0))
+    state = interpreter.opencl
+    assert state.delegated_nodes == [] and state.fallbacks and "TEXTURE_2D" in state.fallbacks[0]["cause"]
