@@ -9,6 +9,7 @@ from typing import Any
 
 from . import _native
 from .errors import DelegateError
+from .fallback import FallbackInterpreter
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
 from .settings.mapping import Effective, load_settings, resolve
@@ -108,4 +109,13 @@ def Interpreter(model_path: str | None = None, settings: Any = None, settings_ty
     interpreter.opencl_delegate = delegate
     interpreter.opencl = delegate_state(delegate)
     interpreter.effective = effective
+    if effective is not None and effective.execution_fallback:
+        cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
+
+        def make_cpu() -> Any:
+            cpu = host.Interpreter(model_path=model_path, **cpu_args)
+            cpu.allocate_tensors()
+            return cpu
+
+        return FallbackInterpreter(interpreter, make_cpu)
     return interpreter

@@ -83,6 +83,11 @@ def run_model(
         "engine_reason": effective.reason if effective else "",
         "priorities": list(effective.priorities) if effective else None,
         "compile_fallbacks": state.fallbacks,
+        "fallback_settings": {
+            "compilation": bool(effective and effective.compile_fallback),
+            "execution": bool(effective and effective.execution_fallback),
+        },
+        "execution_fallback": getattr(interpreter, "fallback_cause", None),
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -237,3 +238,66 @@ def test_compile_fallback_with_a_real_failure(tmp_path):
     np.testing.assert_array_equal(interpreter.get_tensor(1), np.maximum(x, 0))
     state = interpreter.opencl
     assert state.delegated_nodes == [] and state.fallbacks and "TEXTURE_2D" in state.fallbacks[0]["cause"]
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("allowed", [True, False])
+def test_execution_fallback_with_a_real_device_failure(allowed):
+    from delegate.plugin import testing
+
+    path = str(shared_path("models", "small_cnn.tflite"))
+    settings = pb.TFLiteSettings(delegate=pb.GPU)
+    settings.fallback_settings.allow_automatic_fallback_on_execution_error = allowed
+    interpreter = delegate.Interpreter(path, settings=settings, settings_type=pb.TFLiteSettings, program_cache="none")
+    interpreter.allocate_tensors()
+    rng = np.random.default_rng(4)
+    cpu = delegate.api.host_runtime().Interpreter(model_path=path)
+    cpu.allocate_tensors()
+    index = interpreter.get_input_details()[0]["index"]
+    out = interpreter.get_output_details()[0]["index"]
+    x = rng.random((1, 32, 32, 3), dtype=np.float32)
+    interpreter.set_tensor(index, x)
+    interpreter.invoke()  # on the device
+    assert testing.break_launches() > 0
+    if not allowed:
+        with pytest.raises(RuntimeError, match="OpenCL error -53"):  # CL_INVALID_WORK_DIMENSION
+            interpreter.invoke()
+        return
+    for seed in (5, 6):
+        x = np.random.default_rng(seed).random((1, 32, 32, 3), dtype=np.float32)
+        interpreter.set_tensor(index, x)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            interpreter.invoke()
+        cpu.set_tensor(cpu.get_input_details()[0]["index"], x)
+        cpu.invoke()
+        np.testing.assert_allclose(
+            interpreter.get_tensor(out), cpu.get_tensor(cpu.get_output_details()[0]["index"]), rtol=1e-5, atol=1e-6
+        )
+        assert interpreter.fallback_cause and "OpenCL error" in interpreter.fallback_cause
+        # Warned once, at the failure; later invokes stay on CPU quietly.
+        assert len([w for w in caught if "running on CPU" in str(w.message)]) == (1 if seed == 5 else 0)
+
+
+@pytest.mark.opencl
+def test_compile_fallback_when_a_kernel_fails_to_build(monkeypatch):
+    path = str(shared_path("models", "small_cnn.tflite"))
+    monkeypatch.setenv("DELEGATE_INJECT_BUILD_FAILURE", "SOFTMAX")
+    with pytest.raises(RuntimeError, match=r"softmax_9.*failed to build"):
+        delegate.Interpreter(path, program_cache="none")
+    with pytest.warns(UserWarning, match="fall back to CPU"):
+        interpreter = delegate.Interpreter(path, program_cache="none", compile_fallback="true")
+    interpreter.allocate_tensors()
+    x = np.random.default_rng(8).random((1, 32, 32, 3), dtype=np.float32)
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    cpu = delegate.api.host_runtime().Interpreter(model_path=path)
+    cpu.allocate_tensors()
+    cpu.set_tensor(cpu.get_input_details()[0]["index"], x)
+    cpu.invoke()
+    # The whole (single) partition held the failing kernel: everything ran on CPU, and says why.
+    assert interpreter.opencl.delegated_nodes == [] and "failed to build" in interpreter.opencl.fallbacks[0]["cause"]
+    np.testing.assert_array_equal(
+        interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+        cpu.get_tensor(cpu.get_output_details()[0]["index"]),
+    )

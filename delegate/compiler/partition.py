@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..context import model
@@ -113,6 +114,9 @@ def compile_partition(
             used += [i for i in [*node_inputs, *node.outputs] if i not in used]
             continue
         gpu_op = op.emit(node, emit)
+        if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") == op_name(node.op) and gpu_op.code:
+            # Test hook: make the driver reject this op's kernel, a real build failure.
+            gpu_op.code += "\n#error build failure injected by DELEGATE_INJECT_BUILD_FAILURE\n"
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
         node_inputs = runtime_inputs(node, graph)
