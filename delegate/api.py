@@ -83,8 +83,9 @@ _INTERPRETER_ARGS = {
 def Interpreter(model_path: str | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any) -> Any:
     """A host-runtime Interpreter configured by ``settings`` and/or delegate options.
 
-    Settings that ask for the GPU (the default) attach this delegate; delegate NONE, XNNPACK or
-    ``preference: FORCE_CPU`` give TFLite's CPU kernels (builtin, or XNNPACK with its threads).
+    Settings that ask for the GPU (the default) attach this delegate; delegate NONE gives TFLite's
+    builtin kernels, XNNPACK the XNNPACK path (with its threads), ``preference: FORCE_CPU`` (and
+    OPENGL with compilation fallback) TFLite's default CPU path.
     The delegate object is at ``interpreter.opencl_delegate`` (None on CPU), its state at
     ``interpreter.opencl`` and the mapping of the settings at ``interpreter.effective``.
     """
@@ -96,7 +97,7 @@ def Interpreter(model_path: str | None = None, settings: Any = None, settings_ty
         if effective.num_threads and "num_threads" not in interpreter_args:
             interpreter_args["num_threads"] = effective.num_threads
         if effective.engine != "gpu":
-            if effective.engine == "cpu":
+            if effective.engine == "builtin":
                 interpreter_args.setdefault(
                     "experimental_op_resolver_type", host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
                 )

@@ -817,3 +817,9 @@ def test_large_spatial_sizes(precision):
         [rand(wide, rng, -8, 8)],
         precision,
     )
+
+
+@pytest.mark.parametrize("op", [Builtin.ADD, Builtin.MUL], ids=lambda o: o.name)
+def test_binary_op_reading_one_tensor_twice(op):
+    shape = (1, 5, 5, 6)
+    check([T(shape), T(shape)], [Op(op, [0, 0], [1])], [0], [1], [rand(shape, np.random.default_rng(9))])

@@ -103,7 +103,7 @@ def compile_partition(
             producer = producer_of.pop(fused)
             link(producer, node, fused, emit, producer.gpu_op.linkable_count + 1)
             producer_of[node.outputs[0]] = producer
-            used += [i for i in [*producer.input_ids, *node.outputs] if i not in used]
+            used += [i for i in dict.fromkeys([*producer.input_ids, *node.outputs]) if i not in used]
             continue
         op = OPS[node.op]
         if hasattr(op, "emit_many"):  # several outputs: one kernel each, all reading the same input
@@ -111,7 +111,7 @@ def compile_partition(
             for gpu_op, output in op.emit_many(node, emit):
                 name = f"{node.name}:{output}"
                 ctx.nodes.append(model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=[output], name=name))
-            used += [i for i in [*node_inputs, *node.outputs] if i not in used]
+            used += [i for i in dict.fromkeys([*node_inputs, *node.outputs]) if i not in used]
             continue
         gpu_op = op.emit(node, emit)
         if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") == op_name(node.op) and gpu_op.code:
@@ -126,7 +126,7 @@ def compile_partition(
         ctx.nodes.append(cl_node)
         if gpu_op.code and WRITE in gpu_op.code and gpu_op.code.count(WRITE) == 1:
             producer_of[node.outputs[0]] = cl_node
-        used += [i for i in [*node_inputs, *node.outputs] if i not in used]
+        used += [i for i in dict.fromkeys([*node_inputs, *node.outputs]) if i not in used]
     # Tensors only ever written by a kernel that fused their reader away are not runtime tensors.
     written = {i for n in ctx.nodes for i in n.output_ids}
     read = {i for n in ctx.nodes for i in n.input_ids}

@@ -38,7 +38,8 @@ _UNAVAILABLE = {pb.NNAPI: "NNAPI", pb.HEXAGON: "HEXAGON", pb.EDGETPU: "EDGETPU",
 class Effective:
     """What a settings message asks of this project: run with the delegate (``options``) or on CPU."""
 
-    #: "gpu" (this delegate), "cpu" (TFLite's builtin kernels) or "xnnpack"
+    #: "gpu" (this delegate), "cpu" (TFLite's default CPU path, XNNPACK included), "builtin"
+    #: (TFLite's builtin kernels, no delegate at all) or "xnnpack"
     engine: str
     #: why it is not the GPU, when it is not
     reason: str = ""
@@ -132,7 +133,7 @@ def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: 
         xnn = tfl.xnnpack_settings.num_threads if tfl.HasField("xnnpack_settings") else 0
         return Effective("xnnpack", "delegate is XNNPACK", **(common | {"num_threads": xnn or num_threads}))
     if tfl.delegate == pb.NONE and tfl.HasField("delegate"):
-        return Effective("cpu", "delegate is NONE", **common)
+        return Effective("builtin", "delegate is NONE", **common)
     gpu = tfl.gpu_settings
     prios = priorities(gpu)
     if gpu.force_backend == pb.OPENGL:
