@@ -83,9 +83,9 @@ _INTERPRETER_ARGS = {
 def Interpreter(model_path: str | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any) -> Any:
     """A host-runtime Interpreter configured by ``settings`` and/or delegate options.
 
-    Settings that ask for the GPU (the default) attach this delegate; delegate NONE gives TFLite's
-    builtin kernels, XNNPACK the XNNPACK path (with its threads), ``preference: FORCE_CPU`` (and
-    OPENGL with compilation fallback) TFLite's default CPU path.
+    Settings that ask for the GPU (the default) attach this delegate; delegate NONE and
+    ``preference: FORCE_CPU`` give TFLite's builtin kernels with no delegate at all, XNNPACK the
+    XNNPACK path (with its threads), OPENGL with compilation fallback TFLite's default CPU plan.
     The delegate object is at ``interpreter.opencl_delegate`` (None on CPU), its state at
     ``interpreter.opencl`` and the mapping of the settings at ``interpreter.effective``.
     """

@@ -95,7 +95,11 @@ def format_result(r: dict[str, Any]) -> str:
     rel = r["max_abs_error"] / r["max_abs_reference"] if r["max_abs_reference"] else 0.0
     lines = [
         f"model: {r['model']}",
-        f"engine: {r['engine']}" + (f" ({r['engine_reason']})" if r["engine_reason"] else ""),
+        f"engine: {r['engine']}"
+        + (f" ({r['engine_reason']})" if r["engine_reason"] else "")
+        + (f"; priorities {', '.join(r['priorities'])}" if r["priorities"] else "")
+        + f"; fallback on compilation {r['fallback_settings']['compilation']},"
+        f" on execution {r['fallback_settings']['execution']}",
         f"device: {r['device'] or '-'} ({r['precision'] or '-'}, {r['storage_type'] or '-'})",
         f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s),"
         f" {r['kernels']} kernels ({r['fused_ops']} elementwise ops fused)"
@@ -105,6 +109,10 @@ def format_result(r: dict[str, Any]) -> str:
         f"init: {r['init_ms']:.0f} ms",
         f"latency (median): delegate {r['latency_ms']['delegate']:.2f} ms, CPU {r['latency_ms']['cpu']:.2f} ms",
     ]
+    for fallback in r["compile_fallbacks"]:
+        lines.append(f"fell back to CPU at compile time: {', '.join(fallback['nodes'])}: {fallback['cause']}")
+    if r["execution_fallback"]:
+        lines.append(f"fell back to CPU at run time: {r['execution_fallback']}")
     if r["cpu_nodes"]:
         shown = list(r["cpu_nodes"].items())[:8]
         lines.append(

@@ -77,7 +77,7 @@ def test_the_seed_docs_valid_examples_are_accepted(given):
 
 
 def test_delegates_backends_and_preferences():
-    assert resolve(pb.ComputeSettings(preference=pb.FORCE_CPU, tflite_settings=gpu())).engine == "cpu"
+    assert resolve(pb.ComputeSettings(preference=pb.FORCE_CPU, tflite_settings=gpu())).engine == "builtin"
     xnn = resolve(pb.TFLiteSettings(delegate=pb.XNNPACK, xnnpack_settings=pb.XNNPackSettings(num_threads=3)))
     assert (xnn.engine, xnn.num_threads) == ("xnnpack", 3)
     assert resolve(pb.TFLiteSettings(delegate=pb.NONE)).engine == "builtin"
@@ -151,7 +151,7 @@ def _run(*args: str):
     [
         ("tflite_settings { gpu_settings { inference_priority1: GPU_PRIORITY_MAX_PRECISION } }", "gpu", 10, {"F32"}),
         ("tflite_settings { gpu_settings { is_precision_loss_allowed: true } }", "gpu", 10, {"F16", "F32_F16"}),
-        ("preference: FORCE_CPU", "cpu", 0, {""}),
+        ("preference: FORCE_CPU", "builtin", 0, {""}),
         ("tflite_settings { delegate: NONE }", "builtin", 0, {""}),
         ("tflite_settings { delegate: XNNPACK }", "xnnpack", 0, {""}),
         (

@@ -123,7 +123,7 @@ def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: 
     exec_fb = fallback.allow_automatic_fallback_on_execution_error
     common = {"num_threads": num_threads, "compile_fallback": compile_fb, "execution_fallback": exec_fb}
     if force_cpu:
-        return Effective("cpu", "ComputeSettings.preference is FORCE_CPU", **common)
+        return Effective("builtin", "ComputeSettings.preference is FORCE_CPU: no delegate at all", **common)
     if tfl.delegate in _UNAVAILABLE:
         raise SettingsError(
             f"the {_UNAVAILABLE[tfl.delegate]} delegate is not available here: this package runs "
