@@ -40,11 +40,20 @@ def plugin_path() -> str:
 
 
 def effective_settings(settings: Any, device: str | None = None, settings_type: Any = None) -> Effective:
-    """How ``settings`` (message, bytes, file or dict) map onto this package on ``device``."""
+    """How ``settings`` (message, bytes, file or dict) map onto this package on ``device``.
+
+    The device only matters for the storage type when latency outranks memory; without any OpenCL
+    device the vendor-neutral choice (BUFFER) is made.
+    """
+    from .errors import DeviceNotFoundError
     from .runtime.device import describe, select_device
 
-    info = describe(select_device(device or None))
-    return resolve(load_settings(settings, settings_type), info.vendor, info.name, info.is_gpu)
+    message = load_settings(settings, settings_type)
+    try:
+        info = describe(select_device(device or None))
+    except DeviceNotFoundError:
+        return resolve(message)
+    return resolve(message, info.vendor, info.name, info.is_gpu)
 
 
 def load_delegate(settings: Any = None, **options: Any) -> Any:
