@@ -39,8 +39,26 @@ def plugin_path() -> str:
     return os.fspath(_native.__file__)
 
 
+def _decision(settings: Any) -> Any:
+    """The BestAccelerationDecision ``settings`` is (a message, or a mini-benchmark storage path), or None."""
+    from ._generated import configuration_pb2 as pb
+    from .minibenchmark.storage import decision_path, read_decision
+
+    if isinstance(settings, pb.BestAccelerationDecision):
+        return settings
+    if isinstance(settings, (str, os.PathLike)):
+        path = os.fspath(settings)
+        if path.endswith(".best.fb") or decision_path(path).exists():
+            decision = read_decision(path)
+            if decision is None:
+                raise DelegateError(f"{path}: no mini-benchmark decision found (expected {decision_path(path)})")
+            return decision
+    return None
+
+
 def effective_settings(settings: Any, device: str | None = None, settings_type: Any = None) -> Effective:
-    """How ``settings`` (message, bytes, file or dict) map onto this package on ``device``.
+    """How ``settings`` (message, bytes, file, dict, or a mini-benchmark decision or its storage
+    path) map onto this package on ``device``.
 
     The device only matters for the storage type when latency outranks memory; without any OpenCL
     device the vendor-neutral choice (BUFFER) is made.
@@ -48,7 +66,16 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
     from .errors import DeviceNotFoundError
     from .runtime.device import describe, select_device
 
-    message = load_settings(settings, settings_type)
+    decision = _decision(settings)
+    if decision is not None:
+        if not decision.HasField("min_latency_event"):
+            return Effective(
+                "builtin",
+                "the mini-benchmark recorded no correct configuration for this model; running on TFLite's CPU kernels",
+            )
+        message: Any = decision.min_latency_event.tflite_settings
+    else:
+        message = load_settings(settings, settings_type)
     try:
         info = describe(select_device(device or None))
     except DeviceNotFoundError:

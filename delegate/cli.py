@@ -129,6 +129,77 @@ def _settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _minibenchmark(args: argparse.Namespace) -> int:
+    from .minibenchmark import run_minibenchmark
+    from .settings import load_settings_file
+
+    if args.minibenchmark_settings:
+        settings = load_settings_file(args.minibenchmark_settings, configuration_pb2.MinibenchmarkSettings)
+    else:
+        settings = configuration_pb2.MinibenchmarkSettings()
+    if args.model:
+        settings.model_file.filename = str(args.model)
+    if args.storage:
+        settings.storage_paths.storage_file_path = str(args.storage)
+    kind = getattr(configuration_pb2, args.settings_type)
+    for path in args.settings:
+        message = load_settings_file(path, kind)
+        tfl = message.tflite_settings if isinstance(message, configuration_pb2.ComputeSettings) else message
+        settings.settings_to_test.add().CopyFrom(tfl)
+
+    def progress(done: int, total: int, label: str) -> None:
+        bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
+        end = "\n" if done == total else ""
+        print(f"\r[{bar}] {done}/{total} {label[:40]:<40}", end=end, file=sys.stderr, flush=True)
+
+    report = run_minibenchmark(settings, runs=args.runs, timeout_s=args.timeout, progress=progress)
+    best = (
+        report.decision.min_latency_event if report.decision and report.decision.HasField("min_latency_event") else None
+    )
+    best_row = next(
+        (r for r, e in zip(report.rows, report.events[1::2], strict=True) if best is not None and e == best), None
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "rows": [vars(r) for r in report.rows],
+                    "best": best_row.settings if best_row else None,
+                    "decision_file": str(report.decision_path) if report.decision_path else None,
+                }
+            )
+        )
+        return 0
+    headers = ["settings", "init ms", "median ms", "p90 ms", "memory MiB", "max error", "ok"]
+    rows = [
+        [
+            r.settings,
+            _num(r.init_ms),
+            _num(r.median_ms),
+            _num(r.p90_ms),
+            _num(r.memory_kb / 1024 if r.memory_kb else None),
+            _num(r.max_abs_error, "{:.2g}"),
+            "yes" if r.ok else f"no: {r.status}",
+        ]
+        for r in report.rows
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if best_row is not None:
+        print(f"best: {best_row.settings} ({best_row.median_ms:.2f} ms median)")
+    else:
+        print("best: none of the settings gave correct results; the model runs on CPU")
+    if report.decision_path:
+        print(f"decision: {report.decision_path} (use it with delegate.Interpreter(model, settings=...))")
+    return 0
+
+
+def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
 def _devices(args: argparse.Namespace) -> int:
     from .runtime import describe, list_devices, select_device
 
@@ -218,6 +289,16 @@ def build_parser() -> argparse.ArgumentParser:
     settings.add_argument("--settings-type", default="ComputeSettings", choices=["ComputeSettings", "TFLiteSettings"])
     settings.add_argument("--format", choices=["text", "json"], default="text", help="show: the form printed")
     settings.set_defaults(run=_settings)
+    mb = commands.add_parser("minibenchmark", help="find the fastest correct acceleration settings for a model")
+    mb.add_argument("model", type=Path, nargs="?", help="the .tflite model (or model_file in --minibenchmark-settings)")
+    mb.add_argument("--settings", type=Path, action="append", default=[], help="a settings file to try; repeatable")
+    mb.add_argument("--settings-type", default="TFLiteSettings", choices=["TFLiteSettings", "ComputeSettings"])
+    mb.add_argument("--minibenchmark-settings", type=Path, help="a MinibenchmarkSettings file")
+    mb.add_argument("--storage", type=Path, help="events file (the decision goes to STORAGE.best.fb)")
+    mb.add_argument("--runs", type=int, default=10, help="timed invokes per settings (default 10)")
+    mb.add_argument("--timeout", type=float, default=600.0, help="seconds each settings may take (default 600)")
+    mb.add_argument("--json", action="store_true")
+    mb.set_defaults(run=_minibenchmark)
     devices = commands.add_parser("devices", help="list OpenCL devices (* marks the default)")
     devices.set_defaults(run=_devices)
     return parser

@@ -1,0 +1,79 @@
+"""One mini-benchmark run in its own process: ``python -m delegate.minibenchmark.worker``.
+
+Reads a JSON job on stdin, reports its stage on stderr (``STAGE INITIALIZATION`` /
+``STAGE INFERENCE``) so that the parent can tell where a crash happened, writes the outputs to
+an .npz and prints one JSON result line. ``DELEGATE_MINIBENCHMARK_CRASH=<STAGE>`` (a test hook)
+kills the process with SIGKILL at that stage; ``DELEGATE_MINIBENCHMARK_HANG=<STAGE>`` hangs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+import numpy as np
+
+
+def _stage(name: str) -> None:
+    print(f"STAGE {name}", file=sys.stderr, flush=True)
+    if os.environ.get("DELEGATE_MINIBENCHMARK_CRASH") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("DELEGATE_MINIBENCHMARK_HANG") == name:
+        time.sleep(3600)
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    from delegate.api import Interpreter
+    from delegate.settings import configuration_pb2 as pb
+
+    settings = pb.TFLiteSettings.FromString(base64.b64decode(job["settings"]))
+    inputs = np.load(job["inputs"])
+    _stage("INITIALIZATION")
+    init_us, interpreter = [], None
+    for _ in range(job["init_runs"]):
+        interpreter = None
+        start = time.perf_counter()
+        interpreter = Interpreter(
+            job["model"], settings=settings, settings_type=pb.TFLiteSettings, **job.get("options", {})
+        )
+        interpreter.allocate_tensors()
+        init_us.append(int((time.perf_counter() - start) * 1e6))
+    assert interpreter is not None
+    _stage("INFERENCE")
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+    inference_us = []
+    for _ in range(job["runs"]):
+        start = time.perf_counter()
+        interpreter.invoke()
+        inference_us.append(int((time.perf_counter() - start) * 1e6))
+    outputs = {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
+    np.savez(job["outputs"], **outputs)
+    state = interpreter.opencl
+    print(
+        json.dumps(
+            {
+                "initialization_time_us": init_us,
+                "inference_time_us": inference_us,
+                "max_memory_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                "engine": interpreter.effective.engine if interpreter.effective else "gpu",
+                "precision": state.precision if state else "F32",
+                "delegated_nodes": len(state.delegated_nodes) if state else 0,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as exc:
+        print(f"ERROR {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(3)
