@@ -162,3 +162,16 @@ def test_cli_table_and_json(tmp_path):
     events, _ = read_events(tmp_path / "ev")
     assert len(events) == 8  # two runs of the command, four events each
     assert np.isfinite([r["median_ms"] for r in report["rows"]]).all()
+
+
+def test_a_start_left_by_a_dead_benchmark_is_closed_as_an_error(tmp_path):
+    from delegate.minibenchmark.runner import close_dangling_starts
+
+    path = tmp_path / "events"
+    append_event(path, pb.BenchmarkEvent(event_type=pb.START, tflite_settings=_gpu()))
+    append_event(path, pb.BenchmarkEvent(event_type=pb.START, tflite_settings=_gpu(is_precision_loss_allowed=True)))
+    assert close_dangling_starts(path) == 2
+    events, _ = read_events(path)
+    assert [e.event_type for e in events] == [pb.START, pb.START, pb.ERROR, pb.ERROR]
+    assert events[3].tflite_settings.gpu_settings.is_precision_loss_allowed
+    assert close_dangling_starts(path) == 0  # already closed

@@ -129,6 +129,8 @@ def run_minibenchmark(
         raise SettingsError("MinibenchmarkSettings.settings_to_test is empty")
     storage = settings.storage_paths.storage_file_path or None
     report = MinibenchmarkReport()
+    if storage:
+        close_dangling_starts(storage)
     with tempfile.TemporaryDirectory(prefix="delegate-minibenchmark-") as tmp:
         scratch = Path(tmp)
         model = _model_path(settings.model_file, scratch)
@@ -175,6 +177,22 @@ def run_minibenchmark(
         decision.number_of_source_events = len(all_events)
         report.decision_path = write_decision(storage, decision)
     return report
+
+
+def close_dangling_starts(storage: str | os.PathLike[str]) -> int:
+    """Record an ERROR for every START that nothing followed: the process recording it died
+    (a crash or a kill of the benchmarking process itself). The number recorded."""
+    events, _ = read_events(storage)
+    dangling: list[pb.BenchmarkEvent] = []
+    for event in events:
+        if event.event_type == pb.START:
+            dangling.append(event)
+        elif event.event_type in (pb.END, pb.ERROR) and dangling:
+            same = [e for e in dangling if e.tflite_settings == event.tflite_settings]
+            dangling.remove(same[0] if same else dangling[0])
+    for start in dangling:
+        append_event(storage, _error(start.tflite_settings, pb.UNKNOWN, CRASHED, exit_code=0, signal=0))
+    return len(dangling)
 
 
 def _run_one(
