@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ...context import model
@@ -19,6 +21,7 @@ from .base import (
     runtime_io,
     same_padding,
 )
+from .conv_blocked import blocked_conv_code
 from .gather import LANES
 
 _WINDOW = """
@@ -171,14 +174,25 @@ class Conv2D:
         ints = _window_args(p, src.shape, dst.shape, kh, kw)
         if filters.shape[3] != src.shape[3]:
             return self._grouped(node, ctx, filters, ints)
-        code = CONV.replace("{activation}", activation_code(p["activation"]))
-        return operation(
+        blocked = os.environ.get("DELEGATE_CONV_KERNEL", "blocked") == "blocked"
+        code = (
+            blocked_conv_code(activation_code(p["activation"]))
+            if blocked
+            else CONV.replace("{activation}", activation_code(p["activation"]))
+        )
+        op = operation(
             code,
             srcs=["src_tensor"],
             ints=ints,
             buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
             tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
         )
+        if blocked:  # one work-item per 4 pixels x 2 slices
+            b, h, w, c = dst.shape
+            op.tensor_to_grid = model.TensorToGrid.CUSTOM
+            op.grid_size = model.Int3(-(-w // 4) * b, h, -(-layout.slices(c) // 2))
+            op.work_group_size = model.Int3(4, 4, 2)
+        return op
 
     def _grouped(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> model.GPUOperation:
         """Grouped convolution, one output lane at a time; weights stay in TFLite's OHWI order."""
