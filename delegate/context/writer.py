@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import flatbuffers
 import numpy as np
 
+from .._atomic import atomic_write
 from .fields import Kind, field_specs
 from .model import InferenceContext
 
@@ -76,17 +76,4 @@ def serialize_context(context: InferenceContext) -> bytes:
 
 def write_context(context: InferenceContext, path: str | os.PathLike[str]) -> Path:
     """Write ``context`` to ``path`` atomically (temporary file, fsync, rename)."""
-    target = Path(path)
-    data = serialize_context(context)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; a context file is not a secret
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic_write(path, serialize_context(context))

@@ -9,11 +9,11 @@ the events at ``storage_file_path + ".best.fb"`` (the name upstream uses), writt
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
+from .._atomic import atomic_write
 from .._generated import configuration_pb2 as pb
 
 
@@ -76,18 +76,7 @@ def decision_path(storage_file_path: str | os.PathLike[str]) -> Path:
 
 def write_decision(storage_file_path: str | os.PathLike[str], decision: pb.BestAccelerationDecision) -> Path:
     """Write the decision atomically (temporary file, fsync, rename) beside the events."""
-    target = decision_path(storage_file_path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(decision.SerializeToString())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic_write(decision_path(storage_file_path), decision.SerializeToString())
 
 
 def read_decision(storage_file_path: str | os.PathLike[str]) -> pb.BestAccelerationDecision | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyopencl as cl
 
 from .. import __version__
+from .._atomic import atomic_write
 from ..errors import ProgramBuildError
 from .device import DeviceInfo
 
@@ -71,10 +71,7 @@ class ProgramBuilder:
         try:
             binary = program.get_info(cl.program_info.BINARIES)[0]
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=f".{key}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as out:
-                out.write(binary)
-            os.replace(tmp, self.cache_dir / f"{key}.bin")
+            atomic_write(self.cache_dir / f"{key}.bin", bytes(binary))
         except OSError:
             pass  # the cache is an optimisation; an unwritable one must not fail the load
 
