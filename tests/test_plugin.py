@@ -224,6 +224,16 @@ def test_serialization_cache_hit_and_corrupt_entry(tmp_path):
     _assert_close(expected, _reference(path, inputs))
 
 
+def test_paths_in_options_expand_the_home_folder(tmp_path, monkeypatch):
+    from delegate.plugin import DelegateOptions
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    opts = DelegateOptions.parse({"serialization_dir": "~/cache", "program_cache": "~/programs"})
+    assert opts.serialization_dir == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
+    assert opts.program_cache == str(tmp_path / "programs")
+    assert DelegateOptions.parse({"program_cache": "none"}).program_cache == "none"
+
+
 def test_bad_options_give_clear_errors():
     with pytest.raises(ValueError, match="unknown option"):
         delegate.load_delegate(precison="F16")

@@ -74,6 +74,8 @@ class DelegateOptions:
                 if unknown_ops:
                     raise OptionsError(f"exclude_ops: unknown op name(s) {', '.join(unknown_ops)}")
                 values[key] = frozenset(names)
+            elif key in ("serialization_dir", "program_cache") and text not in ("default", "none"):
+                values[key] = os.path.expanduser(text)
             else:
                 values[key] = text
         opts = cls(**values)  # type: ignore[arg-type]
