@@ -335,3 +335,38 @@ def test_quantized_inference_off_keeps_dequantized_weights_on_cpu(programs):
     assert "enable_quantized_inference is off" in reasons
     assert len(state.delegated_nodes) < state.total_nodes
     _assert_close(_outputs(interpreter), _reference(path, inputs))
+
+
+def test_threads_with_own_and_shared_delegates(programs):
+    import threading
+
+    path = _model("small_cnn")
+    shared = delegate.load_delegate(program_cache=programs)
+    errors: list[BaseException] = []
+    rng = np.random.default_rng(10)
+    feeds = [rng.random((1, 32, 32, 3), dtype=np.float32) for _ in range(4)]
+    expected = [_reference(path, [x])[0] for x in feeds]
+    start = threading.Barrier(6)
+
+    def work(k: int, d) -> None:
+        try:
+            start.wait()  # interpreters are created (and prepared) at the same time too
+            d = d or delegate.load_delegate(program_cache=programs)
+            interpreter = host_runtime().Interpreter(model_path=path, experimental_delegates=[d])
+            interpreter.allocate_tensors()
+            index = interpreter.get_input_details()[0]["index"]
+            out = interpreter.get_output_details()[0]["index"]
+            for i in range(300):
+                x = feeds[(k + i) % 4]
+                interpreter.set_tensor(index, x)
+                interpreter.invoke()
+                _assert_close([interpreter.get_tensor(out)], [expected[(k + i) % 4]])
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k, shared if k % 2 else None)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

@@ -46,6 +46,19 @@ class PartitionInfo:
 
 
 @dataclass
+class _Preparing:
+    """One Prepare in progress (kernel inits run inside it)."""
+
+    graph: Any
+    #: partitions compiled by Prepare, waiting for their kernel's init: nodes -> (runtime, cache, start)
+    pending: dict[frozenset[int], tuple[Any, str, float]] = field(default_factory=dict)
+
+
+def _address(context: Any) -> int:
+    return int(ffi.cast("uintptr_t", context))
+
+
+@dataclass
 class DelegateState:
     """What one delegate (one ``load_delegate`` call) knows: its options and what it delegated."""
 
@@ -61,10 +74,9 @@ class DelegateState:
     prepares: int = 0
     #: partitions that fell back to CPU: {"nodes": [names], "cause": text}
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
-    #: the graph captured by the Prepare in progress (kernel init runs inside it)
-    graph: Any = field(default=None, repr=False, compare=False)
-    #: partitions compiled by Prepare, waiting for their kernel's init: nodes -> (runtime, cache, start)
-    pending: dict[frozenset[int], tuple[Any, str, float]] = field(default_factory=dict, repr=False, compare=False)
+    #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
+    #: prepare at the same time (the GIL is released while the interpreter runs C code)
+    preparing: dict[int, _Preparing] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -190,7 +202,7 @@ def _preview(context: Any, nodes: list[int]) -> list[tuple[list[int], list[int],
     ]
 
 
-def _precompile(context: Any, graph: Any, chosen: list[int], state: DelegateState) -> list[int]:
+def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: DelegateState) -> list[int]:
     """Compile every partition now, so that a failure can leave just that partition on CPU
     (``compile_fallback``) or fail Prepare with the nodes and the cause; the delegated nodes left."""
     if not chosen:
@@ -199,9 +211,9 @@ def _precompile(context: Any, graph: Any, chosen: list[int], state: DelegateStat
     for nodes, inputs, outputs in _preview(context, chosen):
         start = time.perf_counter()
         try:
-            runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state)
+            runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep.graph)
         except (DelegateError, ValueError, OSError, cl.Error) as exc:
-            names = [graph.nodes[n].name for n in nodes]
+            names = [prep.graph.nodes[n].name for n in nodes]
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
             if not state.options.compile_fallback:
@@ -212,7 +224,7 @@ def _precompile(context: Any, graph: Any, chosen: list[int], state: DelegateStat
                 state.unsupported[name] = f"compile fallback: {cause}"
             keep -= set(nodes)
             continue
-        state.pending[frozenset(nodes)] = (runtime, cache_state, start)
+        prep.pending[frozenset(nodes)] = (runtime, cache_state, start)
     return [n for n in chosen if n in keep]
 
 
@@ -234,19 +246,21 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         state.partitions = []
         state.fallbacks = []
         state.prepares += 1
-        state.graph = graph
+        prep = _Preparing(graph)
+        with _lock:
+            state.preparing[_address(context)] = prep
         try:
-            chosen = _precompile(context, graph, chosen, state)
+            chosen = _precompile(context, prep, chosen, state)
             state.delegated_nodes = chosen
             if not chosen:
                 return 0
             nodes = ffi.new("int[]", chosen)
             status = lib.dlg_replace_nodes(context, native_delegate, nodes, len(chosen))
         finally:
-            state.graph = None  # only valid inside this Prepare; do not keep the constants alive
-            for runtime, _, _ in state.pending.values():
+            with _lock:  # only valid inside this Prepare; do not keep the constants alive
+                state.preparing.pop(_address(context), None)
+            for runtime, _, _ in prep.pending.values():
                 runtime.close()
-            state.pending.clear()
         return 0 if status == lib.kTfLiteOk else 1
     except Exception as exc:
         _report(context, f"{_PLUGIN}: Prepare failed: {type(exc).__name__}: {exc}")
@@ -298,13 +312,11 @@ def _partition_graph(context: Any, nodes: list[int], graph: Any, options: Delega
 
 
 def _load_partition(
-    context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState
+    context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState, whole: Any
 ) -> tuple[Runtime, str]:
-    """Compile (or load from the serialization cache) and load one partition."""
+    """Compile (or load from the serialization cache) and load one partition of graph ``whole``."""
     options = state.options
-    if state.graph is None:
-        raise DelegateError("a delegate kernel was created outside the delegate's Prepare")
-    graph = _partition_graph(context, nodes, state.graph, options)
+    graph = _partition_graph(context, nodes, whole, options)
     device = select_device(options.device or None)
     info = describe(device)
     compile_options = CompileOptions(options.precision, options.storage_type, options.fuse)
@@ -343,13 +355,16 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         if state is None:
             raise DelegateError("the delegate was destroyed before its kernel was created")
         nodes = list(int_array(params.nodes_to_replace))
-        pending = state.pending.pop(frozenset(nodes), None)
+        prep = state.preparing.get(_address(context))
+        if prep is None:
+            raise DelegateError("a delegate kernel was created outside the delegate's Prepare")
+        pending = prep.pending.pop(frozenset(nodes), None)
         if pending is not None:
             runtime, cache_state, start = pending
         else:
-            runtime, cache_state = _load_partition(
-                context, nodes, list(int_array(params.input_tensors)), list(int_array(params.output_tensors)), state
-            )
+            inputs_ = list(int_array(params.input_tensors))
+            outputs_ = list(int_array(params.output_tensors))
+            runtime, cache_state = _load_partition(context, nodes, inputs_, outputs_, state, prep.graph)
         inputs, outputs = runtime.input_ids, runtime.output_ids
         n_in, n_out = len(inputs), len(outputs)
         arrays = [
