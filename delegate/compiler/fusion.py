@@ -11,16 +11,7 @@ from __future__ import annotations
 from ..context import model
 from .graph import Builtin, Graph, Node
 from .ops.base import WRITE, EmitContext, activation_code, constant_tensor
-from .ops.elementwise import _BINARY, _FUSED, _UNARY, Binary, Unary
-
-
-def _read_link(name: str) -> str:
-    a = f"args.{name}"
-    return (
-        f"    FLT4 {name}_v = {a}.Read({a}.Width() == 1 ? 0 : X, {a}.Height() == 1 ? 0 : Y, "
-        f"{a}.Slices() == 1 ? 0 : S, {a}.Batch() == 1 ? 0 : b);\n"
-        f"    if ({a}.Channels() == 1) {name}_v = (FLT4)({name}_v.x);\n"
-    )
+from .ops.elementwise import _BINARY, _FUSED, _UNARY, Binary, Unary, read_broadcast
 
 
 def linkable(node: Node, graph: Graph, fused_input: int) -> bool:
@@ -55,7 +46,7 @@ def link(producer: model.CLNode, node: Node, fused_input: int, ctx: EmitContext,
         else:
             op.src_tensors_names.append(name)
             producer.input_ids.append(other)
-        lines.append(_read_link(name))
+        lines.append(read_broadcast(name, indent="    "))
         first, second = ("result", f"{name}_v") if node.inputs[0] == fused_input else (f"{name}_v", "result")
         expr = _BINARY[Builtin(node.op)].replace("a_v", "LINK_A").replace("b_in_v", "LINK_B")
         lines.append(

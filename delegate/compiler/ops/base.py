@@ -106,6 +106,16 @@ def activation_code(act: int, var: str = "result") -> str:
     raise ValueError(f"unsupported activation {act}")
 
 
+#: Pick lane i of a FLT4 (dlg_component) and set lane i (dlg_set): for kernels that move single channels.
+LANES = """
+FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
+FLT4 dlg_set(FLT4 v, int i, FLT x) {
+  if (i == 0) v.x = x; else if (i == 1) v.y = x; else if (i == 2) v.z = x; else v.w = x;
+  return v;
+}
+"""
+
+
 #: Kernel head: X over W*B, Y over H, S over slices of the output; b the batch.
 HEAD = """
 MAIN_FUNCTION($0) {

@@ -11,6 +11,7 @@ from .. import layout
 from ..graph import Builtin, Graph, Node
 from .base import (
     HEAD,
+    LANES,
     EmitContext,
     activation_check,
     activation_code,
@@ -22,7 +23,6 @@ from .base import (
     same_padding,
 )
 from .conv_blocked import blocked_conv_code
-from .gather import LANES
 
 _WINDOW = """
   for (int ky = 0; ky < args.kernel_h; ++ky) {
@@ -31,6 +31,14 @@ _WINDOW = """
     for (int kx = 0; kx < args.kernel_w; ++kx) {
       int xc = X * args.stride_w + kx * args.dilation_w - args.pad_w;
       if (xc < 0 || xc >= args.src_tensor.Width()) continue;
+"""
+
+
+#: Close a kernel that accumulated ``acc``: convert, apply the fused activation, write.
+_FINISH = """  FLT4 result = TO_FLT4(acc);
+  {activation}
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
 """
 
 
@@ -57,19 +65,14 @@ CONV = (
     + _mac("xc", "yc", "      ")
     + """    }
   }
-  FLT4 result = TO_FLT4(acc);
-  {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
+    + _FINISH
 )
 
 # Grouped: output channel oc reads input channels [g * cin_group, (g + 1) * cin_group) of its group g;
 # weights as TFLite stores them, [oc][ky][kx][input channel within the group].
 GROUPED = (
-    """
-FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
-"""
+    LANES
     + HEAD
     + """  FLT4 bias = args.biases.Read(S);
   FLT4 result = INIT_FLT4(0.0f);
@@ -105,18 +108,13 @@ DEPTHWISE = (
                            * args.weights.Read((S * args.kernel_h + ky) * args.kernel_w + kx));
     }
   }
-  FLT4 result = TO_FLT4(acc);
-  {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
+    + _FINISH
 )
 
 # Depth multiplier m > 1: output channel c reads input channel c / m, one component at a time.
 DEPTHWISE_MULTIPLIER = (
-    """
-FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
-"""
+    LANES
     + HEAD
     + "  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));"
     + _WINDOW
@@ -135,11 +133,8 @@ FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2
       acc += TO_ACCUM_FLT4(src * w);
     }
   }
-  FLT4 result = TO_FLT4(acc);
-  {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
+    + _FINISH
 )
 
 
@@ -273,11 +268,7 @@ FULLY_CONNECTED = (
   int w = S * src_slices * 4;
 """
     + _mac("X", "Y", "  ")
-    + """  FLT4 result = TO_FLT4(acc);
-  {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
-"""
+    + _FINISH
 )
 
 
@@ -334,11 +325,8 @@ TRANSPOSE_CONV = (
     + _mac("xc", "yc", "      ")
     + """    }
   }
-  FLT4 result = TO_FLT4(acc);
-  {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
+    + _FINISH
 )
 
 

@@ -22,13 +22,14 @@ _BINARY = {
 _FUSED = (Builtin.ADD, Builtin.SUB, Builtin.MUL, Builtin.DIV)
 
 
-def _read_broadcast(name: str) -> str:
+def read_broadcast(name: str, indent: str = "  ") -> str:
     """Read operand ``name`` at the output's coordinates, dimensions of size 1 broadcast."""
     a = f"args.{name}"
-    return f"""  FLT4 {name}_v = {a}.Read({a}.Width() == 1 ? 0 : X, {a}.Height() == 1 ? 0 : Y,
-                            {a}.Slices() == 1 ? 0 : S, {a}.Batch() == 1 ? 0 : b);
-  if ({a}.Channels() == 1) {name}_v = (FLT4)({name}_v.x);
-"""
+    return (
+        f"{indent}FLT4 {name}_v = {a}.Read({a}.Width() == 1 ? 0 : X, {a}.Height() == 1 ? 0 : Y, "
+        f"{a}.Slices() == 1 ? 0 : S, {a}.Batch() == 1 ? 0 : b);\n"
+        f"{indent}if ({a}.Channels() == 1) {name}_v = (FLT4)({name}_v.x);\n"
+    )
 
 
 class Binary:
@@ -58,8 +59,8 @@ class Binary:
         act = activation_code(node.params.get("activation", 0)) if node.op in _FUSED else ""
         code = (
             HEAD
-            + _read_broadcast("a")
-            + _read_broadcast("b_in")
+            + read_broadcast("a")
+            + read_broadcast("b_in")
             + f"  FLT4 result = {_BINARY[Builtin(node.op)]};\n  {act}\n"
             + "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
         )

@@ -11,15 +11,7 @@ import numpy as np
 from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node
-from .base import HEAD, EmitContext, activation_check, activation_code, operands, operation, runtime_io
-
-LANES = """
-FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
-FLT4 dlg_set(FLT4 v, int i, FLT x) {
-  if (i == 0) v.x = x; else if (i == 1) v.y = x; else if (i == 2) v.z = x; else v.w = x;
-  return v;
-}
-"""
+from .base import HEAD, LANES, EmitContext, activation_check, activation_code, operands, operation, runtime_io
 
 
 def _axis4(axis: int, rank: int) -> int:

@@ -12,8 +12,7 @@ import numpy as np
 
 from ...context import model
 from ..graph import FLOAT32, Builtin, Graph, Node
-from .base import HEAD, EmitContext, float_tensors, operation, runtime_io
-from .gather import LANES
+from .base import HEAD, LANES, EmitContext, float_tensors, operation, runtime_io
 from .transform import Reshape
 
 _OUT = ("b", "Y", "X", "c")

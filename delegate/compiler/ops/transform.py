@@ -6,14 +6,12 @@ import math
 
 from ...context import model
 from ..graph import Builtin, Graph, Node
-from .base import HEAD, EmitContext, operation, runtime_io
-
-_COMPONENT = "FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }\n"
+from .base import HEAD, LANES, EmitContext, operation, runtime_io
 
 # Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,
 # which is the same element of the input.
 _RESHAPE = (
-    _COMPONENT
+    LANES
     + HEAD
     + """  int C = args.dst_tensor.Channels();
   int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
