@@ -370,3 +370,41 @@ def test_threads_with_own_and_shared_delegates(programs):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def _live_local_sizes() -> list[list[tuple[int, ...]]]:
+    from delegate.plugin.callbacks import _kernels
+
+    return [[launch[2] for launch in k.runtime.launches()] for k in _kernels.values()]
+
+
+def test_tuning_is_stored_with_the_serialized_partition(tmp_path, programs):
+    from delegate.context import ContextFile
+
+    path = _model("small_cnn")
+    options = {"serialization_dir": str(tmp_path), "model_token": "small_cnn", "program_cache": programs}
+    gc.collect()
+    before = live_kernels()
+    tuned = delegate.Interpreter(path, tuning="fast", **options)
+    tuned.allocate_tensors()
+    assert [p.cache for p in tuned.opencl.partitions] == ["miss"]
+    (entry,) = tmp_path.glob("*.ctx")
+    stored = [n.gpu_op.work_group_size for n in ContextFile.open(str(entry)).to_model().nodes]
+    assert live_kernels() == before + 1
+    (live,) = _live_local_sizes()[-1:]
+    # the sizes the tuned runtime launches are the ones written (node launches sit between conversions)
+    node_sizes = live[1:-1]
+    assert [(w.x, w.y, w.z)[: len(size)] for w, size in zip(stored, node_sizes, strict=True)] == node_sizes
+    inputs = _feed(tuned)
+    tuned.invoke()
+    _assert_close(_outputs(tuned), _reference(path, inputs))
+    again = delegate.Interpreter(path, tuning="fast", **options)
+    again.allocate_tensors()
+    assert [p.cache for p in again.opencl.partitions] == ["hit"]
+    assert _live_local_sizes()[-1] == live
+    untuned = delegate.Interpreter(path, **options)  # tuning is part of the cache key
+    untuned.allocate_tensors()
+    assert [p.cache for p in untuned.opencl.partitions] == ["miss"]
+    assert len(list(tmp_path.glob("*.ctx"))) == 2
+    with pytest.raises(ValueError, match="tuning must be none, fast or exhaustive"):
+        delegate.load_delegate(tuning="always")

@@ -121,6 +121,9 @@ MAIN_FUNCTION($0) {
     )
     with Runtime.load(ctx, cache_dir=cache) as rt:
         x = np.random.default_rng(3).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        # neither warm-up nor tuning may run a stateful context: the state would move
+        rt.warm_up()
+        assert rt.tune("fast").skipped == "the context has variable tensors"
         for k in range(1, 5):
             (y,) = rt.run([x])
             np.testing.assert_allclose(y, k * x, rtol=1e-5, atol=1e-6)
@@ -238,3 +241,52 @@ def test_device_selection():
         select_device("no such device anywhere")
     with pytest.raises(DeviceNotFoundError, match="no OpenCL device matches '7:3'"):
         select_device("7:3")
+
+
+def test_tuning_picks_sizes_keeps_results_and_records_them(cache):
+    ctx = chain(3)
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.random.default_rng(0).random(rt.input_shapes[0], dtype=np.float32)
+        before = rt.run([x])[0]
+        assert rt.tune("none").skipped == "tuning is off"
+        report = rt.tune("fast", repeats=1)
+        assert [n.name for n in report.nodes] == ["inc0", "inc1", "inc2", "residual"]
+        for node, (_, global_size, local_size), op in zip(
+            report.nodes, rt.launches()[1:-1], [n.gpu_op for n in rt.model.nodes], strict=True
+        ):
+            assert node.tried > 1 and node.after_seconds <= node.before_seconds
+            # the plan launches the chosen size, and the model (what a writer would store) holds it
+            assert local_size == node.after[: len(local_size)]
+            assert (op.work_group_size.x, op.work_group_size.y, op.work_group_size.z) == node.after
+            assert all(g % size == 0 for g, size in zip(global_size, local_size, strict=True))
+        np.testing.assert_array_equal(rt.run([x])[0], before)
+        with pytest.raises(ValueError):
+            rt.tune("slow")
+        tuned_sizes = [launch[2] for launch in rt.launches()]
+        written = serialize_context(rt.model)
+    with Runtime.load(written, cache_dir=cache) as again:  # a written context starts tuned
+        assert [launch[2] for launch in again.launches()] == tuned_sizes
+
+
+def test_tuning_candidates():
+    from delegate.runtime.geometry import Grid, Tuning, candidates
+
+    info = select_device_info()
+    grid = Grid((100, 7, 1), 2, (0, 1, 2))
+    fast = candidates(grid, Tuning.FAST, info, 256)
+    exhaustive = candidates(grid, Tuning.EXHAUSTIVE, info, 256)
+    assert len(set(fast)) == len(fast) and len(set(exhaustive)) == len(exhaustive)
+    assert set(fast) <= set(exhaustive) and len(fast) < len(exhaustive)
+    for x, y, z in exhaustive:
+        assert x * y * z <= min(256, info.max_work_group_size)
+        assert x <= 128 and y <= 8 and z == 1  # never past the next power of two above the grid
+    assert (1, 1, 1) in exhaustive and (128, 2, 1) in exhaustive
+    # a kernel's own limit caps every candidate
+    assert all(x * y * z <= 16 for x, y, z in candidates(grid, Tuning.EXHAUSTIVE, info, 16))
+    assert candidates(grid, Tuning.NONE, info, 256) == []
+
+
+def select_device_info():
+    from delegate.runtime import describe
+
+    return describe(select_device())

@@ -76,6 +76,14 @@ def test_the_seed_docs_valid_examples_are_accepted(given):
     assert priorities(gpu(*given).gpu_settings) == given
 
 
+def test_low_latency_preference_turns_on_fast_tuning():
+    low = resolve(pb.ComputeSettings(preference=pb.LOW_LATENCY, tflite_settings=gpu()))
+    assert low.options["tuning"] == "fast"
+    for other in (pb.ANY, pb.LOW_POWER):
+        assert "tuning" not in resolve(pb.ComputeSettings(preference=other, tflite_settings=gpu())).options
+    assert "tuning" not in resolve(gpu()).options
+
+
 def test_delegates_backends_and_preferences():
     assert resolve(pb.ComputeSettings(preference=pb.FORCE_CPU, tflite_settings=gpu())).engine == "builtin"
     xnn = resolve(pb.TFLiteSettings(delegate=pb.XNNPACK, xnnpack_settings=pb.XNNPackSettings(num_threads=3)))

@@ -87,7 +87,7 @@ def compile_partition(
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
     ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
-    emit = EmitContext(graph, options.precision)
+    emit = EmitContext(graph, options.precision, options.storage)
     used: list[int] = []
     readers: dict[int, int] = {}
     for index in nodes:

@@ -27,7 +27,7 @@ from ..compiler.graph import Builtin
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
 from ..context import write_context
 from ..errors import ContextFormatError, DelegateError
-from ..runtime import Runtime
+from ..runtime import Runtime, Tuning
 from ..runtime.device import describe, select_device
 from .capture import capture_graph, capture_tensor, execution_plan, hash_constants, int_array
 from .options import DelegateOptions
@@ -270,7 +270,16 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
 def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOptions, device_key: str) -> str:
     h = hashlib.sha256()
     h.update(
-        json.dumps([__version__, device_key, options.precision.name, options.storage_type.name, options.fuse]).encode()
+        json.dumps(
+            [
+                __version__,
+                device_key,
+                options.precision.name,
+                options.storage_type.name,
+                options.fuse,
+                options.tuning.value,
+            ]
+        ).encode()
     )
     for index in nodes:
         node = graph.nodes[index]
@@ -331,19 +340,38 @@ def _load_partition(
         program_cache = Path(options.program_cache)
     if folder is None:
         ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-        runtime = Runtime.load(ctx_model, device=device, cache_dir=program_cache)
+        runtime = _ready(Runtime.load(ctx_model, device=device, cache_dir=program_cache), options, tune=True)
         return runtime, "off"
     key = _cache_key(context, graph, nodes, options, info.key)
     token = "".join(c if c.isalnum() or c in "-_" else "_" for c in options.model_token) or "model"
     path = folder / f"{token}-{key}.ctx"
     if path.exists():
         try:
-            return Runtime.load(path, device=device, cache_dir=program_cache), "hit"
+            return _ready(Runtime.load(path, device=device, cache_dir=program_cache), options, tune=False), "hit"
         except ContextFormatError as exc:
             warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
     ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-    write_context(ctx_model, path)
-    return Runtime.load(ctx_model, device=device, cache_dir=program_cache), "miss"
+    runtime = Runtime.load(ctx_model, device=device, cache_dir=program_cache)
+    try:
+        runtime = _ready(runtime, options, tune=True)
+        write_context(runtime.model, path)  # with the tuned work-group sizes
+    except BaseException:
+        runtime.close()
+        raise
+    return runtime, "miss"
+
+
+def _ready(runtime: Runtime, options: DelegateOptions, *, tune: bool) -> Runtime:
+    """Tune a freshly compiled partition (when asked) and warm it up (see DelegateOptions)."""
+    try:
+        if tune and options.tuning != Tuning.NONE:
+            runtime.tune(options.tuning)
+        if options.warm_up:
+            runtime.warm_up()
+    except BaseException:
+        runtime.close()
+        raise
+    return runtime
 
 
 @ffi.def_extern()

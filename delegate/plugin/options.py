@@ -9,6 +9,7 @@ from pathlib import Path
 from ..compiler.graph import Builtin
 from ..context.model import CalculationsPrecision, TensorStorageType
 from ..errors import DelegateError
+from ..runtime.geometry import Tuning
 
 
 class OptionsError(DelegateError, ValueError):
@@ -40,6 +41,12 @@ class DelegateOptions:
     enable_quantized_inference: bool = True
     #: a partition that fails to compile or load stays on CPU with a warning (else Prepare fails)
     compile_fallback: bool = False
+    #: work-group size search when a partition is compiled: none, fast or exhaustive (the sizes
+    #: found are stored in the serialized context, so a cached partition starts tuned)
+    tuning: Tuning = Tuning.NONE
+    #: run each partition once on zeros in Prepare, so a driver that compiles at a kernel's first
+    #: launch (PoCL without its kernel cache) does it in Prepare rather than in the first invoke
+    warm_up: bool = False
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -64,7 +71,12 @@ class DelegateOptions:
                     raise OptionsError(f"max_delegated_partitions must be an integer, not {text!r}") from None
                 if values[key] < 0:  # type: ignore[operator]
                     raise OptionsError("max_delegated_partitions must be >= 0")
-            elif key in ("fuse", "enable_quantized_inference", "compile_fallback"):
+            elif key == "tuning":
+                try:
+                    values[key] = Tuning(text.lower())
+                except ValueError:
+                    raise OptionsError(f"tuning must be none, fast or exhaustive, not {text!r}") from None
+            elif key in ("fuse", "enable_quantized_inference", "compile_fallback", "warm_up"):
                 if text.lower() not in ("true", "false", "1", "0"):
                     raise OptionsError(f"{key} must be true or false, not {text!r}")
                 values[key] = text.lower() in ("true", "1")

@@ -1,6 +1,16 @@
 """Run InferenceContexts on OpenCL devices: device selection, program assembly, memory, the C loop."""
 
 from .device import DeviceInfo, describe, list_devices, select_device
-from .runtime import MemoryReport, Runtime
+from .geometry import Tuning
+from .runtime import MemoryReport, Runtime, TuningReport
 
-__all__ = ["DeviceInfo", "MemoryReport", "Runtime", "describe", "list_devices", "select_device"]
+__all__ = [
+    "DeviceInfo",
+    "MemoryReport",
+    "Runtime",
+    "Tuning",
+    "TuningReport",
+    "describe",
+    "list_devices",
+    "select_device",
+]

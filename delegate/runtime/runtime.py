@@ -8,6 +8,7 @@ inputs, enqueues every kernel and downloads the outputs with no Python per node.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..context.model import CalculationsPrecision, DataType, TensorStorageType, 
 from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, ProgramBuildError
 from . import memory
 from .device import DeviceInfo, describe, select_device
+from .geometry import Grid, Tuning, candidates
 from .opencl import cl_api, error_name
 from .programs import BuildStats, ProgramBuilder, default_cache_dir
 from .source import KernelSource, SourceError, assemble, effective_precision
@@ -78,6 +80,35 @@ class MemoryReport:
     unshared_bytes: int
     #: constant objects (weights, biases) uploaded once
     constant_bytes: int
+
+
+@dataclass(frozen=True)
+class TunedNode:
+    name: str
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    before_seconds: float
+    after_seconds: float
+    tried: int
+
+
+@dataclass(frozen=True)
+class TuningReport:
+    """What ``Runtime.tune`` did: per node the work-group size before and after, device times."""
+
+    mode: str
+    nodes: list[TunedNode]
+    seconds: float
+    #: why nothing was tuned, when nothing was
+    skipped: str = ""
+
+    @property
+    def before_seconds(self) -> float:
+        return sum(n.before_seconds for n in self.nodes)
+
+    @property
+    def after_seconds(self) -> float:
+        return sum(n.after_seconds for n in self.nodes)
 
 
 @dataclass(frozen=True)
@@ -165,6 +196,8 @@ class Runtime:
         self._allocate_tensors(ctx)
         launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]] = []
         self._node_names: list[str] = []
+        self._grids: list[Grid] = []  # per node, for tuning
+        self._model = ctx
         self._constant_bytes = 0
         self._inputs = [self._tensors[i] for i in ctx.input_ids]
         self._outputs = [self._tensors[i] for i in ctx.output_ids]
@@ -463,18 +496,18 @@ class Runtime:
     def _object_desc(self, name: str) -> model.TensorDescriptor:
         return self._current_tensor_objects[name]
 
-    def _geometry(self, op: model.GPUOperation, dst: _Tensor | None, node: str) -> tuple[tuple[int, ...], ...]:
+    def _grid(self, op: model.GPUOperation, dst: _Tensor | None, node: str) -> Grid:
         ttg = TensorToGrid(op.tensor_to_grid)
         if ttg != TensorToGrid.CUSTOM and dst is None:
             raise _semantic(f"node {node!r}: tensor_to_grid {ttg.name} but the node has no output tensor")
         if ttg == TensorToGrid.CUSTOM:
             if op.grid_size is None:
                 raise _semantic(f"node {node!r}: tensor_to_grid CUSTOM needs grid_size")
-            grid = (op.grid_size.x, op.grid_size.y, op.grid_size.z)
+            size = (op.grid_size.x, op.grid_size.y, op.grid_size.z)
         else:
             assert dst is not None
             s = dst.shape
-            grid = {
+            size = {
                 TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z: (s.w * s.b, s.h * s.d, s.slices),
                 TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1: (s.w * s.b, s.h * s.d, 1),
                 TensorToGrid.WB_TO_X_H_TO_Y_D_TO_Z: (s.w * s.b, s.h, s.d),
@@ -483,18 +516,6 @@ class Runtime:
         dims = op.grid_dimension or 3
         if not 1 <= dims <= 3:
             raise _semantic(f"node {node!r}: grid_dimension {dims} is not 1, 2 or 3")
-        wg = list(
-            _DEFAULT_WORK_GROUP
-            if op.work_group_size is None
-            else (op.work_group_size.x, op.work_group_size.y, op.work_group_size.z)
-        )
-        wg = [max(1, v) for v in wg]
-        info = self.device_info
-        for axis in range(3):
-            wg[axis] = min(wg[axis], info.max_work_item_sizes[axis] if axis < len(info.max_work_item_sizes) else 1)
-        while wg[0] * wg[1] * wg[2] > info.max_work_group_size:  # shrink the largest axis to fit
-            axis = wg.index(max(wg))
-            wg[axis] = max(1, wg[axis] // 2)
         order = (
             (0, 1, 2)
             if op.work_group_launch_order is None
@@ -502,9 +523,16 @@ class Runtime:
         )
         if sorted(order[:dims]) != list(range(dims)):
             raise _semantic(f"node {node!r}: work_group_launch_order {order} is not a permutation")
-        groups = [-(-max(grid[a], 1) // wg[a]) for a in range(3)]
-        global_size = tuple(groups[order[a]] * wg[a] for a in range(dims))
-        return global_size, tuple(wg[:dims])
+        return Grid(size, dims, order)
+
+    def _geometry(self, op: model.GPUOperation, dst: _Tensor | None, node: str) -> tuple[tuple[int, ...], ...]:
+        grid = self._grid(op, dst, node)
+        wg = (
+            _DEFAULT_WORK_GROUP
+            if op.work_group_size is None
+            else (op.work_group_size.x, op.work_group_size.y, op.work_group_size.z)
+        )
+        return grid.launch(wg, self.device_info)
 
     def _node_launch(self, node: model.CLNode, name: str, ctx: model.InferenceContext) -> tuple:
         op = node.gpu_op
@@ -525,6 +553,7 @@ class Runtime:
         objects = self._object_args(op, name)
         kernel = self._kernel(src, name, bound, objects)
         dst = bound.get(op.dst_tensors_names[0]) if op.dst_tensors_names else None
+        self._grids.append(self._grid(op, dst, name))
         return (kernel, *self._geometry(op, dst, name))
 
     def _conversion(self, t: _Tensor, staging: cl.Buffer, code: str, name: str) -> tuple:
@@ -646,6 +675,86 @@ class Runtime:
         status = ffi.new("dlg_run_status *")
         if lib.dlg_enqueue_launches(self._plan, repeats, status) != 0:
             raise ExecutionError(self._describe_failure(status))
+
+    @property
+    def model(self) -> model.InferenceContext:
+        """The context this Runtime runs; ``tune`` writes the sizes it picks into it."""
+        return self._model
+
+    def warm_up(self) -> None:
+        """Run once on zero inputs, so that a driver finishing its compilation at a kernel's first
+        launch (PoCL specialises every kernel per work-group size; with its kernel cache off that
+        costs seconds for a MobileNet) does it now rather than in the first real run. Contexts with
+        variable tensors are not run (a run would change their state)."""
+        if self._closed:
+            raise ExecutionError("this Runtime is closed")
+        if not self._model.variable_ids_and_refs:
+            self.run([np.zeros(shape, np.float32) for shape in self.input_shapes])
+
+    def tune(self, mode: Tuning | str = Tuning.FAST, repeats: int = 3) -> TuningReport:
+        """Search every node's work-group size on a profiling queue and keep the fastest.
+
+        FAST tries a handful of shapes per node, EXHAUSTIVE every power-of-two shape (see
+        geometry.candidates); a size replaces the current one only when it is at least 3% faster.
+        The chosen sizes go into the plan and into ``model``, so a context written afterwards
+        starts tuned. Contexts with variable tensors are not tuned (running a node repeatedly
+        would change their state).
+        """
+        mode = Tuning(mode)
+        if self._closed:
+            raise ExecutionError("this Runtime is closed")
+        start = time.perf_counter()
+        if mode == Tuning.NONE:
+            return TuningReport(mode.value, [], 0.0, "tuning is off")
+        if self._model.variable_ids_and_refs:
+            return TuningReport(mode.value, [], 0.0, "the context has variable tensors")
+        device = self._queue.device
+        queue = cl.CommandQueue(self._cl_context, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.run([np.zeros(shape, np.float32) for shape in self.input_shapes])  # real data in every tensor
+        kernels = {k.int_ptr: k for k in self._keep if isinstance(k, cl.Kernel)}
+        tuned: list[TunedNode] = []
+
+        def timed(kernel: cl.Kernel, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> float:
+            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size).wait()  # first launch compiles
+            best = float("inf")
+            for _ in range(repeats):
+                event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+                event.wait()
+                best = min(best, (event.profile.end - event.profile.start) * 1e-9)
+            return best
+
+        try:
+            for k, index in enumerate(self._node_launches):
+                c = self._plan.launches[index]
+                kernel = kernels[int(ffi.cast("uintptr_t", c.kernel))]
+                grid = self._grids[k]
+                limit = int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))
+                current = tuple(int(c.local_size[a]) if a < c.work_dim else 1 for a in range(3))
+                best_wg, best_time = current, timed(kernel, *grid.launch(current, self.device_info, limit))
+                before_time = best_time
+                tried = 1
+                for wg in candidates(grid, mode, self.device_info, limit):
+                    if wg == current:
+                        continue
+                    tried += 1
+                    try:
+                        seconds = timed(kernel, *grid.launch(wg, self.device_info, limit))
+                    except cl.Error:
+                        continue  # a size this kernel cannot run with
+                    if seconds < best_time * 0.97:
+                        best_wg, best_time = wg, seconds
+                if best_wg != current:
+                    global_size, local_size = grid.launch(best_wg, self.device_info, limit)
+                    for axis in range(c.work_dim):
+                        c.global_size[axis] = global_size[axis]
+                        c.local_size[axis] = local_size[axis]
+                    op = self._model.nodes[k].gpu_op
+                    if op is not None:
+                        op.work_group_size = model.Int3(*best_wg)
+                tuned.append(TunedNode(self._node_names[k], current, best_wg, before_time, best_time, tried))
+        finally:
+            queue.finish()
+        return TuningReport(mode.value, tuned, time.perf_counter() - start)
 
     def launches(self) -> list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]]:
         """The launches (kernel, global size, local size) the plan enqueues, for comparisons."""

@@ -31,7 +31,11 @@ TENSOR_SELECTORS = {
     "Slices": (0,),
     "Batch": (0,),
     "Channels": (0,),
+    "Offset": (4, 5),
+    "ReadAt": (1,),
 }
+#: Selectors that address a tensor's memory linearly: buffer-backed storages only.
+LINEAR_SELECTORS = ("Offset", "ReadAt")
 _IMAGE_TYPES = {
     TensorStorageType.IMAGE_BUFFER: "image1d_buffer_t",
     TensorStorageType.TEXTURE_2D: "image2d_t",
@@ -97,13 +101,14 @@ def _prelude(precision: CalculationsPrecision, device: DeviceInfo, half_math: bo
         f"#define FLT {flt}",
         *(f"#define FLT{n} {flt}{n}" for n in (2, 3, 4, 8, 16)),
         f"#define ACCUM_FLT {accum}",
-        *(f"#define ACCUM_FLT{n} {accum}{n}" for n in (2, 3, 4)),
+        *(f"#define ACCUM_FLT{n} {accum}{n}" for n in (2, 3, 4, 8)),
         f"#define TO_FLT(v) (({flt})(v))",
         f"#define TO_FLT1(v) (({flt})(v))",
         *(f"#define TO_FLT{n}(v) convert_{flt}{n}(v)" for n in (2, 3, 4, 8, 16)),
         f"#define TO_ACCUM_TYPE(v) convert_{accum}4(v)",
         f"#define TO_ACCUM_FLT(v) (({accum})(v))",
         f"#define TO_ACCUM_FLT4(v) convert_{accum}4(v)",
+        f"#define TO_ACCUM_FLT8(v) convert_{accum}8(v)",
         f"#define INIT_FLT(v) (({flt})(v))",
         f"#define INIT_FLT4(v) (({flt}4)(v))",
         f"#define INIT_ACCUM_FLT4(v) (({accum}4)(v))",
@@ -209,7 +214,13 @@ class _Assembler:
         if st != TensorStorageType.BUFFER and st != TensorStorageType.IMAGE_BUFFER and not self.device.images:
             raise SourceError(f"tensor {name!r} uses {st.name}, but the device has no image support")
         writes = "Write" in usage
-        reads = "Read" in usage
+        reads = "Read" in usage or "ReadAt" in usage
+        linear_use = usage.intersection(LINEAR_SELECTORS)
+        if linear_use and st not in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
+            raise SourceError(
+                f"tensor {name!r} uses {', '.join(sorted(linear_use))}, which need BUFFER or IMAGE_BUFFER "
+                f"storage, but it is {st.name}"
+            )
         p = f"{name}_shape"
         m = self.macros
         m.append(f"#define {name}_Width() ({p}.s0)")
@@ -223,6 +234,8 @@ class _Assembler:
         m.append(f"#define {name}_Write4(v, x, y, s) {name}_Write6(v, x, y, 0, s, 0)")
         m.append(f"#define {name}_Write5(v, x, y, s, b) {name}_Write6(v, x, y, 0, s, b)")
         linear = f"(((((s) * {p}.s2 + (z)) * {p}.s1 + (y)) * {p}.s0 + (x)) * {p}.s4 + (b))"
+        m.append(f"#define {name}_Offset5(x, y, z, s, b) {linear}")
+        m.append(f"#define {name}_Offset4(x, y, s, b) {name}_Offset5(x, y, 0, s, b)")
         xb = f"((x) * {p}.s4 + (b))"
         if st in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
             elem, load, store = self._storage_type(desc.data_type, 4)
@@ -232,8 +245,10 @@ class _Assembler:
                 img = f"{name}_img"
                 self.params.append(Param(f"__read_only image1d_buffer_t {img}", "tensor_image", name))
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4(read_imagef({img}, {linear}))")
+                m.append(f"#define {name}_ReadAt1(i) TO_FLT4(read_imagef({img}, (i)))")
             else:
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4({load.format(i=linear, p=buf)})")
+                m.append(f"#define {name}_ReadAt1(i) TO_FLT4({load.format(i='(i)', p=buf)})")
             m.append(f"#define {name}_Write6(v, x, y, z, s, b) {store.format(i=linear, p=buf, v='v')}")
         else:
             if reads and writes:
@@ -303,7 +318,7 @@ class _Assembler:
                         f"(supported: {', '.join(f'{k}/{v}' for k, v in TENSOR_SELECTORS.items())})"
                     )
                 usage.setdefault(name, set()).add(selector)
-                suffix = str(len(call_args)) if selector in ("Read", "Write") else ""
+                suffix = str(len(call_args)) if selector in ("Read", "Write", "Offset", "ReadAt") else ""
                 out.append(code[pos : match.start()] + f"{name}_{selector}{suffix}(")
             elif name in self.buffers or name in self.linears or name in self.textures:
                 if selector not in ("Read", "GetPtr"):

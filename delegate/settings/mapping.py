@@ -7,7 +7,10 @@ The rules are upstream's GPU delegate rules (shared/reference/gpu-cl-serializati
   - precision: MAX_PRECISION first -> F32, second -> F32_F16, third or absent -> F16 (a device
     without cl_khr_fp16 then runs F16 as F32_F16);
   - storage: MIN_LATENCY ranked above MIN_MEMORY_USAGE -> the vendor's fastest storage, else the
-    one with least memory (BUFFER).
+    one with least memory (BUFFER);
+  - ComputeSettings.preference LOW_LATENCY -> the FAST work-group search when a partition is
+    compiled (upstream tuned every model; here it is opt-in because on PoCL each size tried is a
+    kernel compilation).
 """
 
 from __future__ import annotations
@@ -156,6 +159,8 @@ def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: 
     }
     if tfl.max_delegated_partitions > 0:
         options["max_delegated_partitions"] = str(tfl.max_delegated_partitions)
+    if isinstance(settings, pb.ComputeSettings) and settings.preference == pb.LOW_LATENCY:
+        options["tuning"] = "fast"  # a work-group search once, stored with the serialized context
     return Effective("gpu", "", options, priorities=tuple(_NAMES[p] for p in prios), **common)  # type: ignore[arg-type]
 
 

@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from ...context import model
-from ...context.model import CalculationsPrecision
+from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
 from ..graph import FLOAT32, Activation, Graph, Node, Padding, Tensor
 
@@ -17,10 +17,16 @@ from ..graph import FLOAT32, Activation, Graph, Node, Padding, Tensor
 class EmitContext:
     graph: Graph
     precision: CalculationsPrecision
+    storage: TensorStorageType = TensorStorageType.BUFFER
 
     @property
     def dtype(self) -> np.dtype:
         return layout.storage_dtype(self.precision)
+
+    @property
+    def linear_storage(self) -> bool:
+        """Runtime tensors live in buffers, so kernels may address them linearly (Offset / ReadAt)."""
+        return self.storage in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER)
 
     def desc(self, tensor: int) -> model.TensorDescriptor:
         return layout.tensor_descriptor(self.graph.tensor(tensor).shape, self.precision)
@@ -155,15 +161,22 @@ def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation
 
 
 def operation(code: str, *, srcs: list[str], ints: dict[str, int] | None = None,
-              floats: dict[str, float] | None = None, **arguments: list) -> model.GPUOperation:  # fmt: skip
+              floats: dict[str, float] | None = None, literals: dict[str, int] | None = None,
+              **arguments: list) -> model.GPUOperation:  # fmt: skip
     """A GPUOperation over one output ``dst_tensor`` with the scalar arguments given.
+
+    ``ints`` become kernel parameters; ``literals`` are inactive values the runtime writes into the
+    source as constants (so the OpenCL compiler can unroll and fold them).
 
     The closing ``args.dst_tensor.Write(result, X, Y, S, b);`` of a kernel gets the padding mask
     of ``WRITE`` in front of it.
     """
     code = code.replace(_PLAIN_WRITE, WRITE)
     args = model.Arguments(
-        int_values=[model.IntValue(k, int(v), True) for k, v in (ints or {}).items()],
+        int_values=[
+            *(model.IntValue(k, int(v), True) for k, v in (ints or {}).items()),
+            *(model.IntValue(k, int(v), False) for k, v in (literals or {}).items()),
+        ],
         float_values=[model.FloatValue(k, float(v), True) for k, v in (floats or {}).items()],
         **arguments,
     )

@@ -23,6 +23,17 @@ from .base import (
     same_padding,
 )
 from .conv_blocked import blocked_conv_code
+from .conv_fast import (
+    DEPTHWISE_MAX_TAPS,
+    DEPTHWISE_PIXELS,
+    GEMM_GROUPS,
+    GEMM_PIXELS,
+    depthwise_code,
+    gemm_conv_code,
+    gemm_groups,
+    pack_gemm_biases,
+    pack_gemm_weights,
+)
 
 _WINDOW = """
   for (int ky = 0; ky < args.kernel_h; ++ky) {
@@ -169,7 +180,11 @@ class Conv2D:
         ints = _window_args(p, src.shape, dst.shape, kh, kw)
         if filters.shape[3] != src.shape[3]:
             return self._grouped(node, ctx, filters, ints)
-        blocked = os.environ.get("DELEGATE_CONV_KERNEL", "blocked") == "blocked"
+        kernel = os.environ.get("DELEGATE_CONV_KERNEL", "gemm")
+        if kernel == "gemm" and ctx.linear_storage:
+            flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
+            return gemm_operation(node, ctx, filters, ints, flat)
+        blocked = kernel != "plain"
         code = (
             blocked_conv_code(activation_code(p["activation"]))
             if blocked
@@ -207,6 +222,41 @@ class Conv2D:
             buffer_objects=[buffer_object("weights", weights, ctx.dtype, element_size=1)],
             tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
         )
+
+
+def gemm_operation(
+    node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool
+) -> model.GPUOperation:
+    """CONV_2D (OHWI ``filters``) or FULLY_CONNECTED (1x1 filters, ``flat``) as the matrix-product kernel."""
+    g = ctx.graph
+    dst = g.tensor(node.outputs[0])
+    b, h, w, c = layout.bhwc(dst.shape)
+    npix, groups = b * h * w, gemm_groups(c)
+    pixels = GEMM_PIXELS if npix >= GEMM_PIXELS else 1
+    per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
+    code = gemm_conv_code(
+        activation_code(node.params.get("activation", 0)),
+        kernel=(filters.shape[1], filters.shape[2]),
+        flat=flat,
+        pixels=pixels,
+        groups=per_item,
+    )
+    window = {} if flat else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
+    biases = pack_gemm_biases(_bias(node, g, c, ctx), ctx.dtype)
+    op = operation(
+        code,
+        srcs=["src_tensor"],
+        literals=window,
+        buffer_objects=[
+            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
+            buffer_object("biases", biases, ctx.dtype, element_size=8),
+        ],
+    )
+    grid_y = -(-groups // per_item)
+    op.tensor_to_grid = model.TensorToGrid.CUSTOM
+    op.grid_size = model.Int3(-(-npix // pixels), grid_y, 1)
+    op.work_group_size = model.Int3(8, 1, 1)
+    return op
 
 
 def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, kw: int) -> dict[str, int]:
@@ -247,6 +297,8 @@ class DepthwiseConv2D:
         _, kh, kw, _ = filters.shape
         ints = _window_args(p, src.shape, dst.shape, kh, kw)
         multiplier = dst.shape[3] // src.shape[3]
+        if multiplier == 1 and ctx.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
+            return self._unrolled(node, ctx, filters, ints)
         template = DEPTHWISE
         if multiplier != 1:
             ints["multiplier"] = multiplier
@@ -258,6 +310,28 @@ class DepthwiseConv2D:
             buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
             tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
         )
+
+    def _unrolled(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> model.GPUOperation:
+        g = ctx.graph
+        dst = g.tensor(node.outputs[0])
+        code = depthwise_code(
+            activation_code(node.params["activation"]),
+            kernel=(ints["kernel_h"], ints["kernel_w"]),
+            stride=(ints["stride_h"], ints["stride_w"]),
+            dilation=(ints["dilation_h"], ints["dilation_w"]),
+            pad=(ints["pad_h"], ints["pad_w"]),
+        )
+        op = operation(
+            code,
+            srcs=["src_tensor"],
+            buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
+        )
+        b, h, w, c = dst.shape
+        op.tensor_to_grid = model.TensorToGrid.CUSTOM
+        op.grid_size = model.Int3(-(-w // DEPTHWISE_PIXELS) * b, h, layout.slices(c))
+        op.work_group_size = model.Int3(4, 2, 1)
+        return op
 
 
 # Fully connected: a 1x1 convolution over (b, h, w) rows; weights as for CONV_2D.
@@ -296,6 +370,8 @@ class FullyConnected:
         weights = g.tensor(node.inputs[1]).constant
         assert weights is not None
         filters = np.asarray(weights, np.float32).reshape(weights.shape[0], 1, 1, weights.shape[1])
+        if ctx.linear_storage and os.environ.get("DELEGATE_CONV_KERNEL", "gemm") == "gemm":
+            return gemm_operation(node, ctx, filters, {}, flat=True)
         return operation(
             FULLY_CONNECTED.replace("{activation}", activation_code(p["activation"])),
             srcs=["src_tensor"],

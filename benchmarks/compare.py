@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""The delegate against TFLite's CPU path (XNNPACK) and LiteRT's GPU accelerator, on every shared model.
+
+Every measurement is a fresh process, run back to back on this machine, and the rounds alternate
+between the paths so that a change in the machine's load hits all of them alike:
+
+- ``delegate``: this package on the default OpenCL device, F32, default options. Cold init is the
+  first start with an empty serialization folder (PoCL's kernel cache off, so everything is
+  compiled); warm init a later start from that folder.
+- ``delegate-tuned``: the same with ``tuning=fast`` (the work-group search runs in the cold
+  start and is stored in the serialized context; the warm start loads it).
+- ``xnnpack``: tflite-runtime's default CPU path (XNNPACK) with one thread per core.
+- ``litert-gpu``: ai-edge-litert's ``CompiledModel`` on its GPU accelerator (WebGPU over Vulkan),
+  through ``benchmarks/litert_gpu.py`` in the ai-edge-litert environment (``.venv-litert`` or
+  $LITERT_PYTHON), when that environment and a Vulkan driver are present.
+
+Latency is the wall time of ``invoke()`` after 3 untimed calls: median and 90th percentile.
+Results go to stdout (a table), ``--json FILE`` and, with ``--write``, into benchmarks/RESULTS.md
+(between the ``compare`` markers) and ``benchmarks/compare.png`` (needs matplotlib).
+
+    python benchmarks/compare.py [--models NAME ...] [--runs N] [--rounds R] [--write] [--json FILE]
+                                 [--no-litert] [--check]
+
+``--check`` exits 1 when a target of issue 8 is missed: MobileNetV2 and UNet-small through the
+delegate at most 1.25x XNNPACK's median latency; when LiteRT's GPU path ran, the delegate at least
+20x faster per call and its warm start at least 50x faster than LiteRT's first call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+CHART = ROOT / "benchmarks" / "compare.png"
+BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
+MAX_RATIO_TO_XNNPACK = 1.25
+TARGET_MODELS = ("mobilenet_v2", "unet_small")
+MIN_SPEEDUP_OVER_LITERT = 20.0
+MIN_WARM_START_OVER_LITERT_FIRST_CALL = 50.0
+
+_CHILD = """
+import json, os, sys, time
+import numpy as np
+path, kind, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+options = json.loads(sys.argv[4])
+start = time.perf_counter()
+if kind == "xnnpack":
+    from delegate.api import host_runtime
+    it = host_runtime().Interpreter(model_path=path, num_threads=os.cpu_count())
+else:
+    import delegate
+    it = delegate.Interpreter(path, **options)
+it.allocate_tensors()
+init = time.perf_counter() - start
+rng = np.random.default_rng(0)
+for d in it.get_input_details():
+    it.set_tensor(d["index"], rng.random(tuple(d["shape"]), dtype=np.float32))
+start = time.perf_counter()
+it.invoke()
+first = time.perf_counter() - start
+for _ in range(3):
+    it.invoke()
+times = []
+for _ in range(runs):
+    start = time.perf_counter()
+    it.invoke()
+    times.append((time.perf_counter() - start) * 1e3)
+state = getattr(it, "opencl", None)
+print(json.dumps({"init_ms": init * 1e3, "first_call_ms": first * 1e3, "latency_ms": times,
+                  "cache": [p.cache for p in state.partitions] if state else []}))
+"""
+
+
+@dataclass
+class PathResult:
+    model: str
+    path: str
+    init_ms: list[float] = field(default_factory=list)
+    warm_init_ms: list[float] = field(default_factory=list)
+    first_call_ms: list[float] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.latency_ms) if self.latency_ms else float("nan")
+
+    @property
+    def p90(self) -> float:
+        if not self.latency_ms:
+            return float("nan")
+        ordered = sorted(self.latency_ms)
+        return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def _child(model: Path, kind: str, runs: int, options: dict[str, str], env: dict[str, str]) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(model), kind, str(runs), json.dumps(options)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} on {model.name} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _delegate_options(model: Path, kind: str, folder: str) -> dict[str, str]:
+    options = {"model_token": model.stem, "serialization_dir": folder}
+    if kind == "delegate-tuned":
+        options["tuning"] = "fast"
+    return options
+
+
+def _delegate_start(model: Path, kind: str, runs: int, folder: str, result: PathResult, *, cold: bool) -> None:
+    sample = _child(model, kind, runs, _delegate_options(model, kind, folder), dict(os.environ, POCL_KERNEL_CACHE="0"))
+    expected = "miss" if cold else "hit"
+    if sample["cache"] and set(sample["cache"]) != {expected}:
+        raise RuntimeError(f"{kind} on {model.name}: expected a cache {expected}, got {sample['cache']}")
+    if cold:
+        result.init_ms.append(sample["init_ms"])
+        result.first_call_ms.append(sample["first_call_ms"])
+    else:
+        result.warm_init_ms.append(sample["init_ms"])
+        result.latency_ms += sample["latency_ms"]
+
+
+def _litert_python() -> Path | None:
+    candidate = os.environ.get("LITERT_PYTHON") or str(ROOT / ".venv-litert" / "bin" / "python")
+    return Path(candidate) if Path(candidate).exists() else None
+
+
+def _litert(model: Path, runs: int, result: PathResult) -> None:
+    python = _litert_python()
+    if python is None:
+        result.note = "no ai-edge-litert environment (.venv-litert or $LITERT_PYTHON)"
+        return
+    script = ROOT / "benchmarks" / "litert_gpu.py"
+    out = subprocess.run([str(python), str(script), str(model), "--runs", str(runs)], capture_output=True, text=True)
+    lines = out.stdout.strip().splitlines()
+    data = json.loads(lines[-1]) if lines else {}
+    if out.returncode != 0 or "unavailable" in data:
+        result.note = data.get("unavailable") or f"litert_gpu.py failed: {out.stderr.strip()[-300:]}"
+        return
+    result.init_ms.append(data["init_ms"])
+    result.first_call_ms.append(data["first_call_ms"])
+    result.latency_ms += data["latency_ms"]
+
+
+def measure(models: list[Path], runs: int, rounds: int, litert: bool) -> list[PathResult]:
+    results: list[PathResult] = []
+    kinds = ("delegate", "delegate-tuned")
+    for model in models:
+        by_path = {kind: PathResult(model.stem, kind) for kind in (*kinds, "xnnpack")}
+        with tempfile.TemporaryDirectory() as plain, tempfile.TemporaryDirectory() as tuned:
+            folders = {"delegate": plain, "delegate-tuned": tuned}
+            for kind in kinds:
+                _delegate_start(model, kind, runs, folders[kind], by_path[kind], cold=True)
+            for _ in range(rounds):  # alternate, so that a change in load hits every path alike
+                sample = _child(model, "xnnpack", runs, {}, dict(os.environ))
+                xnn = by_path["xnnpack"]
+                xnn.init_ms.append(sample["init_ms"])
+                xnn.first_call_ms.append(sample["first_call_ms"])
+                xnn.latency_ms += sample["latency_ms"]
+                for kind in kinds:
+                    _delegate_start(model, kind, runs, folders[kind], by_path[kind], cold=False)
+        results += by_path.values()
+        if litert:
+            gpu = PathResult(model.stem, "litert-gpu")
+            _litert(model, max(3, runs // 5), gpu)
+            results.append(gpu)
+    return results
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    return "-" if value != value else f"{value:,.{digits}f}"  # NaN -> "-"
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(results: list[PathResult]) -> str:
+    xnn = {r.model: r.median for r in results if r.path == "xnnpack"}
+    rows = [
+        "| model | path | init, cold (ms) | init, warm (ms) | first call (ms) | median (ms) | p90 (ms) | x XNNPACK |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        if not r.latency_ms:
+            rows.append(f"| {r.model} | {r.path} | not run: {r.note} | | | | | |")
+            continue
+        ratio = r.median / xnn[r.model] if xnn.get(r.model) else float("nan")
+        rows.append(
+            f"| {r.model} | {r.path} | {_fmt(_median(r.init_ms))} | {_fmt(_median(r.warm_init_ms))} | "
+            f"{_fmt(_median(r.first_call_ms))} | {_fmt(r.median, 2)} | {_fmt(r.p90, 2)} | {_fmt(ratio, 2)} |"
+        )
+    return "\n".join(rows)
+
+
+def targets(results: list[PathResult]) -> list[tuple[str, float, str, bool]]:
+    """(what, figure, target, met) for every target of issue 8 this run measured."""
+    by = {(r.model, r.path): r for r in results}
+    out = []
+    for model in TARGET_MODELS:
+        d, x = by.get((model, "delegate")), by.get((model, "xnnpack"))
+        if d and x and d.latency_ms and x.latency_ms:
+            ratio = d.median / x.median
+            out.append((f"{model}: delegate / XNNPACK median", ratio, f"<= {MAX_RATIO_TO_XNNPACK}", ratio <= 1.25))
+    for (model, path), g in by.items():
+        d = by.get((model, "delegate"))
+        if path != "litert-gpu" or not g.latency_ms or not d or not d.latency_ms:
+            continue
+        speedup = g.median / d.median
+        out.append((f"{model}: LiteRT GPU / delegate per call", speedup, ">= 20", speedup >= MIN_SPEEDUP_OVER_LITERT))
+        warm = _median(d.warm_init_ms) + d.median
+        start = _median(g.first_call_ms) / warm
+        out.append(
+            (
+                f"{model}: LiteRT GPU first call / delegate warm start (init + one call)",
+                start,
+                ">= 50",
+                start >= MIN_WARM_START_OVER_LITERT_FIRST_CALL,
+            )
+        )
+    for model in sorted({r.model for r in results}):
+        plain, tuned = by.get((model, "delegate")), by.get((model, "delegate-tuned"))
+        if plain and tuned and plain.latency_ms and tuned.latency_ms:
+            out.append((f"{model}: tuning gain (untuned / tuned median)", plain.median / tuned.median, "report", True))
+    return out
+
+
+def chart(results: list[PathResult], path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no chart (pip install matplotlib)"
+    models = sorted({r.model for r in results})
+    paths = [p for p in ("xnnpack", "delegate", "delegate-tuned", "litert-gpu") if any(r.path == p for r in results)]
+    by = {(r.model, r.path): r for r in results}
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(paths)
+    for k, p in enumerate(paths):
+        values = [by[(m, p)].median if (m, p) in by and by[(m, p)].latency_ms else 0.0 for m in models]
+        bars = ax.bar([i + k * width for i in range(len(models))], values, width, label=p)
+        ax.bar_label(bars, labels=[f"{v:.1f}" if v else "" for v in values], fontsize=7)
+    ax.set_xticks([i + width * (len(paths) - 1) / 2 for i in range(len(models))], models)
+    ax.set_ylabel("median latency per call (ms, log scale)")
+    ax.set_yscale("log")
+    ax.set_title(f"Latency per call, {platform.node() or 'this machine'}, {datetime.date.today()}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return f"chart: {path.relative_to(ROOT)}"
+
+
+def _machine() -> str:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu or platform.processor()}, Python {platform.python_version()}"
+
+
+def report(results: list[PathResult], command: str) -> str:
+    lines = [
+        table(results),
+        "",
+        "| target | figure | wanted | met |",
+        "| --- | ---: | --- | --- |",
+    ]
+    lines += [
+        f"| {what} | {value:.2f}x | {want} | {'yes' if ok else '**no**'} |"
+        for what, value, want, ok in targets(results)
+    ]
+    lines += ["", f"Command: `{command}`, {datetime.date.today()}, {_machine()}."]
+    return "\n".join(lines)
+
+
+def write_results(text: str) -> None:
+    current = RESULTS.read_text()
+    block = f"{BEGIN}\n{text}\n{END}"
+    if BEGIN in current and END in current:
+        head, rest = current.split(BEGIN, 1)
+        current = head + block + rest.split(END, 1)[1]
+    else:
+        current = current.rstrip("\n") + "\n\n## Side by side (issue 8)\n\n" + block + "\n"
+    RESULTS.write_text(current)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", help="model names in ../shared/models (default: all)")
+    parser.add_argument("--runs", type=int, default=20, help="timed calls per process")
+    parser.add_argument("--rounds", type=int, default=3, help="warm processes per path")
+    parser.add_argument("--no-litert", action="store_true", help="skip LiteRT's GPU accelerator")
+    parser.add_argument("--write", action="store_true", help="update RESULTS.md and the chart")
+    parser.add_argument("--json", type=Path, help="write every sample to this file")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    names = args.models or sorted(p.stem for p in MODELS.glob("*.tflite"))
+    models = [MODELS / f"{name}.tflite" for name in names]
+    missing = [str(m) for m in models if not m.exists()]
+    if missing:
+        parser.error(f"no such model(s): {', '.join(missing)}")
+    results = measure(models, args.runs, args.rounds, not args.no_litert)
+    command = "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = report(results, command.strip())
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    if args.write:
+        write_results(text)
+        print(chart(results, CHART))
+    missed = [what for what, _, want, ok in targets(results) if not ok and want != "report"]
+    if args.check and missed:
+        print("targets missed: " + "; ".join(missed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
