@@ -10,6 +10,11 @@
 #define CL_PROFILING_COMMAND_END 0x1283
 #define CL_TRUE 1u
 #define CL_FALSE 0u
+#define CL_MEM_WRITE_ONLY (1u << 1)
+#define CL_MEM_READ_ONLY (1u << 2)
+#define CL_MEM_USE_HOST_PTR (1u << 3)
+#define CL_MAP_READ (1u << 0)
+#define CL_MAP_WRITE_INVALIDATE_REGION (1u << 2)
 
 enum { STAGE_UPLOAD = 1, STAGE_LAUNCH = 2, STAGE_DOWNLOAD = 3, STAGE_FINISH = 4, STAGE_PROFILE = 5 };
 
@@ -43,7 +48,15 @@ int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size) {
         resolve(lib, "clFinish", &api->finish, sizeof api->finish, err, err_size) ||
         resolve(lib, "clGetEventProfilingInfo", &api->get_event_profiling_info,
                 sizeof api->get_event_profiling_info, err, err_size) ||
-        resolve(lib, "clReleaseEvent", &api->release_event, sizeof api->release_event, err, err_size))
+        resolve(lib, "clReleaseEvent", &api->release_event, sizeof api->release_event, err, err_size) ||
+        resolve(lib, "clCreateBuffer", &api->create_buffer, sizeof api->create_buffer, err, err_size) ||
+        resolve(lib, "clSetKernelArg", &api->set_kernel_arg, sizeof api->set_kernel_arg, err, err_size) ||
+        resolve(lib, "clReleaseMemObject", &api->release_mem_object, sizeof api->release_mem_object, err,
+                err_size) ||
+        resolve(lib, "clEnqueueMapBuffer", &api->enqueue_map_buffer, sizeof api->enqueue_map_buffer, err,
+                err_size) ||
+        resolve(lib, "clEnqueueUnmapMemObject", &api->enqueue_unmap_mem_object,
+                sizeof api->enqueue_unmap_mem_object, err, err_size))
         return -1;
     return 0;
 }
@@ -75,6 +88,59 @@ static int32_t enqueue_all(const dlg_plan *p, cl_event *events, dlg_run_status *
     return 0;
 }
 
+/* Point transfer t's conversion kernel at `host` itself (zero copy), keeping the buffer made over it
+ * for the next run. When the driver refuses the pointer, the transfer goes back to copying through
+ * its staging buffer for good. Returns 0 or an OpenCL error. */
+static int32_t wrap_host(const dlg_plan *p, dlg_transfer *t, void *host, uint64_t flags) {
+    const dlg_cl_api *cl = p->api;
+    if (t->wrapped && t->host == host) return 0;
+    if (t->wrapped) {
+        cl->release_mem_object(t->wrapped);
+        t->wrapped = NULL;
+        t->host = NULL;
+    }
+    int32_t err = 0;
+    cl_mem wrapped = cl->create_buffer(p->context, flags | CL_MEM_USE_HOST_PTR, t->bytes, host, &err);
+    if (!wrapped || err != 0) {
+        t->zero_copy = 0;
+        return cl->set_kernel_arg(t->kernel, t->arg_index, sizeof t->buffer, &t->buffer);
+    }
+    err = cl->set_kernel_arg(t->kernel, t->arg_index, sizeof wrapped, &wrapped);
+    if (err != 0) {
+        cl->release_mem_object(wrapped);
+        return err;
+    }
+    t->wrapped = wrapped;
+    t->host = host;
+    return 0;
+}
+
+/* Tell the runtime the host wrote (inputs) or will read (outputs) the memory a wrapped buffer is over. */
+static int32_t sync_host(const dlg_plan *p, dlg_transfer *t, uint64_t map_flags) {
+    const dlg_cl_api *cl = p->api;
+    int32_t err = 0;
+    void *mapped = cl->enqueue_map_buffer(p->queue, t->wrapped, CL_FALSE, map_flags, 0, t->bytes, 0, NULL, NULL, &err);
+    if (err != 0) return err;
+    return cl->enqueue_unmap_mem_object(p->queue, t->wrapped, mapped, 0, NULL, NULL);
+}
+
+static int32_t upload(const dlg_plan *p, uint32_t i, const void *host) {
+    dlg_transfer *t = &p->inputs[i];
+    if (t->zero_copy) {
+        /* The device only reads it (CL_MEM_READ_ONLY): the const is kept in fact. */
+        int32_t rc = wrap_host(p, t, (void *)(uintptr_t)host, CL_MEM_READ_ONLY);
+        if (rc != 0) return rc;
+        if (t->zero_copy) return sync_host(p, t, CL_MAP_WRITE_INVALIDATE_REGION);
+    }
+    return p->api->enqueue_write_buffer(p->queue, t->buffer, CL_FALSE, 0, t->bytes, host, 0, NULL, NULL);
+}
+
+static int32_t download(const dlg_plan *p, uint32_t i, void *host) {
+    dlg_transfer *t = &p->outputs[i];
+    if (t->zero_copy && t->wrapped) return sync_host(p, t, CL_MAP_READ);
+    return p->api->enqueue_read_buffer(p->queue, t->buffer, CL_FALSE, 0, t->bytes, host, 0, NULL, NULL);
+}
+
 int32_t dlg_run(const dlg_plan *p, const void *const *host_inputs, void *const *host_outputs, uint64_t *launch_ns,
                 dlg_run_status *status) {
     const dlg_cl_api *cl = p->api;
@@ -86,14 +152,17 @@ int32_t dlg_run(const dlg_plan *p, const void *const *host_inputs, void *const *
         if (!events) return failed(status, -6 /* CL_OUT_OF_HOST_MEMORY */, STAGE_PROFILE, 0);
     }
     for (uint32_t i = 0; i < p->inputs_count && rc == 0; i++) {
-        rc = cl->enqueue_write_buffer(p->queue, p->inputs[i].buffer, CL_FALSE, 0, p->inputs[i].bytes,
-                                      host_inputs[i], 0, NULL, NULL);
+        rc = upload(p, i, host_inputs[i]);
         if (rc != 0) failed(status, rc, STAGE_UPLOAD, (int32_t)i);
+    }
+    for (uint32_t i = 0; i < p->outputs_count && rc == 0; i++) {
+        dlg_transfer *t = &p->outputs[i];
+        if (t->zero_copy) rc = wrap_host(p, t, host_outputs[i], CL_MEM_WRITE_ONLY);
+        if (rc != 0) failed(status, rc, STAGE_DOWNLOAD, (int32_t)i);
     }
     if (rc == 0) rc = enqueue_all(p, events, status);
     for (uint32_t i = 0; i < p->outputs_count && rc == 0; i++) {
-        rc = cl->enqueue_read_buffer(p->queue, p->outputs[i].buffer, CL_FALSE, 0, p->outputs[i].bytes,
-                                     host_outputs[i], 0, NULL, NULL);
+        rc = download(p, i, host_outputs[i]);
         if (rc != 0) failed(status, rc, STAGE_DOWNLOAD, (int32_t)i);
     }
     /* Always wait: the queue may still read host_inputs or write host_outputs. */
@@ -115,6 +184,18 @@ int32_t dlg_run(const dlg_plan *p, const void *const *host_inputs, void *const *
         free(events);
     }
     return rc;
+}
+
+void dlg_plan_release(const dlg_plan *p) {
+    dlg_transfer *lists[2] = {p->inputs, p->outputs};
+    uint32_t counts[2] = {p->inputs_count, p->outputs_count};
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < counts[k]; i++) {
+            dlg_transfer *t = &lists[k][i];
+            if (t->wrapped && p->api->release_mem_object) p->api->release_mem_object(t->wrapped);
+            t->wrapped = NULL;
+            t->host = NULL;
+        }
 }
 
 int32_t dlg_enqueue_launches(const dlg_plan *p, uint32_t repeats, dlg_run_status *status) {

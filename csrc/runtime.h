@@ -21,6 +21,7 @@ typedef struct _cl_command_queue *cl_command_queue;
 typedef struct _cl_kernel *cl_kernel;
 typedef struct _cl_mem *cl_mem;
 typedef struct _cl_event *cl_event;
+typedef struct _cl_context *cl_context;
 
 typedef struct dlg_cl_api {
     int32_t (*enqueue_nd_range_kernel)(cl_command_queue, cl_kernel, uint32_t, const size_t *, const size_t *,
@@ -33,6 +34,13 @@ typedef struct dlg_cl_api {
     int32_t (*finish)(cl_command_queue);
     int32_t (*get_event_profiling_info)(cl_event, uint32_t, size_t, void *, size_t *);
     int32_t (*release_event)(cl_event);
+    /* For zero-copy transfers (dlg_plan.zero_copy). */
+    cl_mem (*create_buffer)(cl_context, uint64_t, size_t, void *, int32_t *);
+    int32_t (*set_kernel_arg)(cl_kernel, uint32_t, size_t, const void *);
+    int32_t (*release_mem_object)(cl_mem);
+    void *(*enqueue_map_buffer)(cl_command_queue, cl_mem, uint32_t, uint64_t, size_t, size_t, uint32_t,
+                                const cl_event *, cl_event *, int32_t *);
+    int32_t (*enqueue_unmap_mem_object)(cl_command_queue, cl_mem, void *, uint32_t, const cl_event *, cl_event *);
 } dlg_cl_api;
 
 /* One kernel launch: geometry already resolved (global = groups x local, launch order applied). */
@@ -43,20 +51,29 @@ typedef struct dlg_launch {
     size_t local_size[3];
 } dlg_launch;
 
-/* A host <-> device copy of a whole staging buffer. */
+/* A host <-> device transfer of a whole staging buffer: a copy into / out of `buffer`, or, with
+ * zero copy, `kernel` (the conversion launch) reads or writes the host memory itself through a
+ * buffer created over it with CL_MEM_USE_HOST_PTR, bound as its argument `arg_index`. That
+ * buffer is kept for the next run while the host pointer stays the same. */
 typedef struct dlg_transfer {
     cl_mem buffer;
     size_t bytes;
+    cl_kernel kernel;
+    uint32_t arg_index;
+    uint8_t zero_copy;  /* 1: zero copy for this transfer; cleared when the driver refuses a host pointer */
+    void *host;         /* the host memory `wrapped` is over (NULL: none) */
+    cl_mem wrapped;
 } dlg_transfer;
 
 typedef struct dlg_plan {
     const dlg_cl_api *api;
     cl_command_queue queue;
-    const dlg_transfer *inputs;
+    cl_context context;
+    dlg_transfer *inputs;
     uint32_t inputs_count;
     const dlg_launch *launches;
     uint32_t launches_count;
-    const dlg_transfer *outputs;
+    dlg_transfer *outputs;
     uint32_t outputs_count;
     uint8_t need_flush;
     uint8_t flush_periodically;
@@ -80,6 +97,9 @@ int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size);
  * only after the queue is finished. */
 int32_t dlg_run(const dlg_plan *plan, const void *const *host_inputs, void *const *host_outputs,
                 uint64_t *launch_ns, dlg_run_status *status);
+
+/* Release the buffers zero-copy transfers keep over host memory (before the plan goes away). */
+void dlg_plan_release(const dlg_plan *plan);
 
 /* Only the launches (no transfers, no wait): for measuring host cost per launch. */
 int32_t dlg_enqueue_launches(const dlg_plan *plan, uint32_t repeats, dlg_run_status *status);

@@ -377,6 +377,23 @@ def test_concatenation(shape, axis, n, constant, seed, data, precision):
     check(tensors, [Op(Builtin.CONCATENATION, list(range(n)), [n], options)], inputs, [n], feeds, precision)
 
 
+@pytest.mark.parametrize("sizes", [(8, 4, 3), (4, 4), (12, 5), (3, 4)], ids=str)
+@pytest.mark.parametrize("constant", [False, True])
+def test_channel_concatenation_of_whole_slices(sizes, constant):
+    """Inputs that start on a slice boundary are copied slice by slice (the last may be partial);
+    (3, 4) does not start on one and takes the lane-by-lane path."""
+    rng = np.random.default_rng(len(sizes))
+    parts = [(2, 3, 5, c) for c in sizes]
+    values = [rand(p, rng) for p in parts]
+    tensors = [T(p, values[k] if constant and k == 1 else None) for k, p in enumerate(parts)]
+    tensors.append(T((2, 3, 5, sum(sizes))))
+    n = len(sizes)
+    inputs = [k for k, t in enumerate(tensors[:-1]) if t.data is None]
+    feeds = [values[k] for k in inputs]
+    options = ("ConcatenationOptions", {"Axis": -1})
+    check(tensors, [Op(Builtin.CONCATENATION, list(range(n)), [n], options)], inputs, [n], feeds)
+
+
 @pytest.mark.parametrize("op", [Builtin.PAD, Builtin.PADV2], ids=lambda o: o.name)
 @EXAMPLES
 @given(

@@ -290,3 +290,24 @@ def select_device_info():
     from delegate.runtime import describe
 
     return describe(select_device())
+
+
+@pytest.mark.parametrize("zero_copy", [True, False])
+def test_zero_copy_and_copy_transfers_agree(zero_copy, cache):
+    rng = np.random.default_rng(5)
+    with Runtime.load(chain(3), cache_dir=cache, zero_copy=zero_copy) as rt:
+        assert rt.zero_copy is zero_copy
+        for _ in range(3):  # a new input and a new output array every run: buffers are re-made over them
+            x = rng.random(rt.input_shapes[0], dtype=np.float32)
+            np.testing.assert_allclose(rt.run([x])[0], 2 * x + 4.0, rtol=1e-6)
+        x = rng.random(rt.input_shapes[0], dtype=np.float32)
+        first = rt.run([x])[0]
+        x[...] = 0.5  # the same array, new contents: the device must see them
+        np.testing.assert_allclose(rt.run([x])[0], 5.0, rtol=1e-6)
+        assert not np.array_equal(first, rt.run([x])[0])
+
+
+def test_zero_copy_is_the_default_on_a_host_memory_device(cache):
+    device = select_device()
+    with Runtime.load(chain(1), cache_dir=cache) as rt:
+        assert rt.zero_copy == bool(device.host_unified_memory)

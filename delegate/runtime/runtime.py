@@ -144,6 +144,8 @@ class Runtime:
     precision: CalculationsPrecision
     build_stats: BuildStats
     memory: MemoryReport
+    #: input and output conversions use the caller's memory directly (see ``load``)
+    zero_copy: bool
 
     @classmethod
     def load(
@@ -153,18 +155,23 @@ class Runtime:
         *,
         cache_dir: str | os.PathLike[str] | bool | None = None,
         profiling: bool = False,
+        zero_copy: bool | None = None,
     ) -> Runtime:
         """Load a context (file path, bytes or model) on ``device`` (see ``select_device``).
 
         ``cache_dir``: program-binary cache folder; None for the default
         (``$XDG_CACHE_HOME/tflite-opencl-delegate/programs``), False to disable.
         ``profiling``: enable per-node timing (``run_profiled``).
+        ``zero_copy``: the input and output conversion kernels read and write the caller's memory
+        directly (a buffer over it, CL_MEM_USE_HOST_PTR) instead of copying through a staging
+        buffer; None (default) turns it on for devices sharing host memory
+        (CL_DEVICE_HOST_UNIFIED_MEMORY: CPU devices such as PoCL, integrated GPUs).
         """
         rt = cls.__new__(cls)
         rt._closed = True
         ctx_model, file = _load_model(source)
         try:
-            rt._load(ctx_model, device, cache_dir, profiling)
+            rt._load(ctx_model, device, cache_dir, profiling, zero_copy)
         except BaseException:
             rt._release()
             raise
@@ -176,10 +183,14 @@ class Runtime:
 
     # ------------------------------------------------------------------ load
 
-    def _load(self, ctx: model.InferenceContext, device: Any, cache_dir: Any, profiling: bool) -> None:
+    def _load(
+        self, ctx: model.InferenceContext, device: Any, cache_dir: Any, profiling: bool, zero_copy: bool | None
+    ) -> None:
         self._keep: list[Any] = []  # OpenCL objects and cffi memory the C plan points at
+        self._staging_args: dict[int, tuple[cl.Kernel, int]] = {}  # staging buffer -> conversion kernel, arg
         dev = device if isinstance(device, cl.Device) else select_device(device)
         self.device_info = info = describe(dev)
+        self.zero_copy = bool(dev.host_unified_memory) if zero_copy is None else zero_copy
         self.precision = effective_precision(CalculationsPrecision(ctx.precision), info)
         self._cl_context = cl.Context([dev])
         props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
@@ -567,6 +578,7 @@ class Runtime:
         src = assemble(op, {"tensor": t.desc}, self.device_info, CalculationsPrecision.F32)
         kernel = self._kernel(src, name, {"tensor": t}, {"staging": staging})
         self._keep.append(staging)
+        self._staging_args[staging.int_ptr] = (kernel, next(i for i, p in enumerate(src.params) if p.name == "staging"))
         return (kernel, *self._geometry(op, t, name))
 
     def _build_plan(self, ctx: model.InferenceContext, launches: list[tuple]) -> None:
@@ -584,6 +596,10 @@ class Runtime:
             for i, buf in enumerate(buffers):
                 arr[i].buffer = ffi.cast("cl_mem", buf.int_ptr)
                 arr[i].bytes = buf.size
+                kernel, arg_index = self._staging_args[buf.int_ptr]
+                arr[i].kernel = ffi.cast("cl_kernel", kernel.int_ptr)
+                arr[i].arg_index = arg_index
+                arr[i].zero_copy = self.zero_copy
             return arr
 
         c_inputs = transfers(self._input_staging)
@@ -591,6 +607,7 @@ class Runtime:
         plan = ffi.new("dlg_plan *")
         plan.api = cl_api()
         plan.queue = ffi.cast("cl_command_queue", self._queue.int_ptr)
+        plan.context = ffi.cast("cl_context", self._cl_context.int_ptr)
         plan.inputs, plan.inputs_count = c_inputs, len(self._input_staging)
         plan.launches, plan.launches_count = c_launches, len(launches)
         plan.outputs, plan.outputs_count = c_outputs, len(self._output_staging)
@@ -777,6 +794,8 @@ class Runtime:
         queue = getattr(self, "_queue", None)
         if queue is not None:
             queue.finish()
+        if getattr(self, "_plan", None) is not None:
+            lib.dlg_plan_release(self._plan)  # buffers zero-copy transfers made over host memory
         seen: set[int] = set()
         owned = [
             *getattr(self, "_keep", []),

@@ -1,7 +1,9 @@
 /*
  * Unit test of the enqueue loop (csrc/runtime.c) against a mock OpenCL API, built with
  * ASan + UBSan by tests/test_native_sanitizers.py: checks launch order and geometry, the
- * flush policies, profiling, and that a failing call stops the run but still waits.
+ * flush policies, profiling, that a failing call stops the run but still waits, and zero-copy
+ * transfers (a buffer made over the host memory once per pointer, bound to the conversion
+ * kernel, synchronised by map/unmap, released at the end; a refused pointer falls back to copies).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,8 +24,15 @@ struct _cl_event {
     uint64_t start, end;
 };
 
+struct _cl_mem {
+    void *host;
+    size_t size;
+};
+
 static struct {
     int launches, flushes, finishes, writes, reads, released;
+    int creates, mem_releases, maps, unmaps, arg_sets, refuse_host;
+    cl_mem bound[8]; /* kernel 0x2000 + k's argument 3 */
     int fail_launch_at; /* -1: never */
     uintptr_t last_kernel[64];
     size_t last_global[64];
@@ -90,13 +99,63 @@ static int32_t m_release(cl_event e) {
     return 0;
 }
 
+static cl_mem m_create(cl_context c, uint64_t flags, size_t size, void *host, int32_t *err) {
+    (void)c;
+    CHECK(flags & (1u << 3)); /* CL_MEM_USE_HOST_PTR */
+    if (mock.refuse_host) {
+        *err = -37; /* CL_INVALID_HOST_PTR */
+        return NULL;
+    }
+    cl_mem m = malloc(sizeof *m);
+    CHECK(m);
+    m->host = host;
+    m->size = size;
+    mock.creates++;
+    *err = 0;
+    return m;
+}
+
+static int32_t m_set_arg(cl_kernel k, uint32_t index, size_t size, const void *value) {
+    uintptr_t which = (uintptr_t)k - 0x2000;
+    CHECK(which < 8 && index == 3 && size == sizeof(cl_mem));
+    memcpy(&mock.bound[which], value, sizeof(cl_mem));
+    mock.arg_sets++;
+    return 0;
+}
+
+static int32_t m_release_mem(cl_mem m) {
+    free(m);
+    mock.mem_releases++;
+    return 0;
+}
+
+static void *m_map(cl_command_queue q, cl_mem m, uint32_t blocking, uint64_t flags, size_t off, size_t size,
+                   uint32_t n, const cl_event *w, cl_event *e, int32_t *err) {
+    (void)q; (void)blocking; (void)flags; (void)n; (void)w; (void)e;
+    CHECK(off == 0 && size == m->size);
+    mock.maps++;
+    *err = 0;
+    return m->host;
+}
+
+static int32_t m_unmap(cl_command_queue q, cl_mem m, void *p, uint32_t n, const cl_event *w, cl_event *e) {
+    (void)q; (void)n; (void)w; (void)e;
+    CHECK(p == m->host);
+    mock.unmaps++;
+    return 0;
+}
+
 static void reset(int fail_at) {
+    cl_mem bound[8];
+    memcpy(bound, mock.bound, sizeof bound); /* bindings outlive a reset, as kernel arguments do */
     memset(&mock, 0, sizeof mock);
+    memcpy(mock.bound, bound, sizeof bound);
     mock.fail_launch_at = fail_at;
 }
 
 int main(void) {
-    dlg_cl_api api = {m_enqueue, m_write, m_read, m_flush, m_finish, m_profile, m_release};
+    dlg_cl_api api = {m_enqueue, m_write, m_read,   m_flush, m_finish, m_profile,
+                      m_release, m_create, m_set_arg, m_release_mem, m_map, m_unmap};
     enum { N = 7 };
     dlg_launch launches[N];
     for (int i = 0; i < N; i++) {
@@ -108,14 +167,16 @@ int main(void) {
         launches[i].local_size[0] = 8;
         launches[i].local_size[1] = launches[i].local_size[2] = 1;
     }
-    dlg_transfer in[2] = {{(cl_mem)(uintptr_t)1, 16}, {(cl_mem)(uintptr_t)2, 3}};
-    dlg_transfer out[1] = {{(cl_mem)(uintptr_t)3, 5}};
+    dlg_transfer in[2] = {{.buffer = (cl_mem)(uintptr_t)1, .bytes = 16}, {.buffer = (cl_mem)(uintptr_t)2, .bytes = 3}};
+    dlg_transfer out[1] = {{.buffer = (cl_mem)(uintptr_t)3, .bytes = 5}};
     unsigned char a[16], b[3], o[5];
     memset(a, 7, sizeof a);
     memset(b, 7, sizeof b);
     const void *host_in[2] = {a, b};
     void *host_out[1] = {o};
-    dlg_plan plan = {&api, (cl_command_queue)(uintptr_t)0x99, in, 2, launches, N, out, 1, 0, 1, 3};
+    dlg_plan plan = {.api = &api, .queue = (cl_command_queue)(uintptr_t)0x99, .context = NULL, .inputs = in,
+                     .inputs_count = 2, .launches = launches, .launches_count = N, .outputs = out,
+                     .outputs_count = 1, .need_flush = 0, .flush_periodically = 1, .flush_period = 3};
     dlg_run_status status;
 
     /* Plain run with periodic flushes every 3 launches. */
@@ -150,6 +211,42 @@ int main(void) {
     reset(-1);
     CHECK(dlg_enqueue_launches(&plan, 5, &status) == 0);
     CHECK(mock.launches == 5 * N && mock.writes == 0 && mock.finishes == 0);
+
+    /* Zero copy: one buffer per host pointer, kept while the pointer stays; map/unmap instead of copies. */
+    plan.flush_periodically = 0;
+    for (int i = 0; i < 2; i++) {
+        in[i].zero_copy = 1;
+        in[i].kernel = (cl_kernel)(uintptr_t)(0x2000 + i);
+        in[i].arg_index = 3;
+    }
+    out[0].zero_copy = 1;
+    out[0].kernel = (cl_kernel)(uintptr_t)0x2002;
+    out[0].arg_index = 3;
+    reset(-1);
+    CHECK(dlg_run(&plan, host_in, host_out, NULL, &status) == 0);
+    CHECK(mock.writes == 0 && mock.reads == 0 && mock.creates == 3 && mock.arg_sets == 3);
+    CHECK(mock.maps == 3 && mock.unmaps == 3 && mock.finishes == 1);
+    CHECK(mock.bound[0]->host == a && mock.bound[1]->host == b && mock.bound[2]->host == o);
+    reset(-1);
+    CHECK(dlg_run(&plan, host_in, host_out, NULL, &status) == 0); /* same pointers: nothing new */
+    CHECK(mock.creates == 0 && mock.arg_sets == 0 && mock.mem_releases == 0 && mock.maps == 3);
+    unsigned char o2[5];
+    void *host_out2[1] = {o2};
+    reset(-1);
+    CHECK(dlg_run(&plan, host_in, host_out2, NULL, &status) == 0); /* a new output pointer: rewrapped */
+    CHECK(mock.creates == 1 && mock.mem_releases == 1 && mock.bound[2]->host == o2);
+    /* A pointer the driver refuses: that transfer copies through its staging buffer from then on. */
+    unsigned char a2[16];
+    memset(a2, 7, sizeof a2);
+    const void *host_in2[2] = {a2, b};
+    reset(-1);
+    mock.refuse_host = 1;
+    CHECK(dlg_run(&plan, host_in2, host_out2, NULL, &status) == 0);
+    CHECK(in[0].zero_copy == 0 && in[0].wrapped == NULL && mock.bound[0] == in[0].buffer && mock.writes == 1);
+    CHECK(mock.mem_releases == 1 && in[1].zero_copy == 1);
+    reset(-1);
+    dlg_plan_release(&plan);
+    CHECK(mock.mem_releases == 2 && in[1].wrapped == NULL && out[0].wrapped == NULL);
 
     /* Loading from a path that does not exist fails with a message, not a crash. */
     dlg_cl_api loaded;

@@ -224,10 +224,11 @@ class Conv2D:
         )
 
 
-def gemm_operation(
-    node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool
-) -> model.GPUOperation:
-    """CONV_2D (OHWI ``filters``) or FULLY_CONNECTED (1x1 filters, ``flat``) as the matrix-product kernel."""
+def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,
+                   biases: bytes | None = None, transposed: bool = False) -> model.GPUOperation:  # fmt: skip
+    """CONV_2D (OHWI ``filters``), FULLY_CONNECTED (1x1 filters, ``flat``) or TRANSPOSE_CONV
+    (``transposed``) as the matrix-product kernel; ``biases`` as layout.linear lays them out
+    (default: the node's input 2)."""
     g = ctx.graph
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
@@ -238,11 +239,12 @@ def gemm_operation(
         activation_code(node.params.get("activation", 0)),
         kernel=(filters.shape[1], filters.shape[2]),
         flat=flat,
+        transposed=transposed,
         pixels=pixels,
         groups=per_item,
     )
     window = {} if flat else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
-    biases = pack_gemm_biases(_bias(node, g, c, ctx), ctx.dtype)
+    biases = pack_gemm_biases(_bias(node, g, c, ctx) if biases is None else biases, ctx.dtype)
     op = operation(
         code,
         srcs=["src_tensor"],
@@ -446,6 +448,8 @@ class TransposeConv:
             "pad_w": same_padding(dst.shape[2], src.shape[2], kw, sw, 1, p["padding"]),
         }
         biases = layout.linear(None if bias is None else g.tensor(bias).constant, dst.shape[3], ctx.dtype)
+        if ctx.linear_storage and os.environ.get("DELEGATE_CONV_KERNEL", "gemm") == "gemm":
+            return gemm_operation(node, ctx, filters, ints, flat=False, biases=biases, transposed=True)
         return operation(
             TRANSPOSE_CONV.replace("{activation}", activation_code(p.get("activation", 0))),
             srcs=["src_tensor"],

@@ -28,7 +28,7 @@ from . import base
 GEMM_PIXELS = 4
 GEMM_GROUPS = 2
 #: Output pixels per work-item of the depthwise kernel.
-DEPTHWISE_PIXELS = 4
+DEPTHWISE_PIXELS = 8
 #: Largest depthwise window the unrolled kernel is generated for.
 DEPTHWISE_MAX_TAPS = 49
 
@@ -66,12 +66,15 @@ def _epilogue(count: int, index_setup: str, activation: str) -> list[str]:
     ]
 
 
-def gemm_conv_code(activation: str, *, kernel: tuple[int, int], flat: bool,
+def gemm_conv_code(activation: str, *, kernel: tuple[int, int], flat: bool, transposed: bool = False,
                    pixels: int = GEMM_PIXELS, groups: int = GEMM_GROUPS) -> str:  # fmt: skip
     """The matrix-product convolution; ``activation`` is the fused activation on ``result``.
 
     Scalar arguments: ``stride_h/w``, ``dilation_h/w``, ``pad_h/w`` (ignored when ``flat``).
     Objects: ``weights`` (FLT8 buffer, pack_gemm_weights), ``biases`` (FLT8 buffer).
+    ``transposed``: TRANSPOSE_CONV as a gather: output (X, Y) takes input ((X + pad_w - kx) /
+    stride_w, ...) through tap (ky, kx) when the division is exact. A tap no pixel of the
+    work-item uses is skipped.
     """
     kh, kw = kernel
     P, G = pixels, groups
@@ -109,25 +112,39 @@ MAIN_FUNCTION($0) {{
         L.append(f"  for (int ky = 0; ky < {kh}; ++ky) {{\n  for (int kx = 0; kx < {kw}; ++kx) {{\n")
         indent = "    "
         for p in range(P):
+            if transposed:
+                L.append(
+                    f"    int ty{p} = Y{p} + args.pad_h - ky; int tx{p} = X{p} + args.pad_w - kx;\n"
+                    f"    int yc{p} = ty{p} / args.stride_h; int xc{p} = tx{p} / args.stride_w;\n"
+                    f"    bool in{p} = ty{p} >= 0 && tx{p} >= 0 && yc{p} * args.stride_h == ty{p}"
+                    f" && xc{p} * args.stride_w == tx{p} && xc{p} < iw && yc{p} < ih;\n"
+                )
+            else:
+                L.append(
+                    f"    int yc{p} = Y{p} * args.stride_h + ky * args.dilation_h - args.pad_h;\n"
+                    f"    int xc{p} = X{p} * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
+                    f"    bool in{p} = xc{p} >= 0 && xc{p} < iw && yc{p} >= 0 && yc{p} < ih;\n"
+                )
             L.append(
-                f"    int yc{p} = Y{p} * args.stride_h + ky * args.dilation_h - args.pad_h;\n"
-                f"    int xc{p} = X{p} * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
-                f"    bool in{p} = xc{p} >= 0 && xc{p} < iw && yc{p} >= 0 && yc{p} < ih;\n"
                 f"    int o{p} = in{p} ? args.src_tensor.Offset(xc{p}, yc{p}, 0, b{p}) : 0;\n"
                 f"    ACCUM_FLT m{p} = in{p} ? (ACCUM_FLT)(1.0f) : (ACCUM_FLT)(0.0f);\n"
             )
+        L.append("    if (!(" + " || ".join(f"in{p}" for p in range(P)) + ")) continue;\n")
+        for g in range(G):
+            L.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
     L.append(f"{indent}for (int s = 0; s < src_slices; ++s) {{\n")
     for p in range(P):
         mask = "" if flat else f" * m{p}"
         L.append(f"{indent}  ACCUM_FLT4 v{p} = TO_ACCUM_FLT4(args.src_tensor.ReadAt(o{p} + s * sstride)){mask};\n")
+    wbase = "w" if flat else "t"
     for k, lane in enumerate("xyzw"):
         for g in range(G):
-            L.append(f"{indent}  ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read(w{g} + {k}));\n")
+            L.append(f"{indent}  ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read({wbase}{g} + {k}));\n")
         for g in range(G):
             for p in range(P):
                 L.append(f"{indent}  a{g}{p} += v{p}.{lane} * k{g}{k};\n")
     for g in range(G):
-        L.append(f"{indent}  w{g} += 4;\n")
+        L.append(f"{indent}  {wbase}{g} += 4;\n")
     L.append(f"{indent}}}\n")
     if not flat:
         L.append("  }\n  }\n")
@@ -185,11 +202,18 @@ MAIN_FUNCTION($0) {{
     for ky in range(kh):
         L.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         L.append("      int row = args.src_tensor.Offset(0, yi, S, b);\n")
+        L.append("      ACCUM_FLT4 " + ", ".join(f"r{j}" for j in columns) + ";\n")
+        # Work-items away from the left and right edges (most of them) load without checks.
+        L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
+        for j in columns:
+            L.append(f"        r{j} = TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B));\n")
+        L.append("      } else {\n")
         for j in columns:
             L.append(
-                f"      ACCUM_FLT4 r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? "
+                f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? "
                 f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B)) : (ACCUM_FLT4)(0.0f);\n"
             )
+        L.append("      }\n")
         for kx in range(kw):
             L.append(f"      ACCUM_FLT4 k{kx} = TO_ACCUM_FLT4(args.weights.Read((S * {kh} + {ky}) * {kw} + {kx}));\n")
         for p in range(P):

@@ -44,7 +44,14 @@ class Concatenation:
         sizes = [layout.bhwc(g.tensor(i).shape)[axis] for i in node.inputs]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
         lines = [LANES, HEAD]
-        if axis == 3:  # channels: place lane by lane
+        if axis == 3 and all(o % 4 == 0 for o in offsets[:-1]):  # channels, every input starts a slice
+            lines.append("  FLT4 result;\n")
+            for n, name in enumerate(names):
+                first, last = offsets[n] // 4, layout.slices(offsets[n + 1])
+                where = "if" if n == 0 else "else if"
+                lines.append(f"  {where} (S < {last}) result = args.{name}.Read(X, Y, S - {first}, b);\n")
+            lines.append("  else result = INIT_FLT4(0.0f);\n")
+        elif axis == 3:  # channels: place lane by lane
             lines.append("  FLT4 result = INIT_FLT4(0.0f);\n  for (int k = 0; k < 4; ++k) {\n    int c = S * 4 + k;\n")
             for n, name in enumerate(names):
                 lo, hi = offsets[n], offsets[n + 1]
