@@ -233,7 +233,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
     npix, groups = b * h * w, gemm_groups(c)
-    pixels = GEMM_PIXELS if npix >= GEMM_PIXELS else 1
+    pixels = GEMM_PIXELS if (npix if flat else w) >= GEMM_PIXELS else 1
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
     code = gemm_conv_code(
         activation_code(node.params.get("activation", 0)),
@@ -254,10 +254,15 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
             buffer_object("biases", biases, ctx.dtype, element_size=8),
         ],
     )
-    grid_y = -(-groups // per_item)
     op.tensor_to_grid = model.TensorToGrid.CUSTOM
-    op.grid_size = model.Int3(-(-npix // pixels), grid_y, 1)
-    op.work_group_size = model.Int3(8, 1, 1)
+    if flat:
+        op.grid_size = model.Int3(-(-npix // pixels), -(-groups // per_item), 1)
+        op.work_group_size = model.Int3(8, 1, 1)
+    else:
+        blocks = -(-w // pixels) * b
+        op.grid_size = model.Int3(blocks, h, -(-groups // per_item))
+        local_x = min(8, 1 << (blocks - 1).bit_length())
+        op.work_group_size = model.Int3(local_x, max(1, min(8 // local_x, 1 << (h - 1).bit_length())), 1)
     return op
 
 

@@ -72,14 +72,19 @@ def gemm_conv_code(activation: str, *, kernel: tuple[int, int], flat: bool, tran
 
     Scalar arguments: ``stride_h/w``, ``dilation_h/w``, ``pad_h/w`` (ignored when ``flat``).
     Objects: ``weights`` (FLT8 buffer, pack_gemm_weights), ``biases`` (FLT8 buffer).
-    ``transposed``: TRANSPOSE_CONV as a gather: output (X, Y) takes input ((X + pad_w - kx) /
-    stride_w, ...) through tap (ky, kx) when the division is exact. A tap no pixel of the
-    work-item uses is skipped.
+
+    Grids: flat, (ceil(B*H*W / pixels), ceil(groups / per item), 1) over the flat pixel order;
+    otherwise (ceil(W / pixels) * B, H, ceil(groups / per item)): a work-item's pixels are
+    consecutive on one output row, so a window row is checked once and the pixels' input columns
+    are one stride apart. ``transposed``: TRANSPOSE_CONV as a gather: output (X, Y) takes input
+    ((X + pad_w - kx) / stride_w, ...) through tap (ky, kx) when the division is exact. A window
+    row or tap no pixel of the work-item uses is skipped.
     """
     kh, kw = kernel
     P, G = pixels, groups
-    L = [
-        f"""
+    if flat:
+        L = [
+            f"""
 MAIN_FUNCTION($0) {{
   int B = args.dst_tensor.Batch();
   int W = args.dst_tensor.Width();
@@ -89,44 +94,57 @@ MAIN_FUNCTION($0) {{
   int p0 = GLOBAL_ID_0 * {P};
   int g0 = GLOBAL_ID_1 * {G};
   if (p0 >= npix || g0 >= ngroups) return;
-  int src_slices = args.src_tensor.Slices();
+"""
+        ]
+    else:
+        L = [
+            f"""
+MAIN_FUNCTION($0) {{
+  int B = args.dst_tensor.Batch();
+  int W = args.dst_tensor.Width();
+  int dst_slices = args.dst_tensor.Slices();
+  int ngroups = (dst_slices + 1) / 2;
+  int gx = GLOBAL_ID_0;
+  int Y = GLOBAL_ID_1;
+  int g0 = GLOBAL_ID_2 * {G};
+  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || g0 >= ngroups) return;
+  int X0 = (gx / B) * {P};
+  int b = gx % B;
+  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+"""
+        ]
+    L.append(
+        f"""  int src_slices = args.src_tensor.Slices();
   int sstride = args.src_tensor.Offset(0, 0, 1, 0);
   int group_size = {kh * kw} * src_slices * 4;
 """
-    ]
-    for p in range(P):
-        L.append(f"  int q{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n")
-        if not flat:
-            L.append(f"  int b{p} = q{p} % B; int X{p} = (q{p} / B) % W; int Y{p} = q{p} / (B * W);\n")
+    )
     for g in range(G):
         L.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
         L.append(f"  ACCUM_FLT8 bias{g} = TO_ACCUM_FLT8(args.biases.Read(w{g} / group_size));\n")
         for p in range(P):
             L.append(f"  ACCUM_FLT8 a{g}{p} = bias{g};\n")
-    indent = "  "
     if flat:
+        indent = "  "
         for p in range(P):
-            L.append(f"  int o{p} = q{p};\n")
+            L.append(f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n")
     else:
-        L.append("  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();\n")
-        L.append(f"  for (int ky = 0; ky < {kh}; ++ky) {{\n  for (int kx = 0; kx < {kw}; ++kx) {{\n")
         indent = "    "
+        L.append(_window_row(kh, transposed))
+        L.append(f"  for (int kx = 0; kx < {kw}; ++kx) {{\n")
         for p in range(P):
             if transposed:
                 L.append(
-                    f"    int ty{p} = Y{p} + args.pad_h - ky; int tx{p} = X{p} + args.pad_w - kx;\n"
-                    f"    int yc{p} = ty{p} / args.stride_h; int xc{p} = tx{p} / args.stride_w;\n"
-                    f"    bool in{p} = ty{p} >= 0 && tx{p} >= 0 && yc{p} * args.stride_h == ty{p}"
-                    f" && xc{p} * args.stride_w == tx{p} && xc{p} < iw && yc{p} < ih;\n"
+                    f"    int tx{p} = X0 + {p} + args.pad_w - kx; int xc{p} = tx{p} / args.stride_w;\n"
+                    f"    bool in{p} = tx{p} >= 0 && xc{p} * args.stride_w == tx{p} && xc{p} < iw;\n"
                 )
             else:
                 L.append(
-                    f"    int yc{p} = Y{p} * args.stride_h + ky * args.dilation_h - args.pad_h;\n"
-                    f"    int xc{p} = X{p} * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
-                    f"    bool in{p} = xc{p} >= 0 && xc{p} < iw && yc{p} >= 0 && yc{p} < ih;\n"
+                    f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
+                    f"    bool in{p} = xc{p} >= 0 && xc{p} < iw;\n"
                 )
             L.append(
-                f"    int o{p} = in{p} ? args.src_tensor.Offset(xc{p}, yc{p}, 0, b{p}) : 0;\n"
+                f"    int o{p} = in{p} ? row + xc{p} * B : row;\n"
                 f"    ACCUM_FLT m{p} = in{p} ? (ACCUM_FLT)(1.0f) : (ACCUM_FLT)(0.0f);\n"
             )
         L.append("    if (!(" + " || ".join(f"in{p}" for p in range(P)) + ")) continue;\n")
@@ -153,25 +171,46 @@ MAIN_FUNCTION($0) {{
         for p in range(P):
             i = p * 2 * G + g * 2
             L.append(f"  outs[{i}] = TO_FLT4(a{g}{p}.lo); outs[{i + 1}] = TO_FLT4(a{g}{p}.hi);\n")
-    # Coordinates of the first pixel, then stepped: no division per output.
-    L.append(
-        f"""  int b = p0 % B; int X = (p0 / B) % W; int Y = p0 / (B * W);
+    if flat:  # coordinates of the first pixel, then stepped: no division per output
+        L.append(
+            f"""  int b = p0 % B; int X = (p0 / B) % W; int Y = p0 / (B * W);
   for (int p = 0; p < {P}; ++p) {{
     if (p0 + p >= npix) break;
-    for (int j = 0; j < {2 * G}; ++j) {{
+"""
+        )
+    else:
+        L.append(f"  for (int p = 0; p < {P}; ++p) {{\n    int X = X0 + p;\n    if (X >= W) break;\n")
+    L.append(
+        f"""    for (int j = 0; j < {2 * G}; ++j) {{
     int S = g0 * 2 + j;
     if (S >= dst_slices) continue;
     FLT4 result = outs[p * {2 * G} + j];
     {activation}
   args.dst_tensor.Write(result, X, Y, S, b);
 }}
-    b += 1;
-    if (b == B) {{ b = 0; X += 1; if (X == W) {{ X = 0; Y += 1; }} }}
-  }}
-}}
 """
     )
+    if flat:
+        L.append("    b += 1;\n    if (b == B) { b = 0; X += 1; if (X == W) { X = 0; Y += 1; } }\n")
+    L.append("  }\n}\n")
     return "".join(L)
+
+
+def _window_row(kh: int, transposed: bool) -> str:
+    """Open the loop over window rows: ``row`` is the input row's linear offset (a row no pixel of
+    the work-item reads is skipped)."""
+    if transposed:
+        return f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+  int ty = Y + args.pad_h - ky;
+  int yc = ty / args.stride_h;
+  if (ty < 0 || yc * args.stride_h != ty || yc >= ih) continue;
+  int row = args.src_tensor.Offset(0, yc, 0, b);
+"""
+    return f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
+  if (yc < 0 || yc >= ih) continue;
+  int row = args.src_tensor.Offset(0, yc, 0, b);
+"""
 
 
 def depthwise_code(activation: str, *, kernel: tuple[int, int], stride: tuple[int, int],
