@@ -21,12 +21,14 @@ from typing import Any
 import pyopencl as cl
 
 from .. import __version__
+from .._atomic import atomic_write, remove_stale_temps
+from .._integrity import seal, unseal
 from .._native import ffi, lib
 from ..compiler.fold import consumers, fold_dequantize
 from ..compiler.graph import Builtin
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
-from ..context import write_context
-from ..errors import ContextFormatError, DelegateError
+from ..context import serialize_context
+from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..runtime import Runtime
 from ..runtime.device import describe, select_device
 from .capture import capture_graph, capture_tensor, execution_plan, hash_constants, int_array
@@ -270,7 +272,16 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
 def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOptions, device_key: str) -> str:
     h = hashlib.sha256()
     h.update(
-        json.dumps([__version__, device_key, options.precision.name, options.storage_type.name, options.fuse]).encode()
+        json.dumps(
+            [
+                __version__,
+                device_key,
+                options.precision.name,
+                options.storage_type.name,
+                options.fuse,
+                options.enable_quantized_inference,
+            ]
+        ).encode()
     )
     for index in nodes:
         node = graph.nodes[index]
@@ -285,6 +296,11 @@ def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOpti
     else:
         hash_constants(context, graph, h.update)
     return h.hexdigest()[:40]
+
+
+def write_cache_entry(ctx_model: Any, path: Path) -> Path:
+    """Write a compiled partition to the serialization cache: atomically, with its SHA-256 trailer."""
+    return atomic_write(path, seal(serialize_context(ctx_model)))
 
 
 def _partition_graph(context: Any, nodes: list[int], graph: Any, options: DelegateOptions) -> Any:
@@ -336,13 +352,17 @@ def _load_partition(
     key = _cache_key(context, graph, nodes, options, info.key)
     token = "".join(c if c.isalnum() or c in "-_" else "_" for c in options.model_token) or "model"
     path = folder / f"{token}-{key}.ctx"
+    remove_stale_temps(folder)  # left by writers killed mid-write
     if path.exists():
         try:
-            return Runtime.load(path, device=device, cache_dir=program_cache), "hit"
+            payload = unseal(path.read_bytes(), f"cache entry {path}")
+            return Runtime.load(payload, device=device, cache_dir=program_cache), "hit"
         except ContextFormatError as exc:
             warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
+        except CacheIntegrityError as exc:
+            warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
     ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-    write_context(ctx_model, path)
+    write_cache_entry(ctx_model, path)
     return Runtime.load(ctx_model, device=device, cache_dir=program_cache), "miss"
 
 
