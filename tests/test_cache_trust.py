@@ -86,7 +86,7 @@ def small_cnn() -> str:
 @pytest.mark.parametrize("where", ["kernel source", "weights"])
 def test_tampered_but_valid_context_entry_is_rebuilt_with_a_warning(where, small_cnn, tmp_path):
     options = {"serialization_dir": str(tmp_path), "model_token": "m"}
-    cold, expected = _start(small_cnn, **options)
+    _, expected = _start(small_cnn, **options)
     (entry,) = tmp_path.glob("*.ctx")
     original = entry.read_bytes()
     data = bytearray(original)
