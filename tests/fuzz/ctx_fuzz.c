@@ -109,7 +109,9 @@ static void tensor(span *s, const dlg_tensor_descriptor *d) {
     enum_in(d->data_type, 2, "data_type");
     enum_in(d->storage_type, 6, "storage_type");
     enum_in(d->layout, 4, "layout");
-    if (d->shape) s->sum += (uint32_t)(d->shape->b + d->shape->h + d->shape->w + d->shape->d + d->shape->c);
+    if (d->shape)
+        s->sum += (uint64_t)(uint32_t)d->shape->b + (uint32_t)d->shape->h + (uint32_t)d->shape->w +
+                  (uint32_t)d->shape->d + (uint32_t)d->shape->c;
     bytes(s, d->data);
 }
 
@@ -174,7 +176,7 @@ static void operation(span *s, const dlg_gpu_operation *op) {
     }
     const dlg_int3 *v[] = {op->work_group_size, op->work_group_launch_order, op->grid_size, op->work_groups_count};
     for (unsigned i = 0; i < 4; i++)
-        if (v[i]) s->sum += (uint32_t)(v[i]->x + v[i]->y + v[i]->z);
+        if (v[i]) s->sum += (uint64_t)(uint32_t)v[i]->x + (uint32_t)v[i]->y + (uint32_t)v[i]->z;
     list(op->src_tensors_names, op->src_tensors_names_count, "src_tensors_names");
     list(op->dst_tensors_names, op->dst_tensors_names_count, "dst_tensors_names");
     for (uint32_t i = 0; i < op->src_tensors_names_count; i++) str(s, op->src_tensors_names[i]);
