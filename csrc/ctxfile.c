@@ -780,18 +780,31 @@ int dlg_context_read(const uint8_t *buf, size_t len, const dlg_limits *limits, d
 
     dlg_context scratch = {0};
     r.ctx = &scratch;
-    if (len == 0 || !buf) return fail(&r, DLG_ERR_FORMAT, 0, "the file is empty");
-    if ((uint64_t)len > MAX_BUFFER)
-        return fail(&r, DLG_ERR_FORMAT, 0, "buffer of %llu bytes is over the 2 GiB FlatBuffers limit",
-                    (unsigned long long)len);
-    if (len < 12)
-        return fail(&r, DLG_ERR_FORMAT, 0, "%zu bytes is too short for an InferenceContext (at least 12)", len);
-    if (memcmp(buf + 4, "TFL3", 4) == 0)
-        return fail(&r, DLG_ERR_FORMAT, 4,
-                    "this is a TensorFlow Lite model (file identifier TFL3), not an InferenceContext file");
+    /* fail() returns -1 (for the readers' early returns); this function returns the error code. */
+    if (len == 0 || !buf) {
+        fail(&r, DLG_ERR_FORMAT, 0, "the file is empty");
+        return DLG_ERR_FORMAT;
+    }
+    if ((uint64_t)len > MAX_BUFFER) {
+        fail(&r, DLG_ERR_FORMAT, 0, "buffer of %llu bytes is over the 2 GiB FlatBuffers limit",
+             (unsigned long long)len);
+        return DLG_ERR_FORMAT;
+    }
+    if (len < 12) {
+        fail(&r, DLG_ERR_FORMAT, 0, "%zu bytes is too short for an InferenceContext (at least 12)", len);
+        return DLG_ERR_FORMAT;
+    }
+    if (memcmp(buf + 4, "TFL3", 4) == 0) {
+        fail(&r, DLG_ERR_FORMAT, 4,
+             "this is a TensorFlow Lite model (file identifier TFL3), not an InferenceContext file");
+        return DLG_ERR_FORMAT;
+    }
 
     dlg_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return fail(&r, DLG_ERR_NOMEM, 0, "out of memory");
+    if (!ctx) {
+        fail(&r, DLG_ERR_NOMEM, 0, "out of memory");
+        return DLG_ERR_NOMEM;
+    }
     r.ctx = ctx;
     dlg_inference_context *root = NULL;
     uint64_t root_pos = 0;

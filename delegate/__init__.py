@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .context import ContextFile, InferenceContext, ReadLimits, read_context, serialize_context, write_context
 from .errors import (
+    CacheIntegrityError,
     ContextFormatError,
     DelegateError,
     DeviceNotFoundError,
@@ -39,6 +40,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0+unknown"
 
 __all__ = [
+    "CacheIntegrityError",
     "ContextFile",
     "ContextFormatError",
     "DelegateError",

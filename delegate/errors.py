@@ -23,6 +23,10 @@ class ContextFormatError(DelegateError, ValueError):
         super().__init__(f"{source}: {message} (byte offset {offset})")
 
 
+class CacheIntegrityError(DelegateError):
+    """A cache entry (compiled partition or program binary) failed its SHA-256 check."""
+
+
 class SettingsError(DelegateError, ValueError):
     """Acceleration settings that cannot be parsed or are not valid."""
 

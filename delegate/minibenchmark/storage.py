@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 
 from .._atomic import atomic_write
 from .._generated import configuration_pb2 as pb
+from ..errors import SettingsError
 
 
 def _varint(n: int) -> bytes:
@@ -88,5 +89,10 @@ def read_decision(storage_file_path: str | os.PathLike[str]) -> pb.BestAccelerat
     except FileNotFoundError:
         return None
     decision = pb.BestAccelerationDecision()
-    decision.ParseFromString(data)
+    try:
+        decision.ParseFromString(data)
+    except DecodeError as exc:
+        raise SettingsError(
+            f"{path}: not a valid BestAccelerationDecision ({exc}); delete it and run the mini-benchmark again"
+        ) from None
     return decision

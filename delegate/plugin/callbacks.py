@@ -21,12 +21,14 @@ from typing import Any
 import pyopencl as cl
 
 from .. import __version__
+from .._atomic import atomic_write, remove_stale_temps
+from .._integrity import seal, unseal
 from .._native import ffi, lib
 from ..compiler.fold import consumers, fold_dequantize
 from ..compiler.graph import Builtin
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
-from ..context import write_context
-from ..errors import ContextFormatError, DelegateError
+from ..context import serialize_context
+from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..runtime import Runtime, Tuning
 from ..runtime.device import describe, select_device
 from .capture import capture_graph, capture_tensor, execution_plan, hash_constants, int_array
@@ -277,6 +279,7 @@ def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOpti
                 options.precision.name,
                 options.storage_type.name,
                 options.fuse,
+                options.enable_quantized_inference,
                 options.tuning.value,
             ]
         ).encode()
@@ -294,6 +297,11 @@ def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOpti
     else:
         hash_constants(context, graph, h.update)
     return h.hexdigest()[:40]
+
+
+def write_cache_entry(ctx_model: Any, path: Path) -> Path:
+    """Write a compiled partition to the serialization cache: atomically, with its SHA-256 trailer."""
+    return atomic_write(path, seal(serialize_context(ctx_model)))
 
 
 def _partition_graph(context: Any, nodes: list[int], graph: Any, options: DelegateOptions) -> Any:
@@ -345,16 +353,20 @@ def _load_partition(
     key = _cache_key(context, graph, nodes, options, info.key)
     token = "".join(c if c.isalnum() or c in "-_" else "_" for c in options.model_token) or "model"
     path = folder / f"{token}-{key}.ctx"
+    remove_stale_temps(folder)  # left by writers killed mid-write
     if path.exists():
         try:
-            return _ready(Runtime.load(path, device=device, cache_dir=program_cache), options, tune=False), "hit"
+            payload = unseal(path.read_bytes(), f"cache entry {path}")
+            return _ready(Runtime.load(payload, device=device, cache_dir=program_cache), options, tune=False), "hit"
         except ContextFormatError as exc:
             warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
+        except CacheIntegrityError as exc:
+            warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
     ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
     runtime = Runtime.load(ctx_model, device=device, cache_dir=program_cache)
     try:
         runtime = _ready(runtime, options, tune=True)
-        write_context(runtime.model, path)  # with the tuned work-group sizes
+        write_cache_entry(runtime.model, path)  # with the tuned work-group sizes
     except BaseException:
         runtime.close()
         raise

@@ -1,8 +1,9 @@
 """Building OpenCL programs: identical sources once per context, binaries cached on disk.
 
 The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
-this package's version, the build options and the source; entries are written atomically and a
-binary the driver rejects is rebuilt from source and replaced. pyopencl's own source cache is
+this package's version, the build options and the source; entries are written atomically with a
+SHA-256 trailer (delegate/_integrity.py), and a binary that fails that check or that the driver
+rejects is rebuilt from source and replaced. pyopencl's own source cache is
 bypassed so that the build count is exact.
 """
 
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyopencl as cl
 
 from .. import __version__
-from .._atomic import atomic_write
-from ..errors import ProgramBuildError
+from .._atomic import atomic_write, remove_stale_temps
+from .._integrity import seal, unseal
+from ..errors import CacheIntegrityError, ProgramBuildError
 from .device import DeviceInfo
 
 
@@ -41,6 +44,8 @@ class ProgramBuilder:
         self.cache_dir = cache_dir
         self.stats = BuildStats()
         self._programs: dict[str, cl._cl._Program] = {}
+        if cache_dir is not None:
+            remove_stale_temps(cache_dir)  # left by writers killed mid-write
 
     def _key(self, source: str, options: str) -> str:
         h = hashlib.sha256()
@@ -54,11 +59,15 @@ class ProgramBuilder:
             return None
         path = self.cache_dir / f"{key}.bin"
         try:
-            binary = path.read_bytes()
+            binary = unseal(path.read_bytes(), f"program binary {path}")
         except OSError:
             return None
+        except CacheIntegrityError as exc:
+            warnings.warn(f"{exc}: rebuilding it from source", stacklevel=2)
+            path.unlink(missing_ok=True)
+            return None
         try:
-            program = cl._cl._Program(self.context, [self.device], [binary])
+            program = cl._cl._Program(self.context, [self.device], [bytes(binary)])
             program.build(options.encode(), [self.device])
             return program
         except cl.Error:
@@ -71,7 +80,7 @@ class ProgramBuilder:
         try:
             binary = program.get_info(cl.program_info.BINARIES)[0]
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.cache_dir / f"{key}.bin", bytes(binary))
+            atomic_write(self.cache_dir / f"{key}.bin", seal(bytes(binary)))
         except OSError:
             pass  # the cache is an optimisation; an unwritable one must not fail the load
 

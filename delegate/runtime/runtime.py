@@ -24,6 +24,7 @@ from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, Pr
 from . import memory
 from .device import DeviceInfo, describe, select_device
 from .geometry import Grid, Tuning, candidates
+from .limits import check_context, check_native
 from .opencl import cl_api, error_name
 from .programs import BuildStats, ProgramBuilder, default_cache_dir
 from .source import KernelSource, SourceError, assemble, effective_precision
@@ -130,6 +131,11 @@ def _load_model(source: Any) -> tuple[model.InferenceContext, ContextFile | None
         file = ContextFile(source)
     else:
         file = ContextFile.open(os.fspath(source))
+    try:
+        check_native(file.root)  # before a Python object is made of each node
+    except BaseException:
+        file.close()
+        raise
     return file.to_model(), file
 
 
@@ -191,6 +197,7 @@ class Runtime:
         dev = device if isinstance(device, cl.Device) else select_device(device)
         self.device_info = info = describe(dev)
         self.zero_copy = bool(dev.host_unified_memory) if zero_copy is None else zero_copy
+        check_context(ctx, info)  # resource bounds, before anything is allocated or built
         self.precision = effective_precision(CalculationsPrecision(ctx.precision), info)
         self._cl_context = cl.Context([dev])
         props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0

@@ -49,6 +49,9 @@ def parse_settings(
             if isinstance(data, str):
                 raise SettingsError(f"{source}: binary settings must be bytes, not text")
             message.ParseFromString(data)
+            bad = _non_utf8_string(message, name)
+            if bad:
+                raise SettingsError(f"{source}: not a valid binary {name}: string field {bad} is not valid UTF-8")
         else:
             text = data.decode("utf-8") if isinstance(data, bytes) else data
             if fmt is SettingsFormat.TEXT:
@@ -58,6 +61,25 @@ def parse_settings(
     except (DecodeError, text_format.ParseError, json_format.ParseError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{source}: not a valid {fmt.value} {name}: {exc}") from exc
     return message
+
+
+def _non_utf8_string(message: Message, path: str) -> str | None:
+    """The path of a string field holding bytes that are not UTF-8 (binary protos do not check it).
+
+    Such a value comes back as ``bytes`` where a ``str`` belongs, and the text and JSON forms of
+    the message could not be read back.
+    """
+    for desc, value in message.ListFields():
+        where = f"{path}.{desc.name}"
+        values = value if desc.is_repeated else [value]
+        if desc.type == desc.TYPE_STRING and any(isinstance(v, bytes) for v in values):
+            return where
+        if desc.type == desc.TYPE_MESSAGE:
+            for index, item in enumerate(values):
+                bad = _non_utf8_string(item, f"{where}[{index}]" if desc.is_repeated else where)
+                if bad:
+                    return bad
+    return None
 
 
 def format_settings(message: Message, fmt: SettingsFormat) -> bytes | str:

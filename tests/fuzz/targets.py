@@ -1,0 +1,123 @@
+"""Fuzz targets for the Python-facing readers: each takes arbitrary bytes and may only fail with
+the error its API documents. Anything else (another exception, a broken invariant) is a finding.
+
+Run by tests/fuzz/fuzz_python.py under atheris (scripts/fuzz.sh) and replayed on the committed
+inputs of tests/fuzz/regressions/<target>/ by tests/test_fuzz_regressions.py.
+
+- ``context``: ``ContextFile`` on the bytes; a file it accepts is converted to the model,
+  summarized (as ``python -m delegate inspect`` does), checked against the runtime's resource
+  bounds for a fake device, and written back with the writer, which the reader must accept.
+- ``settings``: the first byte picks format (binary, text, JSON) and message (ComputeSettings,
+  TFLiteSettings); what parses is mapped onto the delegate's options, formatted in every format
+  and parsed back, and read again through ``load_settings`` as a dict.
+- ``events``: the bytes as a mini-benchmark storage file (``read_events``: never raises, a torn
+  tail is reported) and as its decision file (``read_decision``: SettingsError when invalid);
+  complete events appended again read back the same.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from delegate import ContextFile, ContextFormatError, DeviceResourceError, SettingsError, serialize_context
+from delegate._generated import configuration_pb2 as pb
+from delegate.context.summary import format_summary, summarize
+from delegate.minibenchmark.storage import append_event, read_decision, read_events
+from delegate.runtime.device import DeviceInfo
+from delegate.runtime.limits import check_context
+from delegate.settings.codec import SettingsFormat, format_settings, parse_settings
+from delegate.settings.mapping import load_settings, resolve
+
+_DEVICE = DeviceInfo("fuzz", "fuzz device", "fuzz", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
+                     1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+
+
+def fuzz_context(data: bytes) -> None:
+    try:
+        f = ContextFile(data)
+    except ContextFormatError as exc:
+        assert exc.kind in ("format", "limit", "memory") and exc.detail, exc
+        return
+    with f:
+        ctx = f.to_model()
+        text = format_summary(summarize(ctx, file_bytes=len(data)), "<fuzz>")
+        assert text
+        json.dumps(summarize(ctx))
+        try:
+            check_context(ctx, _DEVICE)
+        except (ContextFormatError, DeviceResourceError) as exc:
+            assert str(exc)
+        again = serialize_context(ctx)
+    with ContextFile(again) as g:
+        assert g.root.nodes_count == len(ctx.nodes) and g.root.tensors_count == len(ctx.tensors)
+
+
+_FORMATS = [SettingsFormat.BINARY, SettingsFormat.TEXT, SettingsFormat.JSON]
+_MESSAGES = [pb.ComputeSettings, pb.TFLiteSettings]
+
+
+def fuzz_settings(data: bytes) -> None:
+    if not data:
+        return
+    fmt = _FORMATS[data[0] % 3]
+    kind = _MESSAGES[(data[0] // 3) % 2]
+    try:
+        message = parse_settings(data[1:], fmt, kind)
+    except SettingsError as exc:
+        assert str(exc).startswith("<settings>: ")
+        return
+    try:
+        resolve(message, "NVIDIA Corporation", "fuzz", True)
+    except SettingsError as exc:
+        assert str(exc)
+    message.DiscardUnknownFields()
+    for out_fmt in _FORMATS:
+        parse_settings(format_settings(message, out_fmt), out_fmt, kind)
+    load_settings(json_format.MessageToDict(message, preserving_proto_field_name=True), kind)
+
+
+_scratch: list[Path] = []
+
+
+def _folder() -> Path:
+    """A scratch folder, in memory where possible (appends fsync), removed at exit."""
+    if not _scratch:
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        _scratch.append(Path(tempfile.mkdtemp(prefix="delegate-fuzz-", dir=base)))
+        atexit.register(shutil.rmtree, _scratch[0], True)
+    return _scratch[0]
+
+
+def fuzz_events(data: bytes) -> None:
+    folder = _folder()
+    storage = folder / "events"
+    storage.write_bytes(data)
+    events, torn = read_events(storage)
+    assert isinstance(torn, bool)
+    copy = folder / "copy"
+    copy.unlink(missing_ok=True)
+    for event in events:
+        append_event(copy, event)
+    again, torn_again = read_events(copy)
+    assert [e.SerializeToString() for e in again] == [e.SerializeToString() for e in events] and not torn_again
+    decision = folder / "events.best.fb"
+    decision.write_bytes(data)
+    try:
+        read_decision(storage)
+    except SettingsError as exc:
+        assert "not a valid BestAccelerationDecision" in str(exc)
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "context": fuzz_context,
+    "settings": fuzz_settings,
+    "events": fuzz_events,
+}

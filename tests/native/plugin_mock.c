@@ -1,0 +1,165 @@
+/*
+ * Leak and sanitizer driver for the plugin's C half (csrc/plugin.c), without Python or a device.
+ *
+ * The dlg_py_* callbacks (Python in the package) and dlg_run (the enqueue loop, covered by
+ * runtime_mock.c) are stubs here; a fake TfLiteContext plays the interpreter: its
+ * ReplaceNodeSubsetsWithDelegateKernels runs the delegate kernel's init, prepare, invokes and
+ * free as TFLite does. Each cycle creates a delegate, prepares, invokes and destroys it, going
+ * through the failure paths too (create refused, kernel init failing, a tensor of the wrong size,
+ * a run failing). Built with -fsanitize=address,undefined and run with LeakSanitizer by
+ * tests/test_leaks.py: any leak, overflow or UB aborts. Prints the counts at the end.
+ *
+ *   plugin_mock CYCLES
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+
+static long creates, destroys, inits, kernel_frees, invokes_ok, invokes_failed, reports;
+static int fail_init, fail_run;
+
+/* ------------------------------------------------------------ Python stubs */
+
+int64_t dlg_py_create(const char *const *keys, const char *const *values, int count, char *error, size_t error_size) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(keys[i], "refuse") == 0) {
+            snprintf(error, error_size, "refused: %s", values[i]);
+            return 0;
+        }
+    return ++creates;
+}
+
+void dlg_py_destroy(int64_t id) {
+    if (id > 0) destroys++;
+}
+
+int dlg_py_prepare(TfLiteContext *context, TfLiteDelegate *delegate, int64_t id) {
+    (void)id;
+    static const int nodes[] = {0, 1};
+    return dlg_replace_nodes(context, delegate, nodes, 2);
+}
+
+static const int32_t input_ids[] = {0};
+static const uint64_t input_bytes[] = {64};
+static const int32_t output_ids[] = {1};
+static const uint64_t output_bytes[] = {64};
+static const dlg_plan *const fake_plan = (const dlg_plan *)(const void *)&fake_plan;
+
+int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *params, dlg_kernel *kernel) {
+    (void)context;
+    if (params->nodes_to_replace->size != 2) return 1;
+    if (fail_init) {
+        snprintf(kernel->error, sizeof kernel->error, "init failed on purpose");
+        return 1;
+    }
+    kernel->handle = ++inits;
+    kernel->plan = fake_plan;
+    kernel->inputs_count = 1;
+    kernel->input_tensors = input_ids;
+    kernel->input_bytes = input_bytes;
+    kernel->outputs_count = 1;
+    kernel->output_tensors = output_ids;
+    kernel->output_bytes = output_bytes;
+    return 0;
+}
+
+void dlg_py_kernel_free(int64_t handle) {
+    if (handle > 0) kernel_frees++;
+}
+
+int32_t dlg_run(const dlg_plan *plan, const void *const *host_inputs, void *const *host_outputs, uint64_t *launch_ns,
+                dlg_run_status *status) {
+    (void)launch_ns;
+    memset(status, 0, sizeof *status);
+    if (plan != fake_plan) abort();
+    if (fail_run) {
+        status->stage = 2;
+        return -5;
+    }
+    memcpy(host_outputs[0], host_inputs[0], 64); /* both must be the 64-byte tensors */
+    return 0;
+}
+
+/* --------------------------------------------------------- fake runtime */
+
+static float tensor_data[2][16];
+
+static void report(TfLiteContext *context, const char *format, ...) {
+    (void)context;
+    (void)format;
+    reports++;
+}
+
+static TfLiteStatus replace(TfLiteContext *context, TfLiteRegistration registration, const TfLiteIntArray *nodes,
+                            TfLiteDelegate *delegate) {
+    TfLiteIntArray *copy = malloc(sizeof(int) * ((size_t)nodes->size + 1));
+    TfLiteIntArray *ins = malloc(sizeof(int) * 2);
+    TfLiteIntArray *outs = malloc(sizeof(int) * 2);
+    if (!copy || !ins || !outs) abort();
+    memcpy(copy, nodes, sizeof(int) * ((size_t)nodes->size + 1));
+    ins->size = outs->size = 1;
+    ins->data[0] = 0;
+    outs->data[0] = 1;
+    TfLiteDelegateParams params = {delegate, copy, ins, outs};
+    TfLiteNode node;
+    memset(&node, 0, sizeof node);
+    node.user_data = registration.init(context, (const char *)&params, 0);
+    TfLiteStatus status = registration.prepare(context, &node);
+    if (status == kTfLiteOk) {
+        for (int i = 0; i < 3; i++) {
+            if (registration.invoke(context, &node) == kTfLiteOk)
+                invokes_ok++;
+            else
+                invokes_failed++;
+        }
+    }
+    registration.free(context, node.user_data);
+    free(copy);
+    free(ins);
+    free(outs);
+    return kTfLiteOk;
+}
+
+int main(int argc, char **argv) {
+    long cycles = argc > 1 ? atol(argv[1]) : 1000;
+    TfLiteTensor tensors[2];
+    memset(tensors, 0, sizeof tensors);
+    for (int i = 0; i < 2; i++) {
+        tensors[i].type = kTfLiteFloat32;
+        tensors[i].bytes = 64;
+        tensors[i].data.raw = (char *)tensor_data[i];
+    }
+    TfLiteContext context;
+    memset(&context, 0, sizeof context);
+    context.tensors = tensors;
+    context.tensors_size = 2;
+    context.ReportError = report;
+    context.ReplaceNodeSubsetsWithDelegateKernels = replace;
+    const char *keys[] = {"precision", "refuse"};
+    const char *values[] = {"F32", "on purpose"};
+    long refused = 0;
+    for (long c = 0; c < cycles; c++) {
+        int mode = (int)(c % 5); /* 0 plain, 1 create refused, 2 init fails, 3 wrong tensor size, 4 run fails */
+        TfLiteDelegate *d = tflite_plugin_create_delegate(keys, values, mode == 1 ? 2 : 1, NULL);
+        if (mode == 1) {
+            if (d) abort();
+            refused++;
+            continue;
+        }
+        if (!d) abort();
+        fail_init = mode == 2;
+        fail_run = mode == 4;
+        tensors[1].bytes = mode == 3 ? 60 : 64;
+        tensor_data[0][c % 16] = (float)c;
+        if (d->Prepare(&context, d) != kTfLiteOk) abort();
+        if (mode == 0 && tensor_data[1][c % 16] != (float)c) abort();
+        tflite_plugin_destroy_delegate(d);
+    }
+    if (creates != destroys || inits != kernel_frees) abort();
+    printf("cycles=%ld creates=%ld destroys=%ld refused=%ld inits=%ld frees=%ld invokes_ok=%ld invokes_failed=%ld "
+           "reports=%ld\n",
+           cycles, creates, destroys, refused, inits, kernel_frees, invokes_ok, invokes_failed, reports);
+    return 0;
+}

@@ -1,0 +1,176 @@
+"""Cache trust: entries of another device, driver, options or version are never used, and entries
+modified after they were written (still valid files) are caught by their SHA-256 and rebuilt."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import delegate
+from delegate import CacheIntegrityError
+from delegate._integrity import TRAILER, seal, unseal
+from delegate.context import ContextFile
+from delegate.runtime.device import DeviceInfo
+
+from .helpers import shared_path
+
+INFO = DeviceInfo("plat", "dev", "vendor", "drv 1.0", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
+                  1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+
+
+def test_seal_round_trip_and_every_single_byte_change_is_caught():
+    payload = bytes(range(256)) * 3
+    sealed = seal(payload)
+    assert bytes(unseal(sealed, "entry")) == payload
+    for i in range(0, len(sealed), 7):
+        bad = bytearray(sealed)
+        bad[i] ^= 0x01
+        with pytest.raises(CacheIntegrityError, match="entry"):
+            unseal(bytes(bad), "entry")
+    with pytest.raises(CacheIntegrityError, match="no integrity trailer"):
+        unseal(payload, "entry")  # written without a trailer (another version), or truncated
+    with pytest.raises(CacheIntegrityError, match="no integrity trailer"):
+        unseal(sealed[: TRAILER - 1], "entry")
+
+
+def test_program_key_covers_device_driver_version_options_and_source(monkeypatch):
+    from delegate.runtime import programs
+    from delegate.runtime.programs import ProgramBuilder
+
+    def key(info: DeviceInfo = INFO, options: str = "-cl-std=CL1.2", source: str = "k") -> str:
+        return ProgramBuilder(None, None, info, None)._key(source, options)  # type: ignore[arg-type]
+
+    base = key()
+    assert key() == base  # deterministic
+    variants = [
+        key(dataclasses.replace(INFO, name="other device")),
+        key(dataclasses.replace(INFO, platform="other platform")),
+        key(dataclasses.replace(INFO, vendor="other vendor")),
+        key(dataclasses.replace(INFO, driver_version="drv 1.1")),
+        key(dataclasses.replace(INFO, version="OpenCL 2.0")),
+        key(options="-cl-std=CL2.0"),
+        key(source="k "),
+    ]
+    monkeypatch.setattr(programs, "__version__", "9.9.9")
+    variants.append(key())
+    assert len({base, *variants}) == len(variants) + 1
+
+
+def _flip_inside(data: bytearray, needle: bytes, offset: int, new: int) -> None:
+    at = bytes(data).find(needle)
+    assert at >= 0, needle
+    assert data[at + offset] != new
+    data[at + offset] = new
+
+
+def _start(model: str, **options):
+    interpreter = delegate.Interpreter(model, **options)
+    interpreter.allocate_tensors()
+    d = interpreter.get_input_details()[0]
+    interpreter.set_tensor(d["index"], np.random.default_rng(0).random(tuple(d["shape"]), dtype=np.float32))
+    interpreter.invoke()
+    out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    return interpreter.opencl, out
+
+
+@pytest.fixture(scope="module")
+def small_cnn() -> str:
+    return str(shared_path("models", "small_cnn.tflite"))
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("where", ["kernel source", "weights"])
+def test_tampered_but_valid_context_entry_is_rebuilt_with_a_warning(where, small_cnn, tmp_path):
+    options = {"serialization_dir": str(tmp_path), "model_token": "m"}
+    _, expected = _start(small_cnn, **options)
+    (entry,) = tmp_path.glob("*.ctx")
+    original = entry.read_bytes()
+    data = bytearray(original)
+    with ContextFile(unseal(original, "entry")) as f:
+        ctx = f.to_model()
+        if where == "kernel source":
+            code = ctx.nodes[0].gpu_op.code.encode()
+            _flip_inside(data, code[:64], code.index(b"MAIN_FUNCTION"), ord("X"))  # still ASCII: still parses
+        else:
+            weights = next(v.value.data for n in ctx.nodes for v in n.gpu_op.arguments.buffer_objects if v.value.data)
+            _flip_inside(data, bytes(weights[:32]), 5, weights[5] ^ 0x40)
+    entry.write_bytes(bytes(data))
+    with ContextFile(memoryview(data)[: len(data) - TRAILER]):
+        pass  # the tampered entry is still a structurally valid InferenceContext
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state, out = _start(small_cnn, **options)
+    assert any("does not match its SHA-256" in str(w.message) and str(entry) in str(w.message) for w in caught)
+    assert [p.cache for p in state.partitions] == ["miss"]
+    assert entry.read_bytes() == original  # rebuilt and replaced
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.opencl
+def test_context_entries_of_other_options_devices_or_versions_are_not_used(small_cnn, tmp_path, monkeypatch):
+    from delegate.plugin import callbacks
+    from delegate.runtime import device as device_module
+
+    options = {"serialization_dir": str(tmp_path), "model_token": "m"}
+    assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
+    assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["hit"]
+    for changed in ({"precision": "F32_F16"}, {"fuse": "false"}, {"storage_type": "IMAGE_BUFFER"}):
+        assert [p.cache for p in _start(small_cnn, **options, **changed)[0].partitions] == ["miss"], changed
+    entries = len(list(tmp_path.glob("*.ctx")))
+    assert entries == 4
+    monkeypatch.setattr(callbacks, "__version__", "9.9.9")
+    assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
+    monkeypatch.undo()
+    real = device_module.describe
+
+    def other_driver(device):
+        return dataclasses.replace(real(device), driver_version="another driver")
+
+    monkeypatch.setattr(callbacks, "describe", other_driver)
+    assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
+    assert len(list(tmp_path.glob("*.ctx"))) == entries + 2
+
+
+@pytest.mark.opencl
+def test_modified_program_binary_is_rebuilt_with_a_warning(tmp_path):
+    import pyopencl as cl
+
+    from delegate.runtime.device import describe, select_device
+    from delegate.runtime.programs import ProgramBuilder
+
+    device = select_device()
+    context = cl.Context([device])
+    source = "__kernel void main_function(__global float* x) { x[get_global_id(0)] += 1.0f; }"
+    first = ProgramBuilder(context, device, describe(device), tmp_path)
+    first.build(source, "", "n")
+    (entry,) = tmp_path.glob("*.bin")
+    original = entry.read_bytes()
+    data = bytearray(original)
+    data[len(data) // 2] ^= 0x10
+    entry.write_bytes(bytes(data))
+    second = ProgramBuilder(context, device, describe(device), tmp_path)
+    with pytest.warns(UserWarning, match=r"does not match its SHA-256 .*: rebuilding it from source"):
+        second.build(source, "", "n")
+    assert second.stats.built_from_source == 1 and second.stats.loaded_from_cache == 0
+    unseal(entry.read_bytes(), "rebuilt entry")
+    third = ProgramBuilder(context, device, describe(device), tmp_path)
+    third.build(source, "", "n")
+    assert third.stats.loaded_from_cache == 1
+    # Same source and options on a "different driver": the entry is not used.
+    other = ProgramBuilder(context, device, dataclasses.replace(describe(device), driver_version="x"), tmp_path)
+    other.build(source, "", "n")
+    assert other.stats.built_from_source == 1 and other.stats.loaded_from_cache == 0
+    assert len(list(tmp_path.glob("*.bin"))) == 2
+
+
+def test_cache_writers_seal_what_they_write(tmp_path):
+    from delegate.context.synthetic import synthetic_mobilenet
+    from delegate.plugin.callbacks import write_cache_entry
+
+    path = write_cache_entry(synthetic_mobilenet(image_size=8, weight_scale=0), Path(tmp_path) / "e.ctx")
+    with ContextFile(unseal(path.read_bytes(), "e")) as f:
+        assert f.to_model().nodes
