@@ -196,8 +196,8 @@ class Runtime:
         self._staging_args: dict[int, tuple[cl.Kernel, int]] = {}  # staging buffer -> conversion kernel, arg
         dev = device if isinstance(device, cl.Device) else select_device(device)
         self.device_info = info = describe(dev)
-        self.zero_copy = bool(dev.host_unified_memory) if zero_copy is None else zero_copy
         check_context(ctx, info)  # resource bounds, before anything is allocated or built
+        self.zero_copy = bool(dev.host_unified_memory) if zero_copy is None else zero_copy
         self.precision = effective_precision(CalculationsPrecision(ctx.precision), info)
         self._cl_context = cl.Context([dev])
         props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
