@@ -27,6 +27,9 @@ from . import base
 #: Default blocking of the matrix-product kernel: 4 pixels x 2 groups of 8 output channels.
 GEMM_PIXELS = 4
 GEMM_GROUPS = 2
+#: Windows up to this many taps are unrolled in the matrix-product kernel (about 1.6x faster for
+#: UNet's 3x3 layers on PoCL than the compiler's own choice).
+UNROLL_MAX_TAPS = 25
 #: Output pixels per work-item of the depthwise kernel.
 DEPTHWISE_PIXELS = 8
 #: Largest depthwise window the unrolled kernel is generated for.
@@ -130,8 +133,9 @@ MAIN_FUNCTION($0) {{
             L.append(f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n")
     else:
         indent = "    "
-        L.append(_window_row(kh, transposed))
-        L.append(f"  for (int kx = 0; kx < {kw}; ++kx) {{\n")
+        unroll = "  #pragma unroll\n" if kh * kw <= UNROLL_MAX_TAPS else ""
+        L.append(unroll + _window_row(kh, transposed))
+        L.append(f"{unroll}  for (int kx = 0; kx < {kw}; ++kx) {{\n")
         for p in range(P):
             if transposed:
                 L.append(
