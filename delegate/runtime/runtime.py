@@ -767,6 +767,14 @@ class Runtime:
                         continue  # a size this kernel cannot run with
                     if seconds < best_time * 0.97:
                         best_wg, best_time = wg, seconds
+                if best_wg != current:  # confirm against the current size, measured alternately
+                    launch_current = grid.launch(current, self.device_info, limit)
+                    launch_best = grid.launch(best_wg, self.device_info, limit)
+                    for _ in range(2):
+                        before_time = min(before_time, timed(kernel, *launch_current))
+                        best_time = min(best_time, timed(kernel, *launch_best))
+                    if best_time >= before_time * 0.97:
+                        best_wg, best_time = current, before_time
                 if best_wg != current:
                     global_size, local_size = grid.launch(best_wg, self.device_info, limit)
                     for axis in range(c.work_dim):
