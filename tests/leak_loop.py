@@ -1,8 +1,9 @@
 """Create / run / destroy loops of the plugin and the runtime on the default device, for leak checks.
 
     python -m tests.leak_loop cycles N CACHE    N cycles of both (run it under valgrind)
-    python -m tests.leak_loop blocks N CACHE    Python blocks still allocated per cycle, for TFLite
-                                                alone, the delegate's Interpreter and the Runtime
+    python -m tests.leak_loop blocks N CACHE    Python blocks still allocated per cycle (3 windows of
+                                                N cycles), for TFLite alone, the delegate's
+                                                Interpreter and the Runtime
 
 A cycle creates an interpreter with the delegate on small_cnn (program binaries from CACHE),
 invokes it and deletes it, then loads a three-node context with Runtime, runs it and closes it.
@@ -12,6 +13,7 @@ tests/RELIABILITY.md has the commands and the figures.
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 from collections.abc import Callable
 
@@ -48,15 +50,19 @@ def runtime(cache: str) -> None:
         rt.run([np.ones(rt.input_shapes[0], np.float32)])
 
 
-def _blocks_per_cycle(cycle: Callable[[str], None], n: int, cache: str) -> float:
+def _blocks_per_cycle(cycle: Callable[[str], None], n: int, cache: str, windows: int = 3) -> list[float]:
+    """Python blocks left per cycle in ``windows`` consecutive windows of ``n`` cycles: a leak keeps
+    its rate, a cache filling up (pyopencl's, TFLite's) falls to zero."""
     for _ in range(10):  # warm up: programs, PoCL's kernel cache, interned names
         cycle(cache)
     gc.collect()
-    before = sys.getallocatedblocks()
-    for _ in range(n):
-        cycle(cache)
-    gc.collect()
-    return (sys.getallocatedblocks() - before) / n
+    marks = [sys.getallocatedblocks()]
+    for _ in range(windows):
+        for _ in range(n):
+            cycle(cache)
+        gc.collect()
+        marks.append(sys.getallocatedblocks())
+    return [(b - a) / n for a, b in itertools.pairwise(marks)]
 
 
 def main(argv: list[str]) -> int:
@@ -70,7 +76,8 @@ def main(argv: list[str]) -> int:
         print(f"cycles {n}")
     else:
         for cycle in (tflite_alone, plugin, runtime):
-            print(f"{cycle.__name__}: {_blocks_per_cycle(cycle, n, cache):+.2f} Python blocks per cycle")
+            rates = " ".join(f"{r:+.2f}" for r in _blocks_per_cycle(cycle, n, cache))
+            print(f"{cycle.__name__}: {rates} Python blocks per cycle (3 windows of {n} cycles)")
     return 0
 
 
