@@ -356,7 +356,7 @@ def test_threads_with_own_and_shared_delegates(programs):
             interpreter.allocate_tensors()
             index = interpreter.get_input_details()[0]["index"]
             out = interpreter.get_output_details()[0]["index"]
-            for i in range(int(os.environ.get("DELEGATE_THREAD_INVOKES", "300"))):
+            for i in range(int(os.environ.get("DELEGATE_THREAD_INVOKES", "1000"))):
                 x = feeds[(k + i) % 4]
                 interpreter.set_tensor(index, x)
                 interpreter.invoke()
