@@ -115,6 +115,8 @@ class PathResult:
 
 
 def _child(model: Path, kind: str, runs: int, options: dict[str, str], env: dict[str, str]) -> dict:
+    # Python's bytecode cache as an installed application has it (some sandboxes turn it off).
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, str(model), kind, str(runs), json.dumps(options)],
         capture_output=True,

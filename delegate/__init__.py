@@ -6,8 +6,7 @@ verifying native reader, and TFLite's acceleration settings messages
 (schemas/configuration.proto).
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
+from ._version import __version__
 from .context import ContextFile, InferenceContext, ReadLimits, read_context, serialize_context, write_context
 from .errors import (
     CacheIntegrityError,
@@ -33,11 +32,6 @@ def __getattr__(name: str) -> object:
         return getattr(api, name)
     raise AttributeError(f"module 'delegate' has no attribute {name!r}")
 
-
-try:
-    __version__ = version("tflite-opencl-delegate")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "CacheIntegrityError",

@@ -132,7 +132,26 @@ def test_context_entries_of_other_options_devices_or_versions_are_not_used(small
 
     monkeypatch.setattr(callbacks, "describe", other_driver)
     assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
-    assert len(list(tmp_path.glob("*.ctx"))) == entries + 2
+    monkeypatch.undo()
+    # another compiler (its sources changed within one package version)
+    monkeypatch.setattr(callbacks, "compiler_fingerprint", lambda: "another compiler")
+    assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
+    assert len(list(tmp_path.glob("*.ctx"))) == entries + 3
+
+
+def test_compiler_fingerprint_follows_the_compiler_sources(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    import delegate.compiler
+    from delegate.compiler.fingerprint import compiler_fingerprint, source_fingerprint
+
+    copy = tmp_path / "compiler"
+    shutil.copytree(Path(delegate.compiler.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert source_fingerprint(copy) == compiler_fingerprint()
+    kernel = copy / "ops" / "conv_fast.py"
+    kernel.write_text(kernel.read_text() + "\n# changed\n")
+    assert source_fingerprint(copy) != compiler_fingerprint()
 
 
 @pytest.mark.opencl

@@ -24,6 +24,7 @@ from .. import __version__
 from .._atomic import atomic_write, remove_stale_temps
 from .._integrity import seal, unseal
 from .._native import ffi, lib
+from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.fold import consumers, fold_dequantize
 from ..compiler.graph import Builtin
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
@@ -281,6 +282,7 @@ def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOpti
                 options.fuse,
                 options.enable_quantized_inference,
                 options.tuning.value,
+                compiler_fingerprint(),
             ]
         ).encode()
     )
