@@ -183,6 +183,7 @@ int32_t dlg_run(const dlg_plan *p, const void *const *host_inputs, void *const *
         }
         free(events);
     }
+    if (!p->keep_wrapped) dlg_plan_release(p);
     return rc;
 }
 
@@ -192,7 +193,9 @@ void dlg_plan_release(const dlg_plan *p) {
     for (int k = 0; k < 2; k++)
         for (uint32_t i = 0; i < counts[k]; i++) {
             dlg_transfer *t = &lists[k][i];
-            if (t->wrapped && p->api->release_mem_object) p->api->release_mem_object(t->wrapped);
+            if (!t->wrapped) continue;
+            p->api->set_kernel_arg(t->kernel, t->arg_index, sizeof t->buffer, &t->buffer);
+            p->api->release_mem_object(t->wrapped);
             t->wrapped = NULL;
             t->host = NULL;
         }

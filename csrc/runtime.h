@@ -78,6 +78,10 @@ typedef struct dlg_plan {
     uint8_t need_flush;
     uint8_t flush_periodically;
     int32_t flush_period;
+    /* Zero copy: 1 keeps the buffers made over host memory for the next run (the caller's memory
+     * outlives the plan, as TFLite's tensors do); 0 unbinds and releases them before dlg_run
+     * returns (the caller's arrays are temporaries). */
+    uint8_t keep_wrapped;
 } dlg_plan;
 
 typedef struct dlg_run_status {
@@ -98,7 +102,9 @@ int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size);
 int32_t dlg_run(const dlg_plan *plan, const void *const *host_inputs, void *const *host_outputs,
                 uint64_t *launch_ns, dlg_run_status *status);
 
-/* Release the buffers zero-copy transfers keep over host memory (before the plan goes away). */
+/* Bind the conversion kernels to their staging buffers again and release the buffers zero-copy
+ * transfers keep over host memory (after a run whose host memory goes away, and before the plan
+ * does): no launch may reach host memory after this. */
 void dlg_plan_release(const dlg_plan *plan);
 
 /* Only the launches (no transfers, no wait): for measuring host cost per launch. */

@@ -311,3 +311,17 @@ def test_zero_copy_is_the_default_on_a_host_memory_device(cache):
     device = select_device()
     with Runtime.load(chain(1), cache_dir=cache) as rt:
         assert rt.zero_copy == bool(device.host_unified_memory)
+
+
+def test_launches_after_a_zero_copy_run_do_not_reach_the_callers_memory(cache):
+    """A run's arrays are the caller's temporaries: after run() returns, the conversion kernels are
+    bound to the staging buffers again, so launching them (benchmarks do) cannot write freed memory."""
+    with Runtime.load(chain(2), cache_dir=cache, zero_copy=True) as rt:
+        x = np.ones(rt.input_shapes[0], np.float32)
+        out = rt.run([x])[0]
+        before = out.copy()
+        x[...] = 5.0  # were the kernels still bound to x and out, these launches would rewrite out
+        rt.enqueue_launches_only(3)
+        rt.queue.finish()
+        np.testing.assert_array_equal(out, before)  # the output array was not written by those launches
+        np.testing.assert_allclose(rt.run([x * 2])[0], 2 * 10.0 + 3.0, rtol=1e-6)

@@ -418,6 +418,7 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         with _lock:
             handle = next(_ids)
             _kernels[handle] = _Kernel(runtime, arrays)
+        runtime._plan.keep_wrapped = 1  # TFLite's tensor memory outlives the kernel: zero-copy buffers stay
         kernel.plan = runtime._plan
         kernel.inputs_count, kernel.input_tensors, kernel.input_bytes = n_in, arrays[0], arrays[1]
         kernel.outputs_count, kernel.output_tensors, kernel.output_bytes = n_out, arrays[2], arrays[3]

@@ -222,6 +222,13 @@ int main(void) {
     out[0].zero_copy = 1;
     out[0].kernel = (cl_kernel)(uintptr_t)0x2002;
     out[0].arg_index = 3;
+    /* Temporaries (keep_wrapped 0): wrapped for the run, then unbound and released before returning. */
+    reset(-1);
+    CHECK(dlg_run(&plan, host_in, host_out, NULL, &status) == 0);
+    CHECK(mock.writes == 0 && mock.reads == 0 && mock.creates == 3 && mock.mem_releases == 3);
+    CHECK(mock.bound[0] == in[0].buffer && mock.bound[1] == in[1].buffer && mock.bound[2] == out[0].buffer);
+    CHECK(in[0].wrapped == NULL && out[0].wrapped == NULL);
+    plan.keep_wrapped = 1;
     reset(-1);
     CHECK(dlg_run(&plan, host_in, host_out, NULL, &status) == 0);
     CHECK(mock.writes == 0 && mock.reads == 0 && mock.creates == 3 && mock.arg_sets == 3);
