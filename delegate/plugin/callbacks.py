@@ -365,9 +365,8 @@ def _load_partition(
         except CacheIntegrityError as exc:
             warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
     ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-    runtime = Runtime.load(ctx_model, device=device, cache_dir=program_cache)
+    runtime = _ready(Runtime.load(ctx_model, device=device, cache_dir=program_cache), options, tune=True)
     try:
-        runtime = _ready(runtime, options, tune=True)
         write_cache_entry(runtime.model, path)  # with the tuned work-group sizes
     except BaseException:
         runtime.close()

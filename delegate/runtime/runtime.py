@@ -543,8 +543,7 @@ class Runtime:
             raise _semantic(f"node {node!r}: work_group_launch_order {order} is not a permutation")
         return Grid(size, dims, order)
 
-    def _geometry(self, op: model.GPUOperation, dst: _Tensor | None, node: str) -> tuple[tuple[int, ...], ...]:
-        grid = self._grid(op, dst, node)
+    def _geometry(self, op: model.GPUOperation, grid: Grid) -> tuple[tuple[int, ...], ...]:
         wg = (
             _DEFAULT_WORK_GROUP
             if op.work_group_size is None
@@ -571,8 +570,9 @@ class Runtime:
         objects = self._object_args(op, name)
         kernel = self._kernel(src, name, bound, objects)
         dst = bound.get(op.dst_tensors_names[0]) if op.dst_tensors_names else None
-        self._grids.append(self._grid(op, dst, name))
-        return (kernel, *self._geometry(op, dst, name))
+        grid = self._grid(op, dst, name)
+        self._grids.append(grid)
+        return (kernel, *self._geometry(op, grid))
 
     def _conversion(self, t: _Tensor, staging: cl.Buffer, code: str, name: str) -> tuple:
         staging_desc = model.BufferDescriptor(element_type=DataType.FLOAT32, element_size=1)
@@ -586,7 +586,7 @@ class Runtime:
         kernel = self._kernel(src, name, {"tensor": t}, {"staging": staging})
         self._keep.append(staging)
         self._staging_args[staging.int_ptr] = (kernel, next(i for i, p in enumerate(src.params) if p.name == "staging"))
-        return (kernel, *self._geometry(op, t, name))
+        return (kernel, *self._geometry(op, self._grid(op, t, name)))
 
     def _build_plan(self, ctx: model.InferenceContext, launches: list[tuple]) -> None:
         c_launches = ffi.new("dlg_launch[]", max(len(launches), 1))
@@ -700,6 +700,12 @@ class Runtime:
         if lib.dlg_enqueue_launches(self._plan, repeats, status) != 0:
             raise ExecutionError(self._describe_failure(status))
 
+    def _kernels_by_handle(self) -> dict[int, cl.Kernel]:
+        return {k.int_ptr: k for k in self._keep if isinstance(k, cl.Kernel)}
+
+    def _run_on_zeros(self) -> None:
+        self.run([np.zeros(shape, np.float32) for shape in self.input_shapes])
+
     @property
     def model(self) -> model.InferenceContext:
         """The context this Runtime runs; ``tune`` writes the sizes it picks into it."""
@@ -713,7 +719,7 @@ class Runtime:
         if self._closed:
             raise ExecutionError("this Runtime is closed")
         if not self._model.variable_ids_and_refs:
-            self.run([np.zeros(shape, np.float32) for shape in self.input_shapes])
+            self._run_on_zeros()
 
     def tune(self, mode: Tuning | str = Tuning.FAST, repeats: int = 3) -> TuningReport:
         """Search every node's work-group size on a profiling queue and keep the fastest.
@@ -734,8 +740,8 @@ class Runtime:
             return TuningReport(mode.value, [], 0.0, "the context has variable tensors")
         device = self._queue.device
         queue = cl.CommandQueue(self._cl_context, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.run([np.zeros(shape, np.float32) for shape in self.input_shapes])  # real data in every tensor
-        kernels = {k.int_ptr: k for k in self._keep if isinstance(k, cl.Kernel)}
+        self._run_on_zeros()  # real data in every tensor
+        kernels = self._kernels_by_handle()
         tuned: list[TunedNode] = []
 
         def timed(kernel: cl.Kernel, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> float:
@@ -791,7 +797,7 @@ class Runtime:
     def launches(self) -> list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]]:
         """The launches (kernel, global size, local size) the plan enqueues, for comparisons."""
         out = []
-        kernels = {k.int_ptr: k for k in self._keep if isinstance(k, cl.Kernel)}
+        kernels = self._kernels_by_handle()
         for i in range(self._plan.launches_count):
             c = self._plan.launches[i]
             dims = c.work_dim

@@ -180,11 +180,10 @@ class Conv2D:
         ints = _window_args(p, src.shape, dst.shape, kh, kw)
         if filters.shape[3] != src.shape[3]:
             return self._grouped(node, ctx, filters, ints)
-        kernel = os.environ.get("DELEGATE_CONV_KERNEL", "gemm")
-        if kernel == "gemm" and ctx.linear_storage:
+        if _use_gemm(ctx):
             flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
             return gemm_operation(node, ctx, filters, ints, flat)
-        blocked = kernel != "plain"
+        blocked = os.environ.get("DELEGATE_CONV_KERNEL", "gemm") != "plain"
         code = (
             blocked_conv_code(activation_code(p["activation"]))
             if blocked
@@ -222,6 +221,12 @@ class Conv2D:
             buffer_objects=[buffer_object("weights", weights, ctx.dtype, element_size=1)],
             tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
         )
+
+
+def _use_gemm(ctx: EmitContext) -> bool:
+    """The matrix-product kernels run on buffer-backed storage unless DELEGATE_CONV_KERNEL picks the
+    generic ones (``blocked`` or ``plain``, for comparisons)."""
+    return ctx.linear_storage and os.environ.get("DELEGATE_CONV_KERNEL", "gemm") == "gemm"
 
 
 def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,
@@ -377,7 +382,7 @@ class FullyConnected:
         weights = g.tensor(node.inputs[1]).constant
         assert weights is not None
         filters = np.asarray(weights, np.float32).reshape(weights.shape[0], 1, 1, weights.shape[1])
-        if ctx.linear_storage and os.environ.get("DELEGATE_CONV_KERNEL", "gemm") == "gemm":
+        if _use_gemm(ctx):
             return gemm_operation(node, ctx, filters, {}, flat=True)
         return operation(
             FULLY_CONNECTED.replace("{activation}", activation_code(p["activation"])),
@@ -453,7 +458,7 @@ class TransposeConv:
             "pad_w": same_padding(dst.shape[2], src.shape[2], kw, sw, 1, p["padding"]),
         }
         biases = layout.linear(None if bias is None else g.tensor(bias).constant, dst.shape[3], ctx.dtype)
-        if ctx.linear_storage and os.environ.get("DELEGATE_CONV_KERNEL", "gemm") == "gemm":
+        if _use_gemm(ctx):
             return gemm_operation(node, ctx, filters, ints, flat=False, biases=biases, transposed=True)
         return operation(
             TRANSPOSE_CONV.replace("{activation}", activation_code(p.get("activation", 0))),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import base
+from .. import layout
 
 #: Default blocking of the matrix-product kernel: 4 pixels x 2 groups of 8 output channels.
 GEMM_PIXELS = 4
@@ -40,8 +40,8 @@ def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype) -> bytes:
     """OHWI filters as FLT8 rows: (group of 8 output channels, ky, kx, input channel padded to a
     multiple of 4) -> the group's 8 output channels. Missing output channels are zero."""
     _, kh, kw, _ = filters.shape
-    f = base.layout.pad_channels(filters.astype(np.float32), 3)
-    f = base.layout.pad_channels(f, 0, 8)
+    f = layout.pad_channels(filters.astype(np.float32), 3)
+    f = layout.pad_channels(f, 0, 8)
     groups = f.shape[0] // 8
     f = f.reshape(groups, 8, kh, kw, f.shape[3])  # (g, o8, ky, kx, ci)
     return np.ascontiguousarray(f.transpose(0, 2, 3, 4, 1)).astype(dtype).tobytes()
