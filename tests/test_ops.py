@@ -525,6 +525,35 @@ def test_elementwise_chains_are_fused(chain, kernels):
     assert fused.partitions[0].fused_ops == len(ops) - kernels
 
 
+@pytest.mark.parametrize("producer", ["conv_1x1", "conv_3x3", "depthwise"])
+@pytest.mark.parametrize(("b", "w", "c"), [(1, 10, 10), (2, 9, 7), (1, 16, 16)])
+@pytest.mark.parametrize("precision", ["F32", "F32_F16"])
+def test_linked_add_after_the_fast_kernels(producer, b, w, c, precision):
+    # The matrix-product and depthwise kernels write whole blocks at linear indices and partial
+    # ones through the general write; a linked ADD of a runtime tensor has to run in both paths,
+    # for every slice of a pair or group (c = 7, 10: partial last slices and groups).
+    rng = np.random.default_rng(b * 100 + w * 10 + c)
+    h = 5
+    if producer == "depthwise":
+        filters, op_code, options = (1, 3, 3, c), Builtin.DEPTHWISE_CONV_2D, "DepthwiseConv2DOptions"
+        params = {"Padding": 0, "StrideW": 1, "StrideH": 1, "DepthMultiplier": 1, "FusedActivationFunction": 3}
+    else:
+        k = 1 if producer == "conv_1x1" else 3
+        filters, op_code, options = (c, k, k, c), Builtin.CONV_2D, "Conv2DOptions"
+        params = {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 3}
+    tensors = [
+        T((b, h, w, c)),
+        T(filters, rand(filters, rng)),
+        T((c,), rand((c,), rng)),
+        T((b, h, w, c)),
+        T((b, h, w, c)),
+        T((b, h, w, c)),
+    ]
+    ops = [Op(op_code, [0, 1, 2], [3], (options, params)), Op(Builtin.ADD, [3, 4], [5])]
+    state = check(tensors, ops, [0, 4], [5], [rand((b, h, w, c), rng), rand((b, h, w, c), rng)], precision)
+    assert [p.kernels for p in state.partitions] == [1]
+
+
 # ------------------------------------------------------------------ re-indexing and reductions
 
 shapes_any_rank = st.integers(1, 4).flatmap(lambda r: st.tuples(*[st.integers(1, 6)] * r))

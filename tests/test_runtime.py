@@ -75,6 +75,46 @@ MAIN_FUNCTION($0) {
     np.testing.assert_allclose(y, x * -2.0 + _bias(5)[:5], rtol=1e-6, atol=1e-6)
 
 
+_LINEAR_SELECTORS = """
+MAIN_FUNCTION($0) {
+  int gx = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
+  int B = args.dst_tensor.Batch();
+  if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  int X = gx / B; int b = gx % B;
+  int at = args.src_tensor.Offset(X, Y, S, b);
+  args.dst_tensor.WriteAt(args.src_tensor.ReadAt(at) * (FLT)(args.scale) + args.bias.Read(S), at);
+}
+"""
+
+
+@pytest.mark.parametrize("precision", [F32, F32_F16], ids=lambda p: p.name)
+@pytest.mark.parametrize("storage", [T.BUFFER, T.IMAGE_BUFFER], ids=lambda s: s.name)
+def test_linear_selectors_on_buffer_storages(storage, precision, cache):
+    dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
+    op = scale_bias_op(3.0, _bias(6).tobytes(), code=_LINEAR_SELECTORS)
+    ctx = single_node(op, desc(6, storage, dt, b=2), desc(6, storage, dt, b=2), precision=precision)
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.random.default_rng(4).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
+
+
+@pytest.mark.parametrize(
+    ("statement", "tensor", "selector"),
+    [
+        ("args.dst_tensor.Write(args.src_tensor.ReadAt(0), 0, 0, 0, 0);", "src_tensor", "ReadAt"),
+        ("args.dst_tensor.WriteAt(args.src_tensor.Read(0, 0, 0, 0), 0);", "dst_tensor", "WriteAt"),
+        ("args.dst_tensor.Write(args.src_tensor.Read(args.src_tensor.Offset(0, 0, 0, 0), 0, 0, 0), 0, 0, 0, 0);",
+         "src_tensor", "Offset"),
+    ],
+)  # fmt: skip
+def test_linear_selectors_on_a_texture_are_build_errors(statement, tensor, selector, cache):
+    op = scale_bias_op(1.0, _bias(4).tobytes(), code=f"MAIN_FUNCTION($0) {{ {statement} }}")
+    ctx = single_node(op, desc(4, T.TEXTURE_2D), desc(4, T.TEXTURE_2D))
+    with pytest.raises(ProgramBuildError, match=rf"tensor '{tensor}' uses {selector}, which need BUFFER or IMAGE_BUF"):
+        Runtime.load(ctx, cache_dir=cache)
+
+
 def test_inactive_scalars_become_literals(cache):
     ctx = single_node(scale_bias_op(0.25, _bias(4).tobytes(), active=False), desc(4), desc(4))
     with Runtime.load(ctx, cache_dir=cache) as rt:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..context import model
 from .graph import Builtin, Graph, Node
-from .ops.base import WRITE, EmitContext, activation_code, constant_tensor
+from .ops.base import WRITE, WRITE_AT, EmitContext, activation_code, constant_tensor
 from .ops.elementwise import _BINARY, _FUSED, _UNARY, Binary, Unary, read_broadcast
 
 
@@ -58,7 +58,7 @@ def link(producer: model.CLNode, node: Node, fused_input: int, ctx: EmitContext,
         if node.op in _FUSED:
             lines.append("    " + activation_code(node.params.get("activation", 0)) + "\n")
     lines.append("  }\n")
-    op.code = op.code.replace(WRITE, "".join(lines) + WRITE)
+    op.code = op.code.replace(WRITE, "".join(lines) + WRITE).replace(WRITE_AT, "".join(lines) + WRITE_AT)
     op.linkable_count += 1
     producer.output_ids = list(node.outputs)
     producer.name = f"{producer.name}+{node.name}"

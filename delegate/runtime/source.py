@@ -33,9 +33,10 @@ TENSOR_SELECTORS = {
     "Channels": (0,),
     "Offset": (4, 5),
     "ReadAt": (1,),
+    "WriteAt": (2,),
 }
 #: Selectors that address a tensor's memory linearly: buffer-backed storages only.
-LINEAR_SELECTORS = ("Offset", "ReadAt")
+LINEAR_SELECTORS = ("Offset", "ReadAt", "WriteAt")
 _IMAGE_TYPES = {
     TensorStorageType.IMAGE_BUFFER: "image1d_buffer_t",
     TensorStorageType.TEXTURE_2D: "image2d_t",
@@ -213,7 +214,7 @@ class _Assembler:
             raise SourceError(f"tensor {name!r} has storage type UNKNOWN")
         if st != TensorStorageType.BUFFER and st != TensorStorageType.IMAGE_BUFFER and not self.device.images:
             raise SourceError(f"tensor {name!r} uses {st.name}, but the device has no image support")
-        writes = "Write" in usage
+        writes = "Write" in usage or "WriteAt" in usage
         reads = "Read" in usage or "ReadAt" in usage
         linear_use = usage.intersection(LINEAR_SELECTORS)
         if linear_use and st not in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
@@ -250,6 +251,7 @@ class _Assembler:
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4({load.format(i=linear, p=buf)})")
                 m.append(f"#define {name}_ReadAt1(i) TO_FLT4({load.format(i='(i)', p=buf)})")
             m.append(f"#define {name}_Write6(v, x, y, z, s, b) {store.format(i=linear, p=buf, v='v')}")
+            m.append(f"#define {name}_WriteAt2(v, i) {store.format(i='(i)', p=buf, v='v')}")
         else:
             if reads and writes:
                 raise SourceError(f"tensor {name!r} ({st.name}) is both read and written by one kernel")
@@ -318,7 +320,7 @@ class _Assembler:
                         f"(supported: {', '.join(f'{k}/{v}' for k, v in TENSOR_SELECTORS.items())})"
                     )
                 usage.setdefault(name, set()).add(selector)
-                suffix = str(len(call_args)) if selector in ("Read", "Write", "Offset", "ReadAt") else ""
+                suffix = str(len(call_args)) if selector in ("Read", "Write", "Offset", "ReadAt", "WriteAt") else ""
                 out.append(code[pos : match.start()] + f"{name}_{selector}{suffix}(")
             elif name in self.buffers or name in self.linears or name in self.textures:
                 if selector not in ("Read", "GetPtr"):

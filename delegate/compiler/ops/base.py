@@ -94,9 +94,12 @@ def activation_check(act: int) -> str | None:
     return f"fused activation {name} is left to TFLite's CPU kernels"
 
 
-def activation_code(act: int, var: str = "result") -> str:
-    """OpenCL statements applying a fused activation to FLT4 ``var`` (ternaries: PoCL calls min/max)."""
-    zero, one, six = "INIT_FLT4(0.0f)", "INIT_FLT4(1.0f)", "INIT_FLT4(6.0f)"
+def activation_code(act: int, var: str = "result", width: int = 4) -> str:
+    """OpenCL statements applying a fused activation to ``var``, a FLT4 (or FLT8 with ``width`` 8),
+    with ternaries: PoCL calls min/max."""
+    zero, one, six = (f"((FLT{width})(0.0f))", f"((FLT{width})(1.0f))", f"((FLT{width})(6.0f))")
+    if width == 4:
+        zero, one, six = "INIT_FLT4(0.0f)", "INIT_FLT4(1.0f)", "INIT_FLT4(6.0f)"
     if act == Activation.NONE:
         return ""
     if act == Activation.RELU:
@@ -149,6 +152,10 @@ WRITE = """  if (S == args.dst_tensor.Slices() - 1) {
 
 
 _PLAIN_WRITE = "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
+
+#: ``WRITE`` for kernels that know the linear index ``at`` of (X, Y, S, b) (buffer storages):
+#: fusion links code in front of both.
+WRITE_AT = WRITE.replace("args.dst_tensor.Write(result, X, Y, S, b);", "args.dst_tensor.WriteAt(result, at);")
 
 
 def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation: int, padding: int) -> int:

@@ -31,6 +31,7 @@ from .conv_fast import (
     depthwise_code,
     gemm_conv_code,
     gemm_groups,
+    pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
 )
@@ -241,7 +242,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     pixels = GEMM_PIXELS if (npix if flat else w) >= GEMM_PIXELS else 1
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
     code = gemm_conv_code(
-        activation_code(node.params.get("activation", 0)),
+        node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),
         flat=flat,
         transposed=transposed,
@@ -327,7 +328,7 @@ class DepthwiseConv2D:
         g = ctx.graph
         dst = g.tensor(node.outputs[0])
         code = depthwise_code(
-            activation_code(node.params["activation"]),
+            node.params["activation"],
             kernel=(ints["kernel_h"], ints["kernel_w"]),
             stride=(ints["stride_h"], ints["stride_w"]),
             dilation=(ints["dilation_h"], ints["dilation_w"]),
@@ -336,12 +337,15 @@ class DepthwiseConv2D:
         op = operation(
             code,
             srcs=["src_tensor"],
-            buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
-        )
+            buffer_objects=[
+                buffer_object("weights", pack_depthwise_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
+                buffer_object("biases", pack_gemm_biases(_bias(node, g, dst.shape[3], ctx), ctx.dtype), ctx.dtype,
+                              element_size=8),
+            ],
+        )  # fmt: skip
         b, h, w, c = dst.shape
         op.tensor_to_grid = model.TensorToGrid.CUSTOM
-        op.grid_size = model.Int3(-(-w // DEPTHWISE_PIXELS) * b, h, layout.slices(c))
+        op.grid_size = model.Int3(-(-w // DEPTHWISE_PIXELS) * b, h, -(-layout.slices(c) // 2))
         op.work_group_size = model.Int3(4, 2, 1)
         return op
 

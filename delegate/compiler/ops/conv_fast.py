@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import layout
+from .base import WRITE, WRITE_AT, activation_code
 
 #: Default blocking of the matrix-product kernel: 4 pixels x 2 groups of 8 output channels.
 GEMM_PIXELS = 4
@@ -58,20 +59,9 @@ def gemm_groups(channels: int) -> int:
     return -(-channels // 8)
 
 
-def _epilogue(count: int, index_setup: str, activation: str) -> list[str]:
-    """Write ``count`` results held in ``outs``: ``index_setup`` sets X, Y, S, b (or continues)."""
-    return [
-        f"  for (int i = 0; i < {count}; ++i) {{\n",
-        index_setup,
-        "    FLT4 result = outs[i];\n",
-        f"    {activation}\n",
-        "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n}\n",
-    ]
-
-
-def gemm_conv_code(activation: str, *, kernel: tuple[int, int], flat: bool, transposed: bool = False,
+def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed: bool = False,
                    pixels: int = GEMM_PIXELS, groups: int = GEMM_GROUPS) -> str:  # fmt: skip
-    """The matrix-product convolution; ``activation`` is the fused activation on ``result``.
+    """The matrix-product convolution; ``act`` is the fused activation (TFLite's enum).
 
     Scalar arguments: ``stride_h/w``, ``dilation_h/w``, ``pad_h/w`` (ignored when ``flat``).
     Objects: ``weights`` (FLT8 buffer, pack_gemm_weights), ``biases`` (FLT8 buffer).
@@ -170,11 +160,13 @@ MAIN_FUNCTION($0) {{
     L.append(f"{indent}}}\n")
     if not flat:
         L.append("  }\n  }\n")
+    L += _gemm_fast_epilogue(act, P, G, flat)
     L.append(f"  FLT4 outs[{2 * G * P}];\n")
     for g in range(G):
         for p in range(P):
             i = p * 2 * G + g * 2
             L.append(f"  outs[{i}] = TO_FLT4(a{g}{p}.lo); outs[{i + 1}] = TO_FLT4(a{g}{p}.hi);\n")
+    activation = activation_code(act)
     if flat:  # coordinates of the first pixel, then stepped: no division per output
         L.append(
             f"""  int b = p0 % B; int X = (p0 / B) % W; int Y = p0 / (B * W);
@@ -195,9 +187,50 @@ MAIN_FUNCTION($0) {{
 """
     )
     if flat:
-        L.append("    b += 1;\n    if (b == B) { b = 0; X += 1; if (X == W) { X = 0; Y += 1; } }\n")
+        L.append(_STEP_PIXEL)
     L.append("  }\n}\n")
     return "".join(L)
+
+
+#: Advance (X, Y, b) to the next pixel in flat order.
+_STEP_PIXEL = "    b += 1;\n    if (b == B) { b = 0; X += 1; if (X == W) { X = 0; Y += 1; } }\n"
+
+
+def _gemm_fast_epilogue(act: int, P: int, G: int, flat: bool) -> list[str]:
+    """Write a whole block (every pixel and output slice of the work-item inside the tensor) at
+    linear indices, straight from the accumulators, the activation applied to each FLT8: about 1.6x
+    faster than the general write on MobileNetV2's wide 1x1 layers. (X, Y, S, b) stay defined for
+    linked ops; the compiler drops them when nothing reads them."""
+    if flat:
+        full = f"p0 + {P - 1} < npix"
+        setup = "    int at0 = p0 + g0 * 2 * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
+        setup += "    int Y = p0 / (B * W);\n"
+        step = "1"
+    else:
+        full = f"X0 + {P - 1} < W"
+        setup = "    int at0 = args.dst_tensor.Offset(X0, Y, g0 * 2, b);\n    int X = X0;\n"
+        step = "B"
+    L = [
+        f"  if ({full} && g0 * 2 + {2 * G - 1} < dst_slices) {{\n",
+        "    int dstride = args.dst_tensor.Offset(0, 0, 1, 0);\n",
+        setup,
+    ]
+    for p in range(P):
+        for g in range(G):
+            L.append(f"    FLT8 r{g}{p} = TO_FLT8(a{g}{p});\n")
+            activation = activation_code(act, f"r{g}{p}", width=8)
+            if activation:
+                L.append(f"    {activation}\n")
+            for h, half in enumerate(("lo", "hi")):
+                j = 2 * g + h
+                L.append(
+                    f"  {{\n    int S = g0 * 2 + {j};\n    int at = at0 + {j} * dstride + {p} * {step};\n"
+                    f"    FLT4 result = r{g}{p}.{half};\n" + WRITE_AT
+                )
+        if p < P - 1:
+            L.append(_STEP_PIXEL if flat else "    X += 1;\n")
+    L.append("    return;\n  }\n")
+    return L
 
 
 def _window_row(kh: int, transposed: bool) -> str:
@@ -217,10 +250,23 @@ def _window_row(kh: int, transposed: bool) -> str:
 """
 
 
-def depthwise_code(activation: str, *, kernel: tuple[int, int], stride: tuple[int, int],
+def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype) -> bytes:
+    """[1, KH, KW, C] filters as FLT8 per (pair of slices, ky, kx): the pair's two FLT4 side by
+    side; a missing last slice is zero."""
+    _, kh, kw, _ = filters.shape
+    f = layout.pad_channels(filters[0].astype(np.float32), 2, 8).reshape(kh, kw, -1, 2, 4)
+    return np.ascontiguousarray(f.transpose(2, 0, 1, 3, 4)).astype(dtype).tobytes()
+
+
+def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int],
                    dilation: tuple[int, int], pad: tuple[int, int], pixels: int = DEPTHWISE_PIXELS) -> str:  # fmt: skip
-    """Depth multiplier 1 depthwise convolution, the window unrolled; ``weights`` as
-    layout.depthwise_weights (FLT4 per slice, ky, kx), ``biases`` a linear FLT4 object."""
+    """Depth multiplier 1 depthwise convolution over a pair of slices, the window unrolled.
+
+    A work-item computes ``pixels`` consecutive output pixels of one row for slices S and S + 1 in
+    FLT8 accumulators (one AVX register each; about 1.4x faster than one slice in FLT4 on PoCL).
+    ``weights``: pack_depthwise_weights; ``biases``: FLT8 per pair (pack_gemm_biases). Grid:
+    (ceil(W / pixels) * B, H, ceil(slices / 2)).
+    """
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, pad
     P = pixels
     L = [
@@ -230,41 +276,81 @@ MAIN_FUNCTION($0) {{
   int W = args.dst_tensor.Width();
   int gx = GLOBAL_ID_0;
   int Y = GLOBAL_ID_1;
-  int S = GLOBAL_ID_2;
-  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  int S0 = GLOBAL_ID_2 * 2;
+  int dst_slices = args.dst_tensor.Slices();
+  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || S0 >= dst_slices) return;
+  bool pair = S0 + 1 < dst_slices;
   int X0 = (gx / B) * {P};
   int b = gx % B;
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
   int xi = X0 * {sw} - {pw};
-  ACCUM_FLT4 bias = TO_ACCUM_FLT4(args.biases.Read(S));
+  int second = pair ? args.src_tensor.Offset(0, 0, 1, 0) : 0;
+  ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.biases.Read(S0 / 2));
 """
     ]
     for p in range(P):
-        L.append(f"  ACCUM_FLT4 a{p} = bias;\n")
+        L.append(f"  ACCUM_FLT8 a{p} = bias;\n")
     columns = sorted({p * sw + kx * dw for p in range(P) for kx in range(kw)})
+
+    def load(j: int) -> str:
+        at = f"row + (xi + {j}) * B"
+        return (
+            f"(ACCUM_FLT8)(TO_ACCUM_FLT4(args.src_tensor.ReadAt({at})), "
+            f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at} + second)))"
+        )
+
     for ky in range(kh):
         L.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
-        L.append("      int row = args.src_tensor.Offset(0, yi, S, b);\n")
-        L.append("      ACCUM_FLT4 " + ", ".join(f"r{j}" for j in columns) + ";\n")
+        L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
+        L.append("      ACCUM_FLT8 " + ", ".join(f"r{j}" for j in columns) + ";\n")
         # Work-items away from the left and right edges (most of them) load without checks.
         L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
         for j in columns:
-            L.append(f"        r{j} = TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B));\n")
+            L.append(f"        r{j} = {load(j)};\n")
         L.append("      } else {\n")
         for j in columns:
-            L.append(
-                f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? "
-                f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B)) : (ACCUM_FLT4)(0.0f);\n"
-            )
+            L.append(f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? {load(j)} : (ACCUM_FLT8)(0.0f);\n")
         L.append("      }\n")
         for kx in range(kw):
-            L.append(f"      ACCUM_FLT4 k{kx} = TO_ACCUM_FLT4(args.weights.Read((S * {kh} + {ky}) * {kw} + {kx}));\n")
+            L.append(
+                f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.weights.Read((S0 / 2 * {kh} + {ky}) * {kw} + {kx}));\n"
+            )
         for p in range(P):
             for kx in range(kw):
                 L.append(f"      a{p} += r{p * sw + kx * dw} * k{kx};\n")
         L.append("    }\n  }\n")
-    L.append(f"  FLT4 outs[{P}];\n")
     for p in range(P):
-        L.append(f"  outs[{p}] = TO_FLT4(a{p});\n")
-    setup = "    int X = X0 + i;\n    if (X >= W) continue;\n"
-    return "".join(L + _epilogue(P, setup, activation))
+        L.append(f"  FLT8 o{p} = TO_FLT8(a{p});\n")
+        activation = activation_code(act, f"o{p}", width=8)
+        if activation:
+            L.append(f"  {activation}\n")
+    # A whole row of pixels inside the tensor: written at linear indices, straight from the registers.
+    L.append(
+        f"  if (X0 + {P - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S0, b);\n"
+        "    int dstride = args.dst_tensor.Offset(0, 0, 1, 0);\n"
+    )
+    for p in range(P):
+        L.append(
+            f"  {{\n    int X = X0 + {p};\n    int S = S0;\n    int at = at0 + {p} * B;\n"
+            f"    FLT4 result = o{p}.lo;\n" + WRITE_AT
+        )
+        L.append(
+            f"  if (pair) {{\n    int X = X0 + {p};\n    int S = S0 + 1;\n    int at = at0 + {p} * B + dstride;\n"
+            f"    FLT4 result = o{p}.hi;\n" + WRITE_AT
+        )
+    L.append("    return;\n  }\n")
+    L.append(f"  FLT4 outs[{2 * P}];\n")
+    for p in range(P):
+        L.append(f"  outs[{2 * p}] = o{p}.lo; outs[{2 * p + 1}] = o{p}.hi;\n")
+    L.append(
+        f"""  for (int i = 0; i < {2 * P}; ++i) {{
+    int X = X0 + i / 2;
+    if (X >= W) break;
+    if (i % 2 == 1 && !pair) continue;
+    int S = S0 + i % 2;
+    FLT4 result = outs[i];
+"""
+        + WRITE
+        + "}\n"
+    )
+    return "".join(L)
