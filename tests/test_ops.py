@@ -309,6 +309,16 @@ def test_softmax(shape, beta, seed, precision):
     )
 
 
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5, 9])
+@pytest.mark.parametrize("op", [Builtin.SOFTMAX, Builtin.LOG_SOFTMAX], ids=["softmax", "log_softmax"])
+def test_softmax_kernels_for_one_and_more_slices(op, channels):
+    # Up to four channels the kernel reads its slice once; more take the looping kernel.
+    shape = (2, 5, 3, channels)
+    options = ("SoftmaxOptions", {"Beta": 0.7}) if op == Builtin.SOFTMAX else None
+    feed = rand(shape, np.random.default_rng(channels), -5, 5)
+    check([T(shape), T(shape)], [Op(op, [0], [1], options)], [0], [1], [feed])
+
+
 @EXAMPLES
 @given(shape=shapes, seed=seeds, data=st.data())
 def test_reshape(shape, seed, data):
@@ -458,6 +468,25 @@ def test_transpose_conv(src, cout, k, stride, padding, seed, precision, bias):
     options = ("TransposeConvOptions", {"Padding": padding - 1, "StrideW": stride, "StrideH": stride})
     o = len(tensors) - 1
     check(tensors, [Op(Builtin.TRANSPOSE_CONV, inputs, [o], options)], [2], [o], [rand(src, rng)], precision)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize(("src", "cout"), [((1, 4, 11, 6), 9), ((2, 3, 5, 17), 16)])
+@pytest.mark.parametrize("padding", [1, 2])
+def test_transpose_conv_with_kernel_equal_to_stride(k, src, cout, padding):
+    # The phase kernel: every output pixel takes one input pixel through one tap.
+    rng = np.random.default_rng(k * 10 + cout)
+    b, h, w, cin = src
+    out = (b, h * k, w * k, cout)
+    tensors = [
+        T((4,), np.array(out, np.int32), np.int32),
+        T((cout, k, k, cin), rand((cout, k, k, cin), rng)),
+        T(src),
+        T((cout,), rand((cout,), rng)),
+        T(out),
+    ]
+    options = ("TransposeConvOptions", {"Padding": padding - 1, "StrideW": k, "StrideH": k})
+    check(tensors, [Op(Builtin.TRANSPOSE_CONV, [0, 1, 2, 3], [4], options)], [2], [4], [rand(src, rng)])
 
 
 def test_dequantize_of_fp16_weights_is_folded():

@@ -231,25 +231,28 @@ def _use_gemm(ctx: EmitContext) -> bool:
 
 
 def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,
-                   biases: bytes | None = None, transposed: bool = False) -> model.GPUOperation:  # fmt: skip
+                   biases: bytes | None = None, transposed: bool = False,
+                   phases: bool = False) -> model.GPUOperation:  # fmt: skip
     """CONV_2D (OHWI ``filters``), FULLY_CONNECTED (1x1 filters, ``flat``) or TRANSPOSE_CONV
-    (``transposed``) as the matrix-product kernel; ``biases`` as layout.linear lays them out
-    (default: the node's input 2)."""
+    (``transposed``; ``phases`` when kernel = stride, see gemm_conv_code) as the matrix-product
+    kernel; ``biases`` as layout.linear lays them out (default: the node's input 2)."""
     g = ctx.graph
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
     npix, groups = b * h * w, gemm_groups(c)
-    pixels = GEMM_PIXELS if (npix if flat else w) >= GEMM_PIXELS else 1
+    _, ih, iw, _ = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
+    pixels = GEMM_PIXELS if (npix if flat else iw if phases else w) >= GEMM_PIXELS else 1
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
     code = gemm_conv_code(
         node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),
         flat=flat,
         transposed=transposed,
+        phases=phases,
         pixels=pixels,
         groups=per_item,
     )
-    window = {} if flat else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
+    window = {} if flat or phases else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
     biases = pack_gemm_biases(_bias(node, g, c, ctx) if biases is None else biases, ctx.dtype)
     op = operation(
         code,
@@ -263,6 +266,11 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     op.tensor_to_grid = model.TensorToGrid.CUSTOM
     if flat:
         op.grid_size = model.Int3(-(-npix // pixels), -(-groups // per_item), 1)
+        op.work_group_size = model.Int3(8, 1, 1)
+    elif phases:
+        op.grid_size = model.Int3(
+            -(-iw // pixels) * b, ih, -(-groups // per_item) * filters.shape[1] * filters.shape[2]
+        )
         op.work_group_size = model.Int3(8, 1, 1)
     else:
         blocks = -(-w // pixels) * b
@@ -463,7 +471,10 @@ class TransposeConv:
         }
         biases = layout.linear(None if bias is None else g.tensor(bias).constant, dst.shape[3], ctx.dtype)
         if _use_gemm(ctx):
-            return gemm_operation(node, ctx, filters, ints, flat=False, biases=biases, transposed=True)
+            # Kernel = stride without padding: each output pixel has exactly one tap.
+            phases = (kh, kw) == (sh, sw) and ints["pad_h"] == ints["pad_w"] == 0
+            phases = phases and tuple(dst.shape[1:3]) == (src.shape[1] * sh, src.shape[2] * sw)
+            return gemm_operation(node, ctx, filters, ints, flat=False, biases=biases, transposed=True, phases=phases)
         return operation(
             TRANSPOSE_CONV.replace("{activation}", activation_code(p.get("activation", 0))),
             srcs=["src_tensor"],

@@ -87,6 +87,30 @@ _SOFTMAX = (
 )
 
 
+# Four channels or fewer: one slice, read once, one exp per row.
+_SOFTMAX_ONE_SLICE = (
+    HEAD
+    + """  if (S != 0) return;
+  int C = args.src_tensor.Channels();
+  float4 x = convert_float4(args.src_tensor.Read(X, Y, 0, b));
+  float m = x.x;
+  if (C > 1) m = x.y > m ? x.y : m;
+  if (C > 2) m = x.z > m ? x.z : m;
+  if (C > 3) m = x.w > m ? x.w : m;
+  float4 v = (x - m) * args.beta;
+  float4 e = exp(v);
+  e.y = C > 1 ? e.y : 0.0f; e.z = C > 2 ? e.z : 0.0f; e.w = C > 3 ? e.w : 0.0f;
+  float sum = e.x + e.y + e.z + e.w;
+  float inv = 1.0f / sum;
+  float log_sum = log(sum);
+  e = {final};
+  e.y = C > 1 ? e.y : 0.0f; e.z = C > 2 ? e.z : 0.0f; e.w = C > 3 ? e.w : 0.0f;
+  args.dst_tensor.Write(TO_FLT4(e), X, Y, 0, b);
+}
+"""
+)
+
+
 class Softmax:
     """SOFTMAX (beta) and LOG_SOFTMAX over the last axis."""
 
@@ -102,9 +126,13 @@ class Softmax:
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        final = "v - (float4)(log_sum)" if node.op == Builtin.LOG_SOFTMAX else "exp(v) * inv"
+        log = node.op == Builtin.LOG_SOFTMAX
         beta = node.params.get("beta", 1.0) if node.op == Builtin.SOFTMAX else 1.0
-        op = operation(_SOFTMAX.replace("{final}", final), srcs=["src_tensor"], floats={"beta": beta})
+        if ctx.graph.tensor(node.inputs[0]).shape[-1] <= 4:
+            code = _SOFTMAX_ONE_SLICE.replace("{final}", "v - (float4)(log_sum)" if log else "e * inv")
+        else:
+            code = _SOFTMAX.replace("{final}", "v - (float4)(log_sum)" if log else "exp(v) * inv")
+        op = operation(code, srcs=["src_tensor"], floats={"beta": beta})
         # One work-item per row: slices are looped inside.
         op.tensor_to_grid = model.TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1
         return op
