@@ -102,7 +102,7 @@ def format_result(r: dict[str, Any]) -> str:
         f" on execution {r['fallback_settings']['execution']}",
         f"device: {r['device'] or '-'} ({r['precision'] or '-'}, {r['storage_type'] or '-'})",
         f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s),"
-        f" {r['kernels']} kernels ({r['fused_ops']} elementwise ops fused)"
+        f" {r['kernels']} kernels ({r['fused_ops']} ops fused into other kernels)"
         + (f", cache {', '.join(r['partition_cache'])}" if r["partition_cache"] else ""),
         f"max abs error vs CPU: {r['max_abs_error']:.3g} (largest |CPU output| {r['max_abs_reference']:.3g},"
         f" relative {rel:.2g})",

@@ -583,6 +583,49 @@ def test_linked_add_after_the_fast_kernels(producer, b, w, c, precision):
     assert [p.kernels for p in state.partitions] == [1]
 
 
+@pytest.mark.parametrize(
+    ("channels", "k", "in_place"),
+    [((8, 4), 3, True), ((4, 8, 3), 1, True), ((16, 5), 3, True), ((6, 5), 3, False), ((4,), 1, True)],
+)
+@pytest.mark.parametrize("precision", ["F32", "F32_F16"])
+def test_concatenation_read_in_place_by_a_convolution(channels, k, in_place, precision):
+    # A channel concatenation whose inputs start on slice boundaries gets no kernel: the
+    # convolution reading it loops over its inputs (6 + 5 channels does not line up: it stays).
+    rng = np.random.default_rng(sum(channels) * k)
+    b, h, w, cout = 2, 5, 7, 9
+    total = sum(channels)
+    n = len(channels)
+    tensors = [T((b, h, w, c)) for c in channels]
+    tensors += [
+        T((b, h, w, total)),
+        T((cout, k, k, total), rand((cout, k, k, total), rng)),
+        T((cout,), rand((cout,), rng)),
+    ]
+    tensors.append(T((b, h, w, cout)))
+    ops = [
+        Op(Builtin.CONCATENATION, list(range(n)), [n], ("ConcatenationOptions", {"Axis": 3})),
+        Op(Builtin.CONV_2D, [n, n + 1, n + 2], [n + 3], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
+    ]
+    feeds = [rand((b, h, w, c), rng) for c in channels]
+    state = check(tensors, ops, list(range(n)), [n + 3], feeds, precision)
+    assert [p.kernels for p in state.partitions] == [1 if in_place else 2]
+    assert [p.fused_ops for p in state.partitions] == [1 if in_place else 0]
+
+
+def test_concatenation_also_wanted_elsewhere_is_written():
+    # The concatenation is a model output too (and read twice): it needs its own kernel.
+    rng = np.random.default_rng(11)
+    shape = (1, 4, 6, 4)
+    tensors = [T(shape), T(shape), T((1, 4, 6, 8)), T((3, 1, 1, 8), rand((3, 1, 1, 8), rng)), T((3,), rand((3,), rng))]
+    tensors.append(T((1, 4, 6, 3)))
+    ops = [
+        Op(Builtin.CONCATENATION, [0, 1], [2], ("ConcatenationOptions", {"Axis": 3})),
+        Op(Builtin.CONV_2D, [2, 3, 4], [5], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
+    ]
+    state = check(tensors, ops, [0, 1], [5, 2], [rand(shape, rng), rand(shape, rng)])
+    assert [p.kernels for p in state.partitions] == [2]
+
+
 # ------------------------------------------------------------------ re-indexing and reductions
 
 shapes_any_rank = st.integers(1, 4).flatmap(lambda r: st.tuples(*[st.integers(1, 6)] * r))

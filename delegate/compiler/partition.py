@@ -12,6 +12,7 @@ from .fusion import link, linkable
 from .graph import Builtin, Graph, Node
 from .ops import OPS, EmitContext
 from .ops.base import HEAD, WRITE, constant_tensor, operation
+from .ops.conv import reads_concat_in_place
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,28 @@ def _fusion_target(
         if linkable(node, graph, candidate):
             return candidate
     return None
+
+
+def _concats_read_in_place(
+    graph: Graph, nodes: list[int], readers: dict[int, int], outputs: list[int], emit: EmitContext
+) -> dict[int, list[int]]:
+    """CONCATENATION outputs whose only reader reads the concatenation's inputs in place (so the
+    concatenation gets no kernel and its output no memory): output -> inputs."""
+    reader_of: dict[int, Node] = {}
+    for index in nodes:
+        for i in set(graph.nodes[index].inputs):
+            reader_of[i] = graph.nodes[index]
+    merged: dict[int, list[int]] = {}
+    for index in nodes:
+        node = graph.nodes[index]
+        if node.op != Builtin.CONCATENATION or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        if readers.get(out, 0) != 1 or out in outputs or out not in reader_of:
+            continue
+        if reads_concat_in_place(reader_of[out], node, emit):
+            merged[out] = list(node.inputs)
+    return merged
 
 
 def op_name(code: int) -> str:
@@ -94,10 +117,19 @@ def compile_partition(
         for i in set(graph.nodes[index].inputs):
             readers[i] = readers.get(i, 0) + 1
     producer_of: dict[int, model.CLNode] = {}  # runtime tensor -> the CLNode that writes it
+    if options.fuse:
+        emit.concat_sources = _concats_read_in_place(graph, nodes, readers, outputs, emit)
+    merged_names = {
+        graph.nodes[i].outputs[0]: graph.nodes[i].name
+        for i in nodes
+        if graph.nodes[i].op == Builtin.CONCATENATION and graph.nodes[i].outputs[0] in emit.concat_sources
+    }
     for index in nodes:
         node = graph.nodes[index]
         if node.op == Builtin.DEQUANTIZE:
             continue  # folded into a constant (fold.py): no kernel
+        if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
+            continue  # its reader reads the inputs in place: no kernel
         fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
         if fused is not None:
             producer = producer_of.pop(fused)
@@ -120,9 +152,11 @@ def compile_partition(
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
         node_inputs = runtime_inputs(node, graph)
+        node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
         if len(node_inputs) != len(gpu_op.src_tensors_names):
             raise ValueError(f"{node.name}: {len(node_inputs)} runtime inputs for {gpu_op.src_tensors_names}")
-        cl_node = model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=list(node.outputs), name=node.name)
+        name = "+".join([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
+        cl_node = model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=list(node.outputs), name=name)
         ctx.nodes.append(cl_node)
         if gpu_op.code and WRITE in gpu_op.code and gpu_op.code.count(WRITE) == 1:
             producer_of[node.outputs[0]] = cl_node

@@ -43,7 +43,8 @@ class PartitionInfo:
     nodes: list[int]
     cache: str  # "hit", "miss" or "off"
     init_ms: float
-    #: kernels the partition launches, and elementwise ops linked into other kernels
+    #: kernels the partition launches, and ops run inside other kernels (elementwise ops linked into
+    #: their producer, concatenations read in place by their consumer)
     kernels: int = 0
     fused_ops: int = 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -18,6 +18,9 @@ class EmitContext:
     graph: Graph
     precision: CalculationsPrecision
     storage: TensorStorageType = TensorStorageType.BUFFER
+    #: CONCATENATION outputs that are never written: their only reader (a matrix-product CONV_2D)
+    #: reads the concatenation's inputs instead, in order (partition.py decides which)
+    concat_sources: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def dtype(self) -> np.dtype:

@@ -34,6 +34,7 @@ from .conv_fast import (
     pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
+    source_names,
 )
 
 _WINDOW = """
@@ -183,7 +184,8 @@ class Conv2D:
             return self._grouped(node, ctx, filters, ints)
         if _use_gemm(ctx):
             flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
-            return gemm_operation(node, ctx, filters, ints, flat)
+            sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
+            return gemm_operation(node, ctx, filters, ints, flat, sources=sources)
         blocked = os.environ.get("DELEGATE_CONV_KERNEL", "gemm") != "plain"
         code = (
             blocked_conv_code(activation_code(p["activation"]))
@@ -224,6 +226,26 @@ class Conv2D:
         )
 
 
+def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
+    """Can CONV_2D ``node`` read the inputs of CONCATENATION ``concat`` (its input 0) in place?
+    Yes for the matrix-product kernel when the concatenation joins runtime tensors of one batch,
+    height and width along channels, every one but the last a whole number of slices."""
+    g = ctx.graph
+    out = concat.outputs[0]
+    if node.op != Builtin.CONV_2D or node.inputs[0] != out or out in node.inputs[1:] or not _use_gemm(ctx):
+        return False
+    shapes = [g.tensor(i).shape for i in concat.inputs]
+    if concat.params.get("activation", 0) or any(g.tensor(i).is_constant for i in concat.inputs):
+        return False
+    if any(len(s) != 4 for s in shapes):
+        return False
+    axis = concat.params.get("axis", 0)
+    if axis not in (3, -1) or len({tuple(s[:3]) for s in shapes}) != 1 or any(s[3] % 4 for s in shapes[:-1]):
+        return False
+    filters = g.tensor(node.inputs[1]).shape
+    return len(filters) == 4 and filters[3] == g.tensor(out).shape[3] and len(concat.inputs) <= 8
+
+
 def _use_gemm(ctx: EmitContext) -> bool:
     """The matrix-product kernels run on buffer-backed storage unless DELEGATE_CONV_KERNEL picks the
     generic ones (``blocked`` or ``plain``, for comparisons)."""
@@ -231,11 +253,12 @@ def _use_gemm(ctx: EmitContext) -> bool:
 
 
 def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,
-                   biases: bytes | None = None, transposed: bool = False,
-                   phases: bool = False) -> model.GPUOperation:  # fmt: skip
+                   biases: bytes | None = None, transposed: bool = False, phases: bool = False,
+                   sources: int = 1) -> model.GPUOperation:  # fmt: skip
     """CONV_2D (OHWI ``filters``), FULLY_CONNECTED (1x1 filters, ``flat``) or TRANSPOSE_CONV
     (``transposed``; ``phases`` when kernel = stride, see gemm_conv_code) as the matrix-product
-    kernel; ``biases`` as layout.linear lays them out (default: the node's input 2)."""
+    kernel; ``biases`` as layout.linear lays them out (default: the node's input 2); ``sources``:
+    how many tensors the input is concatenated from (EmitContext.concat_sources)."""
     g = ctx.graph
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
@@ -249,6 +272,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         flat=flat,
         transposed=transposed,
         phases=phases,
+        sources=sources,
         pixels=pixels,
         groups=per_item,
     )
@@ -256,7 +280,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     biases = pack_gemm_biases(_bias(node, g, c, ctx) if biases is None else biases, ctx.dtype)
     op = operation(
         code,
-        srcs=["src_tensor"],
+        srcs=source_names(sources),
         literals=window,
         buffer_objects=[
             buffer_object("weights", pack_gemm_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
