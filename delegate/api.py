@@ -5,14 +5,16 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _native
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
-from .settings.mapping import Effective, load_settings, resolve
+
+if TYPE_CHECKING:  # the settings (protobuf) load only when settings are given: a faster warm start
+    from .settings.mapping import Effective
 
 _HOSTS = ("tflite_runtime.interpreter", "ai_edge_litert.interpreter")
 
@@ -65,6 +67,7 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
     """
     from .errors import DeviceNotFoundError
     from .runtime.device import describe, select_device
+    from .settings.mapping import Effective, load_settings, resolve
 
     decision = _decision(settings)
     if decision is not None:
