@@ -172,19 +172,55 @@ MAIN_FUNCTION($0) {
 def test_second_load_compiles_nothing(tmp_path):
     data = serialize_context(chain(3))
     with Runtime.load(data, cache_dir=tmp_path) as first:
-        assert first.build_stats.built_from_source == 4  # scale/bias, add, input and output conversions
+        # One program holds the four distinct kernels: scale/bias, add, input and output conversions.
+        assert first.build_stats.built_from_source == 1
         assert first.build_stats.reused_in_context == 2
         x = np.ones(first.input_shapes[0], np.float32)
         expected = first.run([x])[0]
     with Runtime.load(data, cache_dir=tmp_path) as second:
         assert second.build_stats.built_from_source == 0
-        assert second.build_stats.loaded_from_cache == 4
+        assert second.build_stats.loaded_from_cache == 1
         np.testing.assert_array_equal(second.run([x])[0], expected)
     for entry in tmp_path.glob("*.bin"):
         entry.write_bytes(b"corrupt")
     with Runtime.load(data, cache_dir=tmp_path) as third:
-        assert third.build_stats.built_from_source == 4
+        assert third.build_stats.built_from_source == 1
         np.testing.assert_array_equal(third.run([x])[0], expected)
+
+
+_WITH_HELPER = """
+#define SCALE(v) ((v) * (FLT)({factor}))
+FLT4 helper(FLT4 v) {{
+  return SCALE(v);
+}}
+MAIN_FUNCTION($0) {{
+  int X = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
+  if (X >= args.dst_tensor.Width() || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  args.dst_tensor.Write(helper(args.src_tensor.Read(X, Y, S)), X, Y, S);
+}}
+"""
+
+
+def test_kernels_share_one_program_with_private_helpers_and_macros(tmp_path):
+    # Both kernels define a function `helper` and a macro SCALE, differently: in the one program
+    # each must keep its own.
+    ctx = chain(2)
+    ctx.nodes[0].gpu_op.code = _WITH_HELPER.format(factor=2.0)
+    ctx.nodes[1].gpu_op.code = _WITH_HELPER.format(factor=-3.0)
+    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+        assert rt.build_stats.built_from_source == 1
+        x = np.random.default_rng(3).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    np.testing.assert_allclose(y, 2 * x + (-6 * x), rtol=1e-6, atol=1e-6)
+
+
+def test_a_failing_kernel_in_the_shared_program_is_named(tmp_path):
+    ctx = chain(3)
+    ctx.nodes[2].gpu_op.code = "MAIN_FUNCTION($0) { undeclared_in_inc2 += 1; }"
+    with pytest.raises(ProgramBuildError) as info:
+        Runtime.load(ctx, cache_dir=tmp_path)
+    assert info.value.node == "inc2"
+    assert "undeclared_in_inc2" in info.value.log
 
 
 def test_load_from_a_file_path(tmp_path, cache):

@@ -1,5 +1,11 @@
 """Building OpenCL programs: identical sources once per context, binaries cached on disk.
 
+``build_many`` puts all the kernels of a context (that share a prelude) into one program: a
+driver's fixed cost per program (PoCL: the compiler start-up of every build, and loading each
+binary again on a warm start) is paid once. Each kernel keeps its own selector macros (undefined
+after it) and gets a unique function name; helper functions it defines are renamed per kernel.
+A merged program the driver rejects is split again, so a failing kernel is reported by node.
+
 The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
 this package's version, the build options and the source; entries are written atomically with a
 SHA-256 trailer (delegate/_integrity.py), and a binary that fails that check or that the driver
@@ -11,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +30,13 @@ from .._atomic import atomic_write, remove_stale_temps
 from .._integrity import seal, unseal
 from ..errors import CacheIntegrityError, ProgramBuildError
 from .device import DeviceInfo
+from .source import KernelSource
+
+_MACRO = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
+#: a function defined at the top level of a kernel's code (a return type, a name, parameters, a
+#: body on a line that starts unindented; not the kernel itself, not a statement)
+_HELPER = re.compile(r"^(?!__kernel)[A-Za-z_]\w*[\w \t*]*?[ \t*]+(\w+)\s*\([^;{)]*\)\s*\{", re.M)
+_KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "else", "do", "sizeof"})
 
 
 def default_cache_dir() -> Path:
@@ -31,8 +46,10 @@ def default_cache_dir() -> Path:
 
 @dataclass
 class BuildStats:
+    #: programs compiled from source and programs loaded from the binary cache
     built_from_source: int = 0
     loaded_from_cache: int = 0
+    #: kernels whose source another kernel of the context already has (built once)
     reused_in_context: int = 0
 
 
@@ -108,3 +125,51 @@ class ProgramBuilder:
             self._store(key, program)
         self._programs[key] = program
         return program
+
+    def build_many(
+        self, kernels: Sequence[tuple[KernelSource, str]], options: str
+    ) -> list[tuple[cl._cl._Program, str]]:
+        """(program, kernel function name) for each (source, node name): identical sources once,
+        all kernels with one prelude in one program (see the module docstring)."""
+        unique: dict[str, int] = {}  # kernel text -> index into order
+        order: list[tuple[KernelSource, str]] = []
+        slots: list[int] = []
+        for src, node in kernels:
+            if src.text in unique:
+                self.stats.reused_in_context += 1
+            else:
+                unique[src.text] = len(order)
+                order.append((src, node))
+            slots.append(unique[src.text])
+        by_prelude: dict[str, list[int]] = {}
+        for index, (src, _) in enumerate(order):
+            by_prelude.setdefault(src.prelude if src.body else src.text, []).append(index)
+        built: dict[int, tuple[cl._cl._Program, str]] = {}
+        for prelude, members in by_prelude.items():
+            if len(members) == 1 or any(not order[i][0].body for i in members):
+                for i in members:
+                    built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
+                continue
+            parts = [prelude]
+            for i in members:
+                parts.append(_renamed(order[i][0].body, f"k{i}"))
+            nodes = ", ".join(order[i][1] for i in members)
+            try:
+                program = self.build("\n".join(parts), options, nodes)
+            except ProgramBuildError:
+                for i in members:  # which kernel fails? (or, if none alone, keep them apart)
+                    built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
+                continue
+            for i in members:
+                built[i] = (program, f"k{i}")
+        return [built[slot] for slot in slots]
+
+
+def _renamed(body: str, name: str) -> str:
+    """``body`` with its kernel function called ``name``, its helper functions and macros private
+    to it (helpers renamed through a macro, every macro undefined after it)."""
+    helpers = sorted(set(_HELPER.findall(body)) - _KEYWORDS - {"main_function"})
+    head = "".join(f"#define {h} {h}_{name}\n" for h in helpers)
+    code = body.replace("__kernel void main_function(", f"__kernel void {name}(", 1)
+    tail = "".join(f"#undef {m}\n" for m in dict.fromkeys([*_MACRO.findall(body), *helpers]))
+    return head + code + "\n" + tail

@@ -124,6 +124,16 @@ class _Tensor:
         return (s.b, s.h, s.w, s.d, s.c) if s.d > 1 else (s.b, s.h, s.w, s.c)
 
 
+@dataclass
+class _Pending:
+    """A kernel waiting for its program: source, node name, argument values; then the kernel."""
+
+    src: KernelSource
+    node: str
+    values: list[Any]
+    kernel: Any = None
+
+
 def _load_model(source: Any) -> tuple[model.InferenceContext, ContextFile | None]:
     if isinstance(source, model.InferenceContext):
         return source, None
@@ -193,7 +203,7 @@ class Runtime:
         self, ctx: model.InferenceContext, device: Any, cache_dir: Any, profiling: bool, zero_copy: bool | None
     ) -> None:
         self._keep: list[Any] = []  # OpenCL objects and cffi memory the C plan points at
-        self._staging_args: dict[int, tuple[cl.Kernel, int]] = {}  # staging buffer -> conversion kernel, arg
+        self._staging_args: dict[int, tuple[Any, int]] = {}  # staging buffer -> conversion kernel, arg
         dev = device if isinstance(device, cl.Device) else select_device(device)
         self.device_info = info = describe(dev)
         check_context(ctx, info)  # resource bounds, before anything is allocated or built
@@ -212,7 +222,7 @@ class Runtime:
 
         self._tensors = self._check_graph(ctx)
         self._allocate_tensors(ctx)
-        launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]] = []
+        launches: list[tuple[Any, tuple[int, ...], tuple[int, ...]]] = []
         self._node_names: list[str] = []
         self._grids: list[Grid] = []  # per node, for tuning
         self._model = ctx
@@ -232,6 +242,9 @@ class Runtime:
         for t, staging in zip(self._outputs, self._output_staging, strict=True):
             launches.append(self._conversion(t, staging, _FROM_DEVICE, f"output {t.tensor_id}"))
         self._launch_count = len(launches)
+        self._make_kernels([pending for pending, _, _ in launches])
+        launches = [(pending.kernel, global_size, local_size) for pending, global_size, local_size in launches]
+        self._staging_args = {ptr: (pending.kernel, index) for ptr, (pending, index) in self._staging_args.items()}
         self._build_plan(ctx, launches)
         self.memory = MemoryReport(
             tensor_bytes=self._tensor_bytes,
@@ -493,10 +506,11 @@ class Runtime:
         s = t.shape if isinstance(t, _Tensor) else memory.Shape.of(t)
         return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, 0, 0], dtype=np.int32)
 
-    def _kernel(self, src: KernelSource, node: str, tensors: dict[str, _Tensor], objects: dict[str, Any]) -> cl.Kernel:
-        program = self._builder.build(src.text, "-cl-std=CL1.2", node)
-        kernel = cl.Kernel(program, "main_function")
-        for index, param in enumerate(src.params):
+    def _kernel(self, src: KernelSource, node: str, tensors: dict[str, _Tensor], objects: dict[str, Any]) -> _Pending:
+        """The kernel of ``src`` with its arguments resolved; built later, with all the others
+        (``_make_kernels``: one program for the whole context)."""
+        values: list[Any] = []
+        for param in src.params:
             if param.kind == "tensor_buffer":
                 value = self._buffers[tensors[param.name].tensor_id] if param.name in tensors else objects[param.name]
             elif param.kind == "tensor_image":
@@ -507,9 +521,17 @@ class Runtime:
                 value = objects[param.name]
             else:
                 value = {"int4": src.int4s, "float4": src.float4s, "half4": src.half4s}[param.kind][param.index]
-            kernel.set_arg(index, value)
-        self._keep.append(kernel)
-        return kernel
+            values.append(value)
+        return _Pending(src, node, values)
+
+    def _make_kernels(self, pending: list[_Pending]) -> None:
+        programs = self._builder.build_many([(p.src, p.node) for p in pending], "-cl-std=CL1.2")
+        for p, (program, name) in zip(pending, programs, strict=True):
+            kernel = cl.Kernel(program, name)
+            for index, value in enumerate(p.values):
+                kernel.set_arg(index, value)
+            self._keep.append(kernel)
+            p.kernel = kernel
 
     def _object_desc(self, name: str) -> model.TensorDescriptor:
         return self._current_tensor_objects[name]

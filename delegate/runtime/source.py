@@ -67,11 +67,16 @@ class Param:
 
 @dataclass
 class KernelSource:
+    #: the complete program text: ``prelude`` + ``body``
     text: str
     params: list[Param]
     int4s: list[np.ndarray] = field(default_factory=list)
     float4s: list[np.ndarray] = field(default_factory=list)
     half4s: list[np.ndarray] = field(default_factory=list)
+    #: type and extension definitions shared by every kernel of a precision on a device
+    prelude: str = ""
+    #: this kernel's selector macros and code; its kernel function is ``main_function``
+    body: str = ""
 
 
 def effective_precision(requested: CalculationsPrecision, device: DeviceInfo) -> CalculationsPrecision:
@@ -358,8 +363,9 @@ class _Assembler:
         params = sorted(self.params, key=lambda prm: order[prm.kind]) + self._scalar_params
         signature = ",\n    ".join(p.decl for p in params)
         code = code.replace("MAIN_FUNCTION($0)", f"__kernel void main_function(\n    {signature})")
-        prelude = _prelude(self.precision, self.device, self.half_math)
-        self.result.text = prelude + "\n".join(self.macros) + "\n" + code
+        self.result.prelude = _prelude(self.precision, self.device, self.half_math)
+        self.result.body = "\n".join(self.macros) + "\n" + code
+        self.result.text = self.result.prelude + self.result.body
         self.result.params = params
         return self.result
 
