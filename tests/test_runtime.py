@@ -183,7 +183,7 @@ def test_second_load_compiles_nothing(tmp_path):
         np.testing.assert_array_equal(second.run([x])[0], expected)
     for entry in tmp_path.glob("*.bin"):
         entry.write_bytes(b"corrupt")
-    with Runtime.load(data, cache_dir=tmp_path) as third:
+    with pytest.warns(UserWarning, match="no integrity trailer"), Runtime.load(data, cache_dir=tmp_path) as third:
         assert third.build_stats.built_from_source == 1
         np.testing.assert_array_equal(third.run([x])[0], expected)
 
