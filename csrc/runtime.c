@@ -56,7 +56,9 @@ int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size) {
         resolve(lib, "clEnqueueMapBuffer", &api->enqueue_map_buffer, sizeof api->enqueue_map_buffer, err,
                 err_size) ||
         resolve(lib, "clEnqueueUnmapMemObject", &api->enqueue_unmap_mem_object,
-                sizeof api->enqueue_unmap_mem_object, err, err_size))
+                sizeof api->enqueue_unmap_mem_object, err, err_size) ||
+        resolve(lib, "clCreateKernel", &api->create_kernel, sizeof api->create_kernel, err, err_size) ||
+        resolve(lib, "clReleaseKernel", &api->release_kernel, sizeof api->release_kernel, err, err_size))
         return -1;
     return 0;
 }

@@ -22,6 +22,7 @@ typedef struct _cl_kernel *cl_kernel;
 typedef struct _cl_mem *cl_mem;
 typedef struct _cl_event *cl_event;
 typedef struct _cl_context *cl_context;
+typedef struct _cl_program *cl_program;
 
 typedef struct dlg_cl_api {
     int32_t (*enqueue_nd_range_kernel)(cl_command_queue, cl_kernel, uint32_t, const size_t *, const size_t *,
@@ -41,6 +42,9 @@ typedef struct dlg_cl_api {
     void *(*enqueue_map_buffer)(cl_command_queue, cl_mem, uint32_t, uint64_t, size_t, size_t, uint32_t,
                                 const cl_event *, cl_event *, int32_t *);
     int32_t (*enqueue_unmap_mem_object)(cl_command_queue, cl_mem, void *, uint32_t, const cl_event *, cl_event *);
+    /* Kernels made and released by the Python loader without wrapper objects (a faster load). */
+    cl_kernel (*create_kernel)(cl_program, const char *, int32_t *);
+    int32_t (*release_kernel)(cl_kernel);
 } dlg_cl_api;
 
 /* One kernel launch: geometry already resolved (global = groups x local, launch order applied). */

@@ -203,6 +203,8 @@ class Runtime:
         self, ctx: model.InferenceContext, device: Any, cache_dir: Any, profiling: bool, zero_copy: bool | None
     ) -> None:
         self._keep: list[Any] = []  # OpenCL objects and cffi memory the C plan points at
+        self._kernel_handles: list[Any] = []  # cl_kernel handles this Runtime created (released in _release)
+        self._kernel_objects: dict[int, cl.Kernel] = {}  # pyopencl wrappers made on demand
         self._staging_args: dict[int, tuple[Any, int]] = {}  # staging buffer -> conversion kernel, arg
         dev = device if isinstance(device, cl.Device) else select_device(device)
         self.device_info = info = describe(dev)
@@ -525,13 +527,42 @@ class Runtime:
         return _Pending(src, node, values)
 
     def _make_kernels(self, pending: list[_Pending]) -> None:
+        """Build the programs, then create the kernels and set their arguments through the C API
+        table: pyopencl's Kernel objects cost about 8 ms for the first and 0.3 ms for each other
+        on a warm start (argument-setting code is generated for each), and nothing here needs
+        them (``_kernel_object`` wraps a handle when tuning asks)."""
         programs = self._builder.build_many([(p.src, p.node) for p in pending], "-cl-std=CL1.2")
+        api = cl_api()
+        err = ffi.new("int32_t *")
         for p, (program, name) in zip(pending, programs, strict=True):
-            kernel = cl.Kernel(program, name)
+            handle = api.create_kernel(ffi.cast("cl_program", program.int_ptr), name.encode(), err)
+            if err[0] != 0 or handle == ffi.NULL:
+                raise ProgramBuildError(p.node, f"clCreateKernel({name}) failed: {error_name(err[0])}", p.src.text)
+            self._kernel_handles.append(handle)
             for index, value in enumerate(p.values):
-                kernel.set_arg(index, value)
-            self._keep.append(kernel)
-            p.kernel = kernel
+                self._set_arg(api, handle, index, value, p.node)
+            p.kernel = handle
+
+    @staticmethod
+    def _set_arg(api: Any, handle: Any, index: int, value: Any, node: str) -> None:
+        if isinstance(value, cl.MemoryObjectHolder):
+            mem = ffi.new("cl_mem *", ffi.cast("cl_mem", value.int_ptr))
+            rc = api.set_kernel_arg(handle, index, ffi.sizeof("cl_mem"), mem)
+        elif isinstance(value, np.ndarray):
+            data = np.ascontiguousarray(value)
+            rc = api.set_kernel_arg(handle, index, data.nbytes, ffi.from_buffer(data))
+        else:
+            raise TypeError(f"node {node!r}: kernel argument {index} has type {type(value).__name__}")
+        if rc != 0:
+            raise ExecutionError(f"node {node!r}: clSetKernelArg({index}) failed: {error_name(rc)}")
+
+    def _kernel_object(self, handle: Any) -> cl.Kernel:
+        """A pyopencl Kernel over a kernel handle of the plan (it holds its own reference)."""
+        key = int(ffi.cast("uintptr_t", handle))
+        kernel = self._kernel_objects.get(key)
+        if kernel is None:
+            kernel = self._kernel_objects[key] = cl.Kernel.from_int_ptr(key, retain=True)
+        return kernel
 
     def _object_desc(self, name: str) -> model.TensorDescriptor:
         return self._current_tensor_objects[name]
@@ -614,7 +645,7 @@ class Runtime:
         c_launches = ffi.new("dlg_launch[]", max(len(launches), 1))
         for i, (kernel, global_size, local_size) in enumerate(launches):
             c = c_launches[i]
-            c.kernel = ffi.cast("cl_kernel", kernel.int_ptr)
+            c.kernel = kernel
             c.work_dim = len(global_size)
             for axis in range(len(global_size)):
                 c.global_size[axis] = global_size[axis]
@@ -626,7 +657,7 @@ class Runtime:
                 arr[i].buffer = ffi.cast("cl_mem", buf.int_ptr)
                 arr[i].bytes = buf.size
                 kernel, arg_index = self._staging_args[buf.int_ptr]
-                arr[i].kernel = ffi.cast("cl_kernel", kernel.int_ptr)
+                arr[i].kernel = kernel
                 arr[i].arg_index = arg_index
                 arr[i].zero_copy = self.zero_copy
             return arr
@@ -723,7 +754,7 @@ class Runtime:
             raise ExecutionError(self._describe_failure(status))
 
     def _kernels_by_handle(self) -> dict[int, cl.Kernel]:
-        return {k.int_ptr: k for k in self._keep if isinstance(k, cl.Kernel)}
+        return {int(ffi.cast("uintptr_t", h)): self._kernel_object(h) for h in self._kernel_handles}
 
     def _run_on_zeros(self) -> None:
         self.run([np.zeros(shape, np.float32) for shape in self.input_shapes])
@@ -852,6 +883,11 @@ class Runtime:
                     obj.release()
                 except cl.Error:
                     pass
+        self._kernel_objects = {}
+        api = cl_api() if getattr(self, "_kernel_handles", None) else None
+        for handle in getattr(self, "_kernel_handles", []):
+            api.release_kernel(handle)
+        self._kernel_handles = []
         self._keep = []
         self._images = {}
         self._buffers = {}
