@@ -554,6 +554,19 @@ def test_elementwise_chains_are_fused(chain, kernels):
     assert fused.partitions[0].fused_ops == len(ops) - kernels
 
 
+@pytest.mark.parametrize("cin", [1, 2, 3])
+@pytest.mark.parametrize(("k", "stride"), [(3, 2), (3, 1), (1, 1)])
+def test_convolution_of_fewer_than_four_channels(cin, k, stride):
+    # An image's first layer: one input slice whose padding lanes the kernel skips.
+    rng = np.random.default_rng(cin * 10 + k)
+    src, cout = (2, 9, 11, cin), 20
+    oh, ow = _out(9, k, stride, 1, 1), _out(11, k, stride, 1, 1)
+    tensors = [T(src), T((cout, k, k, cin), rand((cout, k, k, cin), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((2, oh, ow, cout)))
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 3})
+    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
+
+
 @pytest.mark.parametrize("producer", ["conv_1x1", "conv_3x3", "depthwise"])
 @pytest.mark.parametrize(("b", "w", "c"), [(1, 10, 10), (2, 9, 7), (1, 16, 16)])
 @pytest.mark.parametrize("precision", ["F32", "F32_F16"])

@@ -263,7 +263,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
     npix, groups = b * h * w, gemm_groups(c)
-    _, ih, iw, _ = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
+    _, ih, iw, cin = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
     pixels = GEMM_PIXELS if (npix if flat else iw if phases else w) >= GEMM_PIXELS else 1
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
     code = gemm_conv_code(
@@ -273,6 +273,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         transposed=transposed,
         phases=phases,
         sources=sources,
+        lanes=cin if sources == 1 and cin < 4 else 4,
         pixels=pixels,
         groups=per_item,
     )
