@@ -1,21 +1,23 @@
 """Convolution kernels for buffer-backed tensors, written for CPU-like OpenCL devices.
 
-Both kernels address tensors linearly (``Offset`` / ``ReadAt``, BUFFER and IMAGE_BUFFER storage),
-keep their accumulators in registers and write through the standard masked write, so
-elementwise ops still fuse into them.
+Both kernels address tensors linearly (``Offset`` / ``ReadAt`` / ``WriteAt``, BUFFER and
+IMAGE_BUFFER storage) and keep their accumulators in registers. A work-item whose block lies
+wholly inside the output writes it at linear indices straight from the accumulators (the fused
+activation applied to each FLT8); edge blocks take the standard masked write. Both paths end in
+the marker writes (``WRITE_AT`` / ``WRITE``) that elementwise fusion links code in front of.
 
-``gemm_conv_code``: CONV_2D and FULLY_CONNECTED as a matrix product. A work-item computes
-``pixels`` output pixels (consecutive in the tensor's flat pixel order) x ``groups`` groups of 8
-output channels, with one FLT8 accumulator per (group, pixel): on AVX2 that is one register each.
-Weights are packed by ``pack_gemm_weights`` so that the 8 output channels of a group at one input
-channel are one FLT8, and a group's weights are one contiguous run. A 1x1 / stride 1 / unpadded
-convolution (and a fully connected layer) reads input pixel p for output pixel p ("flat"): no
-coordinate math in the loop at all.
+``gemm_conv_code``: CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV as a matrix product. A
+work-item computes ``pixels`` output pixels x ``groups`` groups of 8 output channels, with one
+FLT8 accumulator per (group, pixel): on AVX2 that is one register each. Weights are packed by
+``pack_gemm_weights`` so that the 8 output channels of a group at one input channel are one FLT8,
+and a group's weights are one contiguous run. A 1x1 / stride 1 / unpadded convolution (and a
+fully connected layer) reads input pixel p for output pixel p ("flat"): no coordinate math in the
+loop at all. The input may be a channel concatenation read in place (``sources``).
 
 ``depthwise_code``: DEPTHWISE_CONV_2D with depth multiplier 1 for a given window: a work-item
-computes ``pixels`` consecutive output pixels of one row and slice, loading each input column the
-window needs once per row. Window size, strides, dilations and padding are literals, so the
-compiler unrolls the window completely.
+computes ``pixels`` consecutive output pixels of one row for a pair of slices (FLT8), loading
+each input column the window needs once per row. Window size, strides, dilations and padding are
+literals, so the compiler unrolls the window completely.
 """
 
 from __future__ import annotations
