@@ -567,6 +567,45 @@ def test_convolution_of_fewer_than_four_channels(cin, k, stride):
     check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
 
 
+@pytest.mark.parametrize("op", [Builtin.SOFTMAX, Builtin.LOG_SOFTMAX], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize(("k", "cout", "act", "linked"), [
+    (1, 2, 0, True), (3, 5, 3, True), (1, 9, 1, True), (3, 16, 0, True), (1, 17, 0, False),
+])  # fmt: skip
+def test_softmax_runs_inside_a_convolution_holding_every_channel(op, k, cout, act, linked):
+    # A segmentation head: a convolution to a few channels, then softmax over them. When one
+    # work-item holds all of a pixel's channels (up to 16), the softmax runs on its accumulators.
+    rng = np.random.default_rng(cout * 10 + k)
+    src = (2, 6, 7, 8)
+    tensors = [T(src), T((cout, k, k, 8), rand((cout, k, k, 8), rng)), T((cout,), rand((cout,), rng))]
+    tensors += [T((2, 6, 7, cout)), T((2, 6, 7, cout))]
+    conv = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": act})
+    options = ("SoftmaxOptions", {"Beta": 0.7}) if op == Builtin.SOFTMAX else None
+    ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], conv), Op(op, [3], [4], options)]
+    state = check(tensors, ops, [0], [4], [rand(src, rng)])
+    # a log-softmax is negative: the convolution's clamp, applied again in its write, would change it
+    linked = linked and not (op == Builtin.LOG_SOFTMAX and act)
+    assert [p.kernels for p in state.partitions] == [1 if linked else 2]
+
+
+def test_softmax_is_not_moved_before_ops_already_linked():
+    # conv -> ADD (linked into the convolution's write) -> SOFTMAX: the softmax must see the sum,
+    # so it keeps its own kernel; a MUL after a linked softmax still links.
+    rng = np.random.default_rng(21)
+    shape = (1, 5, 6, 4)
+    tensors = [T(shape), T((4, 1, 1, 4), rand((4, 1, 1, 4), rng)), T((4,), rand((4,), rng)), T(shape), T(shape)]
+    tensors += [T(shape), T(shape)]
+    conv = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})
+    ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], conv), Op(Builtin.ADD, [3, 4], [5]), Op(Builtin.SOFTMAX, [5], [6])]
+    state = check(tensors, ops, [0, 4], [6], [rand(shape, rng), rand(shape, rng)])
+    assert [p.kernels for p in state.partitions] == [2]
+    tensors = [T(shape), T((4, 1, 1, 4), rand((4, 1, 1, 4), rng)), T((4,), rand((4,), rng)), T(shape), T(shape)]
+    tensors += [T((1, 1, 1, 4), np.array([1.0, 2.0, 3.0, 4.0], np.float32)), T(shape)]
+    ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], conv), Op(Builtin.SOFTMAX, [3], [4]), Op(Builtin.MUL, [4, 5], [6])]
+    state = check(tensors, ops, [0], [6], [rand(shape, rng)])
+    assert [p.kernels for p in state.partitions] == [1]
+    assert [p.fused_ops for p in state.partitions] == [2]
+
+
 @pytest.mark.parametrize("producer", ["conv_1x1", "conv_3x3", "depthwise"])
 @pytest.mark.parametrize(("b", "w", "c"), [(1, 10, 10), (2, 9, 7), (1, 16, 16)])
 @pytest.mark.parametrize("precision", ["F32", "F32_F16"])

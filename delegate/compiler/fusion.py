@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..context import model
 from .graph import Builtin, Graph, Node
 from .ops.base import WRITE, WRITE_AT, EmitContext, activation_code, constant_tensor
+from .ops.conv_fast import pixel_softmax_code
 from .ops.elementwise import _BINARY, _FUSED, _UNARY, Binary, Unary, read_broadcast
 
 
@@ -62,3 +63,24 @@ def link(producer: model.CLNode, node: Node, fused_input: int, ctx: EmitContext,
     op.linkable_count += 1
     producer.output_ids = list(node.outputs)
     producer.name = f"{producer.name}+{node.name}"
+
+
+def link_softmax(producer: model.CLNode, node: Node, graph: Graph) -> bool:
+    """Run SOFTMAX / LOG_SOFTMAX ``node`` inside ``producer``, a matrix-product kernel that holds
+    every channel of its pixels and has nothing linked yet (linked ops run after the softmax, in
+    the write). True when linked."""
+    op = producer.gpu_op
+    if node.op not in (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX) or op is None or op.code is None:
+        return False
+    src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+    if op.linkable_count or src.shape != dst.shape or not src.shape:
+        return False
+    beta = float(node.params.get("beta", 1.0)) if node.op == Builtin.SOFTMAX else 1.0
+    code = pixel_softmax_code(op.code, src.shape[-1], beta, node.op == Builtin.LOG_SOFTMAX)
+    if code is None:
+        return False
+    op.code = code
+    op.linkable_count += 1
+    producer.output_ids = list(node.outputs)
+    producer.name = f"{producer.name}+{node.name}"
+    return True

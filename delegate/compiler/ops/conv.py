@@ -274,6 +274,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         phases=phases,
         sources=sources,
         lanes=cin if sources == 1 and cin < 4 else 4,
+        whole_pixels=per_item >= groups,
         pixels=pixels,
         groups=per_item,
     )

@@ -22,6 +22,8 @@ literals, so the compiler unrolls the window completely.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .. import layout
@@ -64,8 +66,8 @@ def gemm_groups(channels: int) -> int:
 
 
 def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed: bool = False,
-                   phases: bool = False, sources: int = 1, lanes: int = 4, pixels: int = GEMM_PIXELS,
-                   groups: int = GEMM_GROUPS) -> str:  # fmt: skip
+                   phases: bool = False, sources: int = 1, lanes: int = 4, whole_pixels: bool = False,
+                   pixels: int = GEMM_PIXELS, groups: int = GEMM_GROUPS) -> str:  # fmt: skip
     """The matrix-product convolution; ``act`` is the fused activation (TFLite's enum).
 
     Scalar arguments: ``stride_h/w``, ``dilation_h/w``, ``pad_h/w`` (ignored when ``flat``).
@@ -90,6 +92,10 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
 
     ``lanes`` < 4: the input is a single slice with that many channels (an image's first layer):
     the padding lanes are not multiplied.
+
+    ``whole_pixels``: the work-item holds every output channel of its pixels (the grid has one
+    group block); the code then carries a ``PIXEL_OPS`` marker after the accumulation, where an op
+    over a pixel's channels (softmax, see ``pixel_softmax_code``) can be linked in.
     """
     kh, kw = kernel
     P, G = pixels, groups
@@ -178,6 +184,8 @@ MAIN_FUNCTION($0) {{
         L.append("  } else {\n")
         L += _row_window(P, G, kh, kw, names, lanes, transposed=False, interior=False)
         L.append("  }\n")
+    if whole_pixels:
+        L.append(pixel_ops_marker(P, G, act))
     row_setup = "    int at0 = args.dst_tensor.Offset(X0, Y, g0 * 2, b);\n    int X = X0;\n"
     if phases:
         L += _gemm_fast_epilogue(act, P, G, f"x0 + {P - 1} < iw", row_setup, f"{kw} * B", f"    X += {kw};\n")
@@ -218,6 +226,52 @@ MAIN_FUNCTION($0) {{
         L.append(_STEP_PIXEL)
     L.append("  }\n}\n")
     return "".join(L)
+
+
+_PIXEL_OPS = re.compile(r"  /\* pixel ops: pixels=(\d+) groups=(\d+) activation=(\d+) \*/\n")
+
+
+def pixel_ops_marker(P: int, G: int, act: int) -> str:
+    return f"  /* pixel ops: pixels={P} groups={G} activation={act} */\n"
+
+
+def pixel_softmax_code(code: str, channels: int, beta: float, log: bool) -> str | None:
+    """``code`` (a matrix-product kernel with a ``PIXEL_OPS`` marker) with SOFTMAX (or
+    LOG_SOFTMAX) over each pixel's ``channels`` applied to the accumulators; None without the
+    marker. The kernel's own activation runs first; the epilogue applies it again, which leaves
+    softmax values (in [0, 1]) unchanged but not log-softmax ones (negative): LOG_SOFTMAX links
+    only into kernels without an activation."""
+    found = _PIXEL_OPS.search(code)
+    if found is None:
+        return None
+    P, G, act = (int(v) for v in found.groups())
+    if channels > 8 * G or (log and act != 0):
+        return None
+    lo, hi = {1: ("0.0f", None), 2: ("-1.0f", "1.0f"), 3: ("0.0f", "6.0f")}.get(act, (None, None))
+    L = [f"  // softmax over {channels} channels, beta {beta!r}\n"]
+    for p in range(P):
+        L.append("  {\n")
+        for g in range(G):
+            L.append(f"    float8 x{g} = convert_float8(a{g}{p});\n")
+            if lo is not None:
+                L.append(f"    x{g} = x{g} < (float8)({lo}) ? (float8)({lo}) : x{g};\n")
+            if hi is not None:
+                L.append(f"    x{g} = x{g} > (float8)({hi}) ? (float8)({hi}) : x{g};\n")
+        L.append("    float m = x0.s0;\n")
+        for c in range(1, channels):
+            g, lane = divmod(c, 8)
+            L.append(f"    m = x{g}.s{lane} > m ? x{g}.s{lane} : m;\n")
+        for g in range(G):
+            L.append(f"    float8 z{g} = (x{g} - m) * {float(beta)!r}f;\n    float8 e{g} = exp(z{g});\n")
+        terms = [f"e{c // 8}.s{c % 8}" for c in range(channels)]
+        L.append(f"    float sum = {' + '.join(terms)};\n")
+        L.append("    float inv = 1.0f / sum;\n    float log_sum = log(sum);\n")
+        for g in range(G):
+            value = f"z{g} - log_sum" if log else f"e{g} * inv"
+            mask = ", ".join("1.0f" if g * 8 + lane < channels else "0.0f" for lane in range(8))
+            L.append(f"    a{g}{p} = TO_ACCUM_FLT8(({value}) * (float8)({mask}));\n")
+        L.append("  }\n")
+    return code.replace(found.group(0), "".join(L), 1)
 
 
 #: Advance (X, Y, b) to the next pixel in flat order.
