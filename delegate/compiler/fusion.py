@@ -1,9 +1,12 @@
-"""Elementwise fusion: a chain of elementwise ops after a producer runs inside the producer's kernel.
+"""Fusion: a chain of ops after a producer runs inside the producer's kernel.
 
 A unary op, or a binary op whose other operand is a constant or any runtime tensor, is linked
 into the kernel that produces its input when that input has no other reader and is not a
 partition output: its code runs on the producer's ``result`` before the write (the schema's
 ``linkable`` / ``linkable_count``), saving one kernel launch and one trip through memory.
+A SOFTMAX / LOG_SOFTMAX links into a matrix-product kernel that holds every channel of its
+pixels and has nothing linked yet: it runs on the accumulators, before the write (so before any
+op linked after it).
 """
 
 from __future__ import annotations
@@ -11,15 +14,23 @@ from __future__ import annotations
 from ..context import model
 from .graph import Builtin, Graph, Node
 from .ops.base import WRITE, WRITE_AT, EmitContext, activation_code, constant_tensor
-from .ops.conv_fast import pixel_softmax_code
+from .ops.conv_fast import accepts_pixel_softmax, pixel_softmax_code
 from .ops.elementwise import _BINARY, _FUSED, _UNARY, Binary, Unary, read_broadcast
 
+_SOFTMAX = (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX)
 
-def linkable(node: Node, graph: Graph, fused_input: int) -> bool:
-    """Can ``node`` run on the result of the kernel producing ``fused_input``?"""
+
+def linkable(node: Node, graph: Graph, fused_input: int, producer: model.CLNode) -> bool:
+    """Can ``node`` run on the result of ``producer``, the kernel producing ``fused_input``?"""
     out = graph.tensor(node.outputs[0]).shape
     if graph.tensor(fused_input).shape != out:
         return False
+    if node.op in _SOFTMAX:
+        op = producer.gpu_op
+        return (
+            bool(out) and op is not None and op.code is not None and not op.linkable_count
+            and accepts_pixel_softmax(op.code, out[-1], node.op == Builtin.LOG_SOFTMAX)
+        )  # fmt: skip
     if node.op in Unary.codes:
         return True
     if node.op in Binary.codes:
@@ -31,6 +42,12 @@ def link(producer: model.CLNode, node: Node, fused_input: int, ctx: EmitContext,
     """Append ``node``'s code to ``producer``'s kernel and make ``producer`` write ``node``'s output."""
     op = producer.gpu_op
     assert op is not None and op.code is not None and op.arguments is not None
+    if node.op in _SOFTMAX:
+        beta = float(node.params.get("beta", 1.0)) if node.op == Builtin.SOFTMAX else 1.0
+        channels = ctx.graph.tensor(fused_input).shape[-1]
+        op.code = pixel_softmax_code(op.code, channels, beta, node.op == Builtin.LOG_SOFTMAX)
+        _adopt(producer, node)
+        return
     lines = ["  {\n"]
     if node.op in Unary.codes:
         lines.append("    " + _UNARY[Builtin(node.op)].replace("args.alpha", f"args.link{serial}_alpha") + "\n")
@@ -60,27 +77,12 @@ def link(producer: model.CLNode, node: Node, fused_input: int, ctx: EmitContext,
             lines.append("    " + activation_code(node.params.get("activation", 0)) + "\n")
     lines.append("  }\n")
     op.code = op.code.replace(WRITE, "".join(lines) + WRITE).replace(WRITE_AT, "".join(lines) + WRITE_AT)
-    op.linkable_count += 1
-    producer.output_ids = list(node.outputs)
-    producer.name = f"{producer.name}+{node.name}"
+    _adopt(producer, node)
 
 
-def link_softmax(producer: model.CLNode, node: Node, graph: Graph) -> bool:
-    """Run SOFTMAX / LOG_SOFTMAX ``node`` inside ``producer``, a matrix-product kernel that holds
-    every channel of its pixels and has nothing linked yet (linked ops run after the softmax, in
-    the write). True when linked."""
-    op = producer.gpu_op
-    if node.op not in (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX) or op is None or op.code is None:
-        return False
-    src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
-    if op.linkable_count or src.shape != dst.shape or not src.shape:
-        return False
-    beta = float(node.params.get("beta", 1.0)) if node.op == Builtin.SOFTMAX else 1.0
-    code = pixel_softmax_code(op.code, src.shape[-1], beta, node.op == Builtin.LOG_SOFTMAX)
-    if code is None:
-        return False
-    op.code = code
-    op.linkable_count += 1
+def _adopt(producer: model.CLNode, node: Node) -> None:
+    """``producer`` now also runs ``node`` and writes its output."""
+    assert producer.gpu_op is not None
+    producer.gpu_op.linkable_count += 1
     producer.output_ids = list(node.outputs)
     producer.name = f"{producer.name}+{node.name}"
-    return True

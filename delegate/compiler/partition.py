@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
-from .fusion import link, link_softmax, linkable
+from .fusion import link, linkable
 from .graph import Builtin, Graph, Node
 from .ops import OPS, EmitContext
 from .ops.base import HEAD, WRITE, constant_tensor, operation
@@ -37,7 +37,7 @@ def _fusion_target(
             continue
         if readers.get(candidate, 0) != 1 or candidate in outputs:
             continue  # another reader, or the host wants it: it must be written
-        if linkable(node, graph, candidate):
+        if linkable(node, graph, candidate, producer_of[candidate]):
             return candidate
     return None
 
@@ -130,14 +130,6 @@ def compile_partition(
             continue  # folded into a constant (fold.py): no kernel
         if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
             continue  # its reader reads the inputs in place: no kernel
-        src = node.inputs[0] if node.inputs else -1
-        if options.fuse and src in producer_of and readers.get(src, 0) == 1 and src not in outputs:
-            producer = producer_of[src]
-            if link_softmax(producer, node, graph):  # a pixel's channels all in one work-item
-                producer_of.pop(src)
-                producer_of[node.outputs[0]] = producer
-                used += [i for i in dict.fromkeys([*producer.input_ids, *node.outputs]) if i not in used]
-                continue
         fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
         if fused is not None:
             producer = producer_of.pop(fused)

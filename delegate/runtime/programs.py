@@ -145,23 +145,22 @@ class ProgramBuilder:
         for index, (src, _) in enumerate(order):
             by_prelude.setdefault(src.prelude if src.body else src.text, []).append(index)
         built: dict[int, tuple[cl._cl._Program, str]] = {}
+
+        def separately(members: list[int]) -> None:
+            for i in members:
+                built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
+
         for prelude, members in by_prelude.items():
             if len(members) == 1 or any(not order[i][0].body for i in members):
-                for i in members:
-                    built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
+                separately(members)
                 continue
-            parts = [prelude]
-            for i in members:
-                parts.append(_renamed(order[i][0].body, f"k{i}"))
-            nodes = ", ".join(order[i][1] for i in members)
+            merged = "\n".join([prelude, *(_renamed(order[i][0].body, f"k{i}") for i in members)])
             try:
-                program = self.build("\n".join(parts), options, nodes)
+                program = self.build(merged, options, ", ".join(order[i][1] for i in members))
             except ProgramBuildError:
-                for i in members:  # which kernel fails? (or, if none alone, keep them apart)
-                    built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
+                separately(members)  # which kernel fails? (or, if none alone, keep them apart)
                 continue
-            for i in members:
-                built[i] = (program, f"k{i}")
+            built.update({i: (program, f"k{i}") for i in members})
         return [built[slot] for slot in slots]
 
 

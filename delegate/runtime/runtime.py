@@ -884,9 +884,11 @@ class Runtime:
                 except cl.Error:
                     pass
         self._kernel_objects = {}
-        api = cl_api() if getattr(self, "_kernel_handles", None) else None
-        for handle in getattr(self, "_kernel_handles", []):
-            api.release_kernel(handle)
+        handles = getattr(self, "_kernel_handles", [])
+        if handles:
+            api = cl_api()
+            for handle in handles:
+                api.release_kernel(handle)
         self._kernel_handles = []
         self._keep = []
         self._images = {}

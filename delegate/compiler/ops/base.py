@@ -100,9 +100,8 @@ def activation_check(act: int) -> str | None:
 def activation_code(act: int, var: str = "result", width: int = 4) -> str:
     """OpenCL statements applying a fused activation to ``var``, a FLT4 (or FLT8 with ``width`` 8),
     with ternaries: PoCL calls min/max."""
-    zero, one, six = (f"((FLT{width})(0.0f))", f"((FLT{width})(1.0f))", f"((FLT{width})(6.0f))")
-    if width == 4:
-        zero, one, six = "INIT_FLT4(0.0f)", "INIT_FLT4(1.0f)", "INIT_FLT4(6.0f)"
+    init = "INIT_FLT4({})" if width == 4 else f"((FLT{width})({{}}))"
+    zero, one, six = (init.format(v) for v in ("0.0f", "1.0f", "6.0f"))
     if act == Activation.NONE:
         return ""
     if act == Activation.RELU:

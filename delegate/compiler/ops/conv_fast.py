@@ -65,6 +65,16 @@ def gemm_groups(channels: int) -> int:
     return -(-channels // 8)
 
 
+#: Opening of every matrix-product kernel: output batch, width, slices and groups of two slices.
+_GEMM_HEAD = """
+MAIN_FUNCTION($0) {
+  int B = args.dst_tensor.Batch();
+  int W = args.dst_tensor.Width();
+  int dst_slices = args.dst_tensor.Slices();
+  int ngroups = (dst_slices + 1) / 2;
+"""
+
+
 def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed: bool = False,
                    phases: bool = False, sources: int = 1, lanes: int = 4, whole_pixels: bool = False,
                    pixels: int = GEMM_PIXELS, groups: int = GEMM_GROUPS) -> str:  # fmt: skip
@@ -101,13 +111,8 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
     P, G = pixels, groups
     if phases:
         L = [
-            f"""
-MAIN_FUNCTION($0) {{
-  int B = args.dst_tensor.Batch();
-  int W = args.dst_tensor.Width();
-  int dst_slices = args.dst_tensor.Slices();
-  int ngroups = (dst_slices + 1) / 2;
-  int gx = GLOBAL_ID_0;
+            _GEMM_HEAD
+            + f"""  int gx = GLOBAL_ID_0;
   int yi = GLOBAL_ID_1;
   int g0 = (GLOBAL_ID_2 / {kh * kw}) * {G};
   int tap = GLOBAL_ID_2 % {kh * kw};
@@ -121,13 +126,8 @@ MAIN_FUNCTION($0) {{
         ]
     elif flat:
         L = [
-            f"""
-MAIN_FUNCTION($0) {{
-  int B = args.dst_tensor.Batch();
-  int W = args.dst_tensor.Width();
-  int npix = W * args.dst_tensor.Height() * B;
-  int dst_slices = args.dst_tensor.Slices();
-  int ngroups = (dst_slices + 1) / 2;
+            _GEMM_HEAD
+            + f"""  int npix = W * args.dst_tensor.Height() * B;
   int p0 = GLOBAL_ID_0 * {P};
   int g0 = GLOBAL_ID_1 * {G};
   if (p0 >= npix || g0 >= ngroups) return;
@@ -135,13 +135,8 @@ MAIN_FUNCTION($0) {{
         ]
     else:
         L = [
-            f"""
-MAIN_FUNCTION($0) {{
-  int B = args.dst_tensor.Batch();
-  int W = args.dst_tensor.Width();
-  int dst_slices = args.dst_tensor.Slices();
-  int ngroups = (dst_slices + 1) / 2;
-  int gx = GLOBAL_ID_0;
+            _GEMM_HEAD
+            + f"""  int gx = GLOBAL_ID_0;
   int Y = GLOBAL_ID_1;
   int g0 = GLOBAL_ID_2 * {G};
   if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || g0 >= ngroups) return;
@@ -235,18 +230,31 @@ def pixel_ops_marker(P: int, G: int, act: int) -> str:
     return f"  /* pixel ops: pixels={P} groups={G} activation={act} */\n"
 
 
-def pixel_softmax_code(code: str, channels: int, beta: float, log: bool) -> str | None:
-    """``code`` (a matrix-product kernel with a ``PIXEL_OPS`` marker) with SOFTMAX (or
-    LOG_SOFTMAX) over each pixel's ``channels`` applied to the accumulators; None without the
-    marker. The kernel's own activation runs first; the epilogue applies it again, which leaves
-    softmax values (in [0, 1]) unchanged but not log-softmax ones (negative): LOG_SOFTMAX links
-    only into kernels without an activation."""
+def _pixel_ops(code: str, channels: int, log: bool) -> tuple[re.Match[str], int, int, int] | None:
+    """The ``PIXEL_OPS`` marker of ``code`` and its (pixels, groups, activation), when a softmax
+    over ``channels`` can run there: the work-item holds them all, and a log-softmax meets no
+    activation (the epilogue applies the kernel's activation again, which leaves softmax values,
+    in [0, 1], unchanged but not log-softmax ones, negative)."""
     found = _PIXEL_OPS.search(code)
     if found is None:
         return None
     P, G, act = (int(v) for v in found.groups())
     if channels > 8 * G or (log and act != 0):
         return None
+    return found, P, G, act
+
+
+def accepts_pixel_softmax(code: str, channels: int, log: bool) -> bool:
+    return _pixel_ops(code, channels, log) is not None
+
+
+def pixel_softmax_code(code: str, channels: int, beta: float, log: bool) -> str:
+    """``code`` (see ``accepts_pixel_softmax``) with SOFTMAX (or LOG_SOFTMAX) over each pixel's
+    ``channels`` applied to the accumulators, after the kernel's own activation."""
+    ops = _pixel_ops(code, channels, log)
+    if ops is None:
+        raise ValueError("the kernel cannot run a softmax over its pixels' channels")
+    found, P, G, act = ops
     lo, hi = {1: ("0.0f", None), 2: ("-1.0f", "1.0f"), 3: ("0.0f", "6.0f")}.get(act, (None, None))
     L = [f"  // softmax over {channels} channels, beta {beta!r}\n"]
     for p in range(P):
