@@ -37,6 +37,18 @@ def _median_s(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
+def _interleaved_medians_s(fns: list[Callable[[], object]], repeats: int) -> list[float]:
+    """Median time of each of ``fns``, run in turn within every repeat, so that a change in the
+    machine's speed during the measurement hits all of them alike."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, out in zip(fns, samples, strict=True):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return [statistics.median(out) for out in samples]
+
+
 def _native(data: bytes) -> None:
     ContextFile(data).close()
 
@@ -47,7 +59,10 @@ def measure() -> dict[str, object]:
     _native(data)  # warm up
     native_s = _median_s(lambda: _native(data), 200)
     python_s = _median_s(lambda: InferenceContextT.InitFromPackedBuf(data, 0), 5)
-    by_weights = {scale: _median_s(lambda d=d: _native(d), 200) for scale, d in files.items()}
+    # Alternating, not one size after another: this VM's speed drifts within seconds, and a block
+    # measured during a slow spell once made 4x weights look 1.56x slower than none.
+    times = _interleaved_medians_s([lambda d=d: _native(d) for d in files.values()], 200)
+    by_weights = dict(zip(files, times, strict=True))
     return {
         "file_bytes": len(data),
         "nodes": 64,
