@@ -261,18 +261,36 @@ def test_fully_connected(rows, cin, cout, seed, precision, act):
     padding=st.sampled_from([1, 2]),
     seed=seeds,
     precision=precisions,
+    act=st.sampled_from([0, 1, 3]),
+    storage=st.sampled_from(["BUFFER", "BUFFER", "TEXTURE_2D"]),
 )
-def test_pooling(op, shape, k, stride, padding, seed, precision):
+def test_pooling(op, shape, k, stride, padding, seed, precision, act, storage):
     b, h, w, c = shape
     oh, ow = _out(h, k[0], stride[0], 1, padding), _out(w, k[1], stride[1], 1, padding)
     if oh < 1 or ow < 1:
         return
     options = (
         "Pool2DOptions",
-        {"Padding": padding - 1, "StrideW": stride[1], "StrideH": stride[0], "FilterWidth": k[1], "FilterHeight": k[0]},
+        {
+            "Padding": padding - 1,
+            "StrideW": stride[1],
+            "StrideH": stride[0],
+            "FilterWidth": k[1],
+            "FilterHeight": k[0],
+            "FusedActivationFunction": act,
+        },
     )
     rng = np.random.default_rng(seed)
-    check([T(shape), T((b, oh, ow, c))], [Op(op, [0], [1], options)], [0], [1], [rand(shape, rng)], precision)
+    # BUFFER storage runs the row kernel (pooling.pool_rows_code), TEXTURE_2D the generic one
+    check(
+        [T(shape), T((b, oh, ow, c))],
+        [Op(op, [0], [1], options)],
+        [0],
+        [1],
+        [rand(shape, rng)],
+        precision,
+        storage_type=storage,
+    )
 
 
 @EXAMPLES

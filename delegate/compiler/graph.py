@@ -97,6 +97,8 @@ INT32 = 2  # kTfLiteInt32
 
 @dataclass
 class Tensor:
+    """A tensor of the TFLite graph: type, shape, name, and its data when it is constant."""
+
     index: int
     dtype: int  # TfLiteType
     shape: tuple[int, ...]
@@ -115,6 +117,8 @@ class Tensor:
 
 @dataclass
 class Node:
+    """A node of the TFLite graph: builtin op, version, tensor indices and parameters."""
+
     index: int
     op: int  # builtin code
     version: int
@@ -132,6 +136,8 @@ class Node:
 
 @dataclass
 class Graph:
+    """The part of a TFLite graph the compiler sees: tensors and nodes by index."""
+
     tensors: dict[int, Tensor]
     nodes: dict[int, Node]
 

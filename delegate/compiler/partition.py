@@ -17,6 +17,8 @@ from .ops.conv import reads_concat_in_place
 
 @dataclass(frozen=True)
 class CompileOptions:
+    """How a partition is compiled: precision, tensor storage, fusion."""
+
     precision: CalculationsPrecision = CalculationsPrecision.F32
     storage: TensorStorageType = TensorStorageType.BUFFER
     #: link elementwise ops into the kernel of their producer (fusion.py)

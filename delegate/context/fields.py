@@ -37,6 +37,8 @@ _LIST_OF = {Kind.INT32: Kind.INT32_LIST, Kind.FLOAT32: Kind.FLOAT32_LIST, Kind.S
 
 @dataclass(frozen=True)
 class FieldSpec:
+    """How one field of a table dataclass is stored: name, vtable slot, kind and target type."""
+
     name: str
     slot: int
     kind: Kind

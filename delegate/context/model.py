@@ -90,6 +90,8 @@ class CompilerOptions(IntEnum):
 
 @dataclass
 class Int4:
+    """Four int32 (x, y, z, w): a struct of the schema."""
+
     x: Int32 = 0
     y: Int32 = 0
     z: Int32 = 0
@@ -98,6 +100,8 @@ class Int4:
 
 @dataclass
 class Int3:
+    """Three int32 (x, y, z): grid and work-group sizes."""
+
     x: Int32 = 0
     y: Int32 = 0
     z: Int32 = 0
@@ -105,12 +109,16 @@ class Int3:
 
 @dataclass
 class Int2:
+    """Two int32 (x, y)."""
+
     x: Int32 = 0
     y: Int32 = 0
 
 
 @dataclass
 class IntValue:
+    """A named int32 kernel argument; ``active`` ones are passed in packed int4 vectors."""
+
     name: str | None = None
     value: Int32 = 0
     active: bool = False
@@ -119,6 +127,8 @@ class IntValue:
 
 @dataclass
 class FloatValue:
+    """A named float32 kernel argument; ``active`` ones are passed in packed float4 vectors."""
+
     name: str | None = None
     value: Float32 = 0.0
     active: bool = False
@@ -127,6 +137,8 @@ class FloatValue:
 
 @dataclass
 class HalfValue:
+    """A named float16 kernel argument (held as a Python float)."""
+
     name: str | None = None
     value: Float32 = 0.0
     active: bool = False
@@ -136,18 +148,24 @@ class HalfValue:
 
 @dataclass
 class StateVariable:
+    """A key/value pair of a GPU object's state."""
+
     key: str | None = None
     value: str | None = None
 
 
 @dataclass
 class GPUObjectDescriptor:
+    """What every GPU object descriptor shares: state variables and the access type."""
+
     state_vars: list[StateVariable] = field(default_factory=list)
     access_type: AccessType = AccessType.READ
 
 
 @dataclass
 class BufferDescriptor:
+    """A plain OpenCL buffer object (weights, biases): element type and size, memory type, data."""
+
     base_obj: GPUObjectDescriptor | None = None
     element_type: DataType = DataType.UNKNOWN
     element_size: Int32 = 0
@@ -159,6 +177,8 @@ class BufferDescriptor:
 
 @dataclass
 class Texture2DDescriptor:
+    """A 2D image object: element type, normalisation, size and data."""
+
     base_obj: GPUObjectDescriptor | None = None
     element_type: DataType = DataType.UNKNOWN
     normalized: bool = False
@@ -169,6 +189,8 @@ class Texture2DDescriptor:
 
 @dataclass
 class TensorLinearDescriptor:
+    """A 1D constant (biases, per-channel values) in a buffer or a 2D texture."""
+
     base_obj: GPUObjectDescriptor | None = None
     storage_type: LinearStorageType = LinearStorageType.BUFFER
     element_type: DataType = DataType.UNKNOWN
@@ -179,6 +201,8 @@ class TensorLinearDescriptor:
 
 @dataclass
 class BHWDC:
+    """A tensor's shape: batch, height, width, depth, channels."""
+
     b: Int32 = 0
     h: Int32 = 0
     w: Int32 = 0
@@ -188,6 +212,8 @@ class BHWDC:
 
 @dataclass
 class TensorDescriptor:
+    """A tensor's type, storage, layout and shape; ``data`` for constant tensors."""
+
     base_obj: GPUObjectDescriptor | None = None
     data_type: DataType = DataType.UNKNOWN
     storage_type: TensorStorageType = TensorStorageType.UNKNOWN
@@ -198,30 +224,40 @@ class TensorDescriptor:
 
 @dataclass
 class BufferDescriptorMapValue:
+    """A named BufferDescriptor of a kernel's arguments."""
+
     key: str | None = None
     value: BufferDescriptor | None = None
 
 
 @dataclass
 class Texture2DDescriptorMapValue:
+    """A named Texture2DDescriptor of a kernel's arguments."""
+
     key: str | None = None
     value: Texture2DDescriptor | None = None
 
 
 @dataclass
 class TensorLinearDescriptorMapValue:
+    """A named TensorLinearDescriptor of a kernel's arguments."""
+
     key: str | None = None
     value: TensorLinearDescriptor | None = None
 
 
 @dataclass
 class TensorDescriptorMapValue:
+    """A named TensorDescriptor (a constant or a kernel-owned tensor) of a kernel's arguments."""
+
     key: str | None = None
     value: TensorDescriptor | None = None
 
 
 @dataclass
 class Arguments:
+    """A kernel's arguments: scalars, objects and tensors the code names as ``args.NAME``."""
+
     int_values: list[IntValue] = field(default_factory=list)
     shared_int4s: list[Int32] = field(default_factory=list)
     float_values: list[FloatValue] = field(default_factory=list)
@@ -240,6 +276,8 @@ class Arguments:
 
 @dataclass
 class OperationDef:
+    """A kernel's precision and the descriptors of its source and destination tensors."""
+
     precision: CalculationsPrecision = CalculationsPrecision.F32
     src_tensors: list[TensorDescriptor] = field(default_factory=list)
     dst_tensors: list[TensorDescriptor] = field(default_factory=list)
@@ -247,11 +285,15 @@ class OperationDef:
 
 @dataclass
 class CompilerOption:
+    """One vendor compiler option of a kernel."""
+
     option: CompilerOptions = CompilerOptions.ADRENO_FULL_SIMD_LINE
 
 
 @dataclass
 class GPUOperation:
+    """One kernel: its code, arguments, tensor names, grid and work-group size."""
+
     arguments: Arguments | None = None
     code: str | None = None
     work_group_size: Int3 | None = None
@@ -273,12 +315,16 @@ class GPUOperation:
 
 @dataclass
 class TensorDescWithId:
+    """A runtime tensor of the context: its descriptor and id."""
+
     desc: TensorDescriptor | None = None
     id: Int32 = 0
 
 
 @dataclass
 class CLNode:
+    """One node of the context: its kernel, tensor ids and name."""
+
     gpu_op: GPUOperation | None = None
     input_ids: list[Int32] = field(default_factory=list)
     output_ids: list[Int32] = field(default_factory=list)
@@ -287,12 +333,16 @@ class CLNode:
 
 @dataclass
 class PairOfValueIds:
+    """A (value id, TFLite tensor index) pair of ``variable_ids_and_refs``."""
+
     first: Int32 = 0
     second: Int32 = 0
 
 
 @dataclass
 class InferenceContext:
+    """The root table: a model's compiled GPU program (nodes, tensors, inputs and outputs)."""
+
     need_flush: bool = False
     flush_periodically: bool = False
     flush_period: Int32 = 0

@@ -40,6 +40,8 @@ _PLUGIN = "tflite-opencl-delegate"
 
 @dataclass
 class PartitionInfo:
+    """One delegated partition: its nodes, how its context was obtained, and its init time."""
+
     nodes: list[int]
     cache: str  # "hit", "miss" or "off"
     init_ms: float
@@ -85,6 +87,8 @@ class DelegateState:
 
 @dataclass
 class _Kernel:
+    """A delegate kernel's runtime and the cffi arrays its C side points at."""
+
     runtime: Runtime
     arrays: list[Any]  # cffi arrays the C kernel points at
 

@@ -18,6 +18,8 @@ class OptionsError(DelegateError, ValueError):
 
 @dataclass(frozen=True)
 class DelegateOptions:
+    """The delegate's options, as given to ``load_delegate`` (see ``parse``)."""
+
     #: F32, F32_F16 or F16
     precision: CalculationsPrecision = CalculationsPrecision.F32
     #: tensor storage: BUFFER, IMAGE_BUFFER, TEXTURE_2D, TEXTURE_ARRAY, TEXTURE_3D

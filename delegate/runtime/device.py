@@ -11,6 +11,8 @@ from ..errors import DeviceNotFoundError
 
 @dataclass(frozen=True)
 class DeviceInfo:
+    """What the runtime needs to know of an OpenCL device (queried once, in ``describe``)."""
+
     platform: str
     name: str
     vendor: str

@@ -25,6 +25,8 @@ class Tuning(str, Enum):
 
 @dataclass(frozen=True)
 class Grid:
+    """A kernel's grid: its size in work-items, dimensions, and the order of its axes."""
+
     size: tuple[int, int, int]
     dims: int
     order: tuple[int, int, int]

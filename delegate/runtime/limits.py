@@ -22,6 +22,8 @@ from .device import DeviceInfo
 
 @dataclass(frozen=True)
 class RuntimeLimits:
+    """Bounds a context must keep before the runtime allocates or builds anything."""
+
     #: nodes (kernels) in one context
     max_nodes: int = 4096
     #: tensors declared in one context (memory planning is quadratic in them)

@@ -18,6 +18,8 @@ BUFFER_BACKED = (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER)
 
 @dataclass(frozen=True)
 class Shape:
+    """A tensor's shape (b, h, w, d, c) and the slices of 4 channels it is stored in."""
+
     b: int
     h: int
     w: int
@@ -72,6 +74,8 @@ def storage_bytes(desc: TensorDescriptor) -> int:
 
 @dataclass(frozen=True)
 class Lifetime:
+    """The nodes between which a tensor must keep its memory, and its size."""
+
     tensor_id: int
     first: int  # index of the first node touching it (-1: before the first node)
     last: int  # index of the last node touching it (len(nodes): after the last node)

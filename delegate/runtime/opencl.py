@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes.util
 from functools import cache
 from pathlib import Path
 
@@ -28,6 +27,8 @@ def _loader_path() -> str:
                 return path
     except OSError:
         pass
+    import ctypes.util  # only here: it imports subprocess, which a warm start does not need
+
     found = ctypes.util.find_library("OpenCL")
     if found:
         return found

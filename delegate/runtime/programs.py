@@ -46,6 +46,8 @@ def default_cache_dir() -> Path:
 
 @dataclass
 class BuildStats:
+    """How the programs of a context were obtained: compiled, loaded from the cache, or shared."""
+
     #: programs compiled from source and programs loaded from the binary cache
     built_from_source: int = 0
     loaded_from_cache: int = 0

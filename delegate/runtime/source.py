@@ -67,6 +67,8 @@ class Param:
 
 @dataclass
 class KernelSource:
+    """A kernel's complete OpenCL source, its parameters and packed scalar arguments."""
+
     #: the complete program text: ``prelude`` + ``body``
     text: str
     params: list[Param]

@@ -15,6 +15,8 @@ from ..graph import FLOAT32, Activation, Graph, Node, Padding, Tensor
 
 @dataclass
 class EmitContext:
+    """What an op's code generator may read: the graph, the precision and storage, in-place reads."""
+
     graph: Graph
     precision: CalculationsPrecision
     storage: TensorStorageType = TensorStorageType.BUFFER
@@ -135,8 +137,8 @@ MAIN_FUNCTION($0) {
   int S = GLOBAL_ID_2;
   int B = args.dst_tensor.Batch();
   if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
-  int X = gx / B;
-  int b = gx % B;
+  int X = gx, b = 0;
+  if (B != 1) { X = gx / B; b = gx % B; }  // batch 1 (the usual case) needs no division
 """
 
 

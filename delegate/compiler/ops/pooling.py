@@ -4,7 +4,22 @@ from __future__ import annotations
 
 from ...context import model
 from ..graph import Builtin, Graph, Node
-from .base import HEAD, EmitContext, activation_check, activation_code, operation, runtime_io, same_padding
+from .base import (
+    HEAD,
+    WRITE,
+    WRITE_AT,
+    EmitContext,
+    activation_check,
+    activation_code,
+    operation,
+    runtime_io,
+    same_padding,
+)
+
+#: Output pixels per work-item of the row kernel (``pool_rows_code``).
+POOL_PIXELS = 4
+#: Largest window the row kernel is generated for (it is unrolled completely).
+POOL_MAX_TAPS = 49
 
 _POOL = (
     HEAD
@@ -59,4 +74,112 @@ class Pool2D:
             init = "INIT_ACCUM_FLT4(0.0f)"
             update, finish = "acc += v;", "acc / (ACCUM_FLT)(count > 0 ? count : 1)"
         code = _POOL.replace("{init}", init).replace("{update}", update).replace("{finish}", finish)
-        return operation(code.replace("{activation}", activation_code(p["activation"])), srcs=["src_tensor"], ints=ints)
+        if ctx.linear_storage and kh * kw <= POOL_MAX_TAPS:
+            return _pool_rows(node, ctx, ints)
+        # The window as constants, so the compiler can unroll it.
+        code = code.replace("{activation}", activation_code(p["activation"]))
+        return operation(code, srcs=["src_tensor"], literals=ints)
+
+
+def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: tuple[int, int],
+                   pad: tuple[int, int], pixels: int = POOL_PIXELS) -> str:  # fmt: skip
+    """MAX_POOL_2D (``maximum``) or AVERAGE_POOL_2D over buffer-backed tensors, the window unrolled.
+
+    A work-item computes ``pixels`` consecutive output pixels of one row for one slice, loading each
+    input column the window needs once per row; work-items away from the left and right edges load
+    without checks. Padding never counts: a maximum ignores it and an average divides by the
+    number of input elements inside the window, as TFLite's kernels do. Grid:
+    (ceil(W / pixels) * B, H, slices).
+    """
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
+    P = pixels
+    columns = sorted({p * sw + kx for p in range(P) for kx in range(kw)})
+    outside = "(ACCUM_FLT4)(-INFINITY)" if maximum else "INIT_ACCUM_FLT4(0.0f)"
+    L = [
+        f"""
+MAIN_FUNCTION($0) {{
+  int B = args.dst_tensor.Batch();
+  int W = args.dst_tensor.Width();
+  int gx = GLOBAL_ID_0;
+  int Y = GLOBAL_ID_1;
+  int S = GLOBAL_ID_2;
+  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  int X0 = gx * {P}, b = 0;
+  if (B != 1) {{ X0 = (gx / B) * {P}; b = gx % B; }}
+  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+  int xi = X0 * {sw} - {pw};
+"""
+    ]
+    if not maximum:
+        L.append("  int rows = 0;  // window rows inside the input\n")
+    for p in range(P):
+        L.append(f"  ACCUM_FLT4 a{p} = {outside};\n")
+    for ky in range(kh):
+        L.append(f"  {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
+        if not maximum:
+            L.append("      rows += 1;\n")
+        L.append("      int row = args.src_tensor.Offset(0, yi, S, b);\n")
+        L.append("      ACCUM_FLT4 " + ", ".join(f"r{j}" for j in columns) + ";\n")
+        L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
+        for j in columns:
+            L.append(f"        r{j} = TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B));\n")
+        L.append("      } else {\n")
+        for j in columns:
+            L.append(
+                f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? "
+                f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B)) : {outside};\n"
+            )
+        L.append("      }\n")
+        for p in range(P):
+            for kx in range(kw):
+                r = f"r{p * sw + kx}"
+                L.append(f"      a{p} = {r} > a{p} ? {r} : a{p};\n" if maximum else f"      a{p} += {r};\n")
+        L.append("    }\n  }\n")
+    for p in range(P):
+        if maximum:
+            L.append(f"  FLT4 o{p} = TO_FLT4(a{p});\n")
+        else:
+            # input columns inside the window of pixel p, times the rows inside it
+            L.append(
+                f"  int lo{p} = xi + {p * sw}; int hi{p} = lo{p} + {kw};\n"
+                f"  lo{p} = lo{p} < 0 ? 0 : lo{p}; hi{p} = hi{p} > iw ? iw : hi{p};\n"
+                f"  int n{p} = rows * (hi{p} - lo{p});\n"
+                f"  FLT4 o{p} = TO_FLT4(a{p} / (ACCUM_FLT)(n{p} > 0 ? n{p} : 1));\n"
+            )
+        activation = activation_code(act, f"o{p}")
+        if activation:
+            L.append(f"  {activation}\n")
+    L.append(f"  if (X0 + {P - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S, b);\n")
+    for p in range(P):
+        L.append(f"  {{\n    int X = X0 + {p};\n    int at = at0 + {p} * B;\n    FLT4 result = o{p};\n" + WRITE_AT)
+    L.append("    return;\n  }\n")
+    L.append(f"  FLT4 outs[{P}];\n")
+    L.append("".join(f"  outs[{p}] = o{p};\n" for p in range(P)))
+    L.append(
+        f"""  for (int i = 0; i < {P}; ++i) {{
+    int X = X0 + i;
+    if (X >= W) break;
+    FLT4 result = outs[i];
+"""
+        + WRITE
+        + "}\n"
+    )
+    return "".join(L)
+
+
+def _pool_rows(node: Node, ctx: EmitContext, ints: dict[str, int]) -> model.GPUOperation:
+    p = node.params
+    b, h, w, _ = ctx.graph.tensor(node.outputs[0]).shape
+    slices = -(-ctx.graph.tensor(node.outputs[0]).shape[3] // 4)
+    code = pool_rows_code(
+        node.op == Builtin.MAX_POOL_2D,
+        p["activation"],
+        kernel=(ints["kernel_h"], ints["kernel_w"]),
+        stride=(ints["stride_h"], ints["stride_w"]),
+        pad=(ints["pad_h"], ints["pad_w"]),
+    )
+    op = operation(code, srcs=["src_tensor"])
+    op.tensor_to_grid = model.TensorToGrid.CUSTOM
+    op.grid_size = model.Int3(-(-w // POOL_PIXELS) * b, h, slices)
+    op.work_group_size = model.Int3(1, h, 1)
+    return op
