@@ -121,17 +121,14 @@ def compile_partition(
     producer_of: dict[int, model.CLNode] = {}  # runtime tensor -> the CLNode that writes it
     if options.fuse:
         emit.concat_sources = _concats_read_in_place(graph, nodes, readers, outputs, emit)
-    merged_names = {
-        graph.nodes[i].outputs[0]: graph.nodes[i].name
-        for i in nodes
-        if graph.nodes[i].op == Builtin.CONCATENATION and graph.nodes[i].outputs[0] in emit.concat_sources
-    }
+    merged_names: dict[int, str] = {}  # concatenations read in place: output -> node name
     for index in nodes:
         node = graph.nodes[index]
         if node.op == Builtin.DEQUANTIZE:
             continue  # folded into a constant (fold.py): no kernel
         if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
-            continue  # its reader reads the inputs in place: no kernel
+            merged_names[node.outputs[0]] = node.name  # its reader (later in order) takes the name
+            continue  # and reads the inputs in place: no kernel
         fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
         if fused is not None:
             producer = producer_of.pop(fused)

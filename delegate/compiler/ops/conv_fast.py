@@ -23,6 +23,7 @@ literals, so the compiler unrolls the window completely.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -390,6 +391,19 @@ def _window_row(kh: int, transposed: bool) -> str:
 """
 
 
+def window_row_loads(columns: list[int], load: Callable[[int], str], vtype: str, outside: str) -> list[str]:
+    """Declare and load ``r{j}`` for every input column ``xi + j`` one window row needs (``row``:
+    the row's linear offset). Work-items away from the left and right edges (most of them) load
+    without checks; the others take ``outside`` for columns outside the input."""
+    L = ["      " + vtype + " " + ", ".join(f"r{j}" for j in columns) + ";\n"]
+    L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
+    L += [f"        r{j} = {load(j)};\n" for j in columns]
+    L.append("      } else {\n")
+    L += [f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? {load(j)} : {outside};\n" for j in columns]
+    L.append("      }\n")
+    return L
+
+
 def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype) -> bytes:
     """[1, KH, KW, C] filters as FLT8 per (pair of slices, ky, kx): the pair's two FLT4 side by
     side; a missing last slice is zero."""
@@ -442,15 +456,7 @@ MAIN_FUNCTION($0) {{
     for ky in range(kh):
         L.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
-        L.append("      ACCUM_FLT8 " + ", ".join(f"r{j}" for j in columns) + ";\n")
-        # Work-items away from the left and right edges (most of them) load without checks.
-        L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
-        for j in columns:
-            L.append(f"        r{j} = {load(j)};\n")
-        L.append("      } else {\n")
-        for j in columns:
-            L.append(f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? {load(j)} : (ACCUM_FLT8)(0.0f);\n")
-        L.append("      }\n")
+        L += window_row_loads(columns, load, "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
         for kx in range(kw):
             L.append(
                 f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.weights.Read((S0 / 2 * {kh} + {ky}) * {kw} + {kx}));\n"

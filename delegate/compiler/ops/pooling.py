@@ -15,6 +15,7 @@ from .base import (
     runtime_io,
     same_padding,
 )
+from .conv_fast import window_row_loads
 
 #: Output pixels per work-item of the row kernel (``pool_rows_code``).
 POOL_PIXELS = 4
@@ -95,6 +96,10 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
     P = pixels
     columns = sorted({p * sw + kx for p in range(P) for kx in range(kw)})
     outside = "(ACCUM_FLT4)(-INFINITY)" if maximum else "INIT_ACCUM_FLT4(0.0f)"
+
+    def load(j: int) -> str:
+        return f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B))"
+
     L = [
         f"""
 MAIN_FUNCTION($0) {{
@@ -119,17 +124,7 @@ MAIN_FUNCTION($0) {{
         if not maximum:
             L.append("      rows += 1;\n")
         L.append("      int row = args.src_tensor.Offset(0, yi, S, b);\n")
-        L.append("      ACCUM_FLT4 " + ", ".join(f"r{j}" for j in columns) + ";\n")
-        L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
-        for j in columns:
-            L.append(f"        r{j} = TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B));\n")
-        L.append("      } else {\n")
-        for j in columns:
-            L.append(
-                f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? "
-                f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B)) : {outside};\n"
-            )
-        L.append("      }\n")
+        L += window_row_loads(columns, load, "ACCUM_FLT4", outside)
         for p in range(P):
             for kx in range(kw):
                 r = f"r{p * sw + kx}"
