@@ -4,8 +4,11 @@ the host's own CPU kernels."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import resource
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -222,6 +225,35 @@ def test_serialization_cache_hit_and_corrupt_entry(tmp_path):
     rebuilt.invoke()
     np.testing.assert_array_equal(_outputs(rebuilt)[0], expected[0])
     _assert_close(expected, _reference(path, inputs))
+
+
+_COLD_THEN_WARM = """
+import json, sys
+import delegate
+caches = []
+for _ in range(2):
+    interpreter = delegate.Interpreter(sys.argv[1], serialization_dir=sys.argv[2])
+    interpreter.allocate_tensors()
+    interpreter.invoke()
+    caches.append([p.cache for p in interpreter.opencl.partitions])
+print(json.dumps(caches))
+"""
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "mobilenet_v2_fp16"])
+def test_serialization_cache_keyed_by_the_weights_without_a_model_token(name, tmp_path):
+    # Without model_token the weights are hashed into the key. The fp16 model's float weights are
+    # outputs of folded DEQUANTIZE nodes: TFLite has no data for them during Prepare, and hashing
+    # its pointer crashed the process (so this runs in a child process). A second start must hit.
+    run = subprocess.run(
+        [sys.executable, "-c", _COLD_THEN_WARM, _model(name), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [["miss"], ["hit"]]
+    assert len(list(tmp_path.glob("*.ctx"))) == 1
 
 
 def test_paths_in_options_expand_the_home_folder(tmp_path, monkeypatch):

@@ -114,8 +114,23 @@ def capture_graph(context: Any, node_indices: list[int], read_limit: int | None 
 
 
 def hash_constants(context: Any, graph: Graph, update: Any) -> None:
-    """Feed every constant's bytes to ``update`` without copying them."""
+    """Feed every constant of ``graph`` to ``update``: its index and size, then its bytes.
+
+    Constants of the model are read in place (no copy). A tensor the compiler made constant (the
+    output of a folded DEQUANTIZE) is an ordinary tensor to TFLite, with no data yet during
+    Prepare: its folded value is hashed instead, never TFLite's pointer.
+    """
     for i in sorted(graph.tensors):
-        if graph.tensors[i].is_constant:
-            t = context.tensors[i]
+        tensor = graph.tensors[i]
+        if not tensor.is_constant:
+            continue
+        t = context.tensors[i]
+        if t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL:
+            update(f"{i}:{t.bytes};".encode())
             update(ffi.buffer(t.data.raw, t.bytes))
+        elif tensor.constant is not None:
+            value = np.ascontiguousarray(tensor.constant)
+            update(f"{i}:{value.nbytes};".encode())
+            update(value.data)
+        else:
+            raise ValueError(f"constant tensor {i} ({tensor.name!r}) has no data to hash for the cache key")

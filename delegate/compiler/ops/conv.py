@@ -8,7 +8,7 @@ import numpy as np
 
 from ...context import model
 from .. import layout
-from ..graph import Builtin, Graph, Node
+from ..graph import Builtin, Graph, Node, Tensor
 from .base import (
     HEAD,
     LANES,
@@ -175,11 +175,8 @@ class Conv2D:
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
         g, p = ctx.graph, node.params
-        src, dst = g.tensor(node.inputs[0]), g.tensor(node.outputs[0])
-        filters = g.tensor(node.inputs[1]).constant
-        assert filters is not None
+        src, dst, filters, ints = _conv_window(node, ctx)
         _, kh, kw, _ = filters.shape
-        ints = _window_args(p, src.shape, dst.shape, kh, kw)
         if filters.shape[3] != src.shape[3]:
             return self._grouped(node, ctx, filters, ints)
         if _use_gemm(ctx):
@@ -306,6 +303,16 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     return op
 
 
+def _conv_window(node: Node, ctx: EmitContext) -> tuple[Tensor, Tensor, np.ndarray, dict[str, int]]:
+    """A convolution node's input and output, its constant filters and its window arguments."""
+    g = ctx.graph
+    src, dst = g.tensor(node.inputs[0]), g.tensor(node.outputs[0])
+    filters = g.tensor(node.inputs[1]).constant
+    assert filters is not None
+    _, kh, kw, _ = filters.shape
+    return src, dst, filters, _window_args(node.params, src.shape, dst.shape, kh, kw)
+
+
 def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, kw: int) -> dict[str, int]:
     dh, dw = p.get("dilation_height_factor", 1) or 1, p.get("dilation_width_factor", 1) or 1
     return {
@@ -337,12 +344,9 @@ class DepthwiseConv2D:
         return activation_check(node.params["activation"])
 
     def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        g, p = ctx.graph, node.params
-        src, dst = g.tensor(node.inputs[0]), g.tensor(node.outputs[0])
-        filters = g.tensor(node.inputs[1]).constant
-        assert filters is not None
+        p = node.params
+        src, dst, filters, ints = _conv_window(node, ctx)
         _, kh, kw, _ = filters.shape
-        ints = _window_args(p, src.shape, dst.shape, kh, kw)
         multiplier = dst.shape[3] // src.shape[3]
         if multiplier == 1 and ctx.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
             return self._unrolled(node, ctx, filters, ints)
@@ -355,7 +359,7 @@ class DepthwiseConv2D:
             srcs=["src_tensor"],
             ints=ints,
             buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", _bias(node, ctx.graph, dst.shape[3], ctx), ctx.dtype)],
         )
 
     def _unrolled(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> model.GPUOperation:
