@@ -147,6 +147,14 @@ def _minibenchmark(args: argparse.Namespace) -> int:
         tfl = message.tflite_settings if isinstance(message, configuration_pb2.ComputeSettings) else message
         settings.settings_to_test.add().CopyFrom(tfl)
 
+    if not settings.settings_to_test:
+        from .minibenchmark.runner import default_settings_to_test, describe
+
+        defaults = default_settings_to_test()
+        settings.settings_to_test.extend(defaults)
+        names = ", ".join(describe(d) for d in defaults)
+        print(f"no --settings given: trying {names}", file=sys.stderr)
+
     def progress(done: int, total: int, label: str) -> None:
         bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
         end = "\n" if done == total else ""

@@ -175,3 +175,22 @@ def test_a_start_left_by_a_dead_benchmark_is_closed_as_an_error(tmp_path):
     assert [e.event_type for e in events] == [pb.START, pb.START, pb.ERROR, pb.ERROR]
     assert events[3].tflite_settings.gpu_settings.is_precision_loss_allowed
     assert close_dangling_starts(path) == 0  # already closed
+
+
+def test_cli_without_settings_tries_the_defaults(tmp_path):
+    model = str(shared_path("models", "small_cnn.tflite"))
+    command = [sys.executable, "-m", "delegate", "minibenchmark", model, "--storage", str(tmp_path / "ev")]
+    result = subprocess.run([*command, "--runs", "2", "--json"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "no --settings given: trying" in result.stderr
+    report = json.loads(result.stdout)
+    assert [r["settings"] for r in report["rows"]] == ["GPU MAX_PRECISION/AUTO/AUTO", "GPU precision loss", "XNNPACK"]
+    assert all(r["ok"] for r in report["rows"])
+    assert (tmp_path / "ev.best.fb").exists()
+
+
+def test_empty_settings_to_test_says_what_to_do():
+    from delegate.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="default_settings_to_test"):
+        run_minibenchmark(pb.MinibenchmarkSettings())

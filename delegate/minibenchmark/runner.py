@@ -62,6 +62,16 @@ class MinibenchmarkReport:
     decision_path: Path | None = None
 
 
+def default_settings_to_test() -> list[pb.TFLiteSettings]:
+    """What to try when the caller names nothing: the GPU delegate with full float precision, the
+    GPU delegate allowed to lose precision (half-precision storage), and TFLite's own CPU path."""
+    f32 = pb.TFLiteSettings(delegate=pb.GPU)
+    f32.gpu_settings.inference_priority1 = pb.GPU_PRIORITY_MAX_PRECISION
+    half = pb.TFLiteSettings(delegate=pb.GPU)
+    half.gpu_settings.is_precision_loss_allowed = True
+    return [f32, half, pb.TFLiteSettings(delegate=pb.XNNPACK)]
+
+
 def describe(settings: pb.TFLiteSettings) -> str:
     """A short label: delegate, priorities / precision-loss flag, backend."""
     if settings.delegate in (pb.NONE, pb.XNNPACK) and settings.HasField("delegate"):
@@ -126,7 +136,10 @@ def run_minibenchmark(
 ) -> MinibenchmarkReport:
     """Benchmark every ``settings_to_test`` and write the events and the decision (if storage is set)."""
     if not settings.settings_to_test:
-        raise SettingsError("MinibenchmarkSettings.settings_to_test is empty")
+        raise SettingsError(
+            "MinibenchmarkSettings.settings_to_test is empty: add the TFLiteSettings to try "
+            "(default_settings_to_test() gives GPU F32, GPU with precision loss allowed, and XNNPACK)"
+        )
     storage = settings.storage_paths.storage_file_path or None
     report = MinibenchmarkReport()
     if storage:
