@@ -73,7 +73,14 @@ def _is_tflite_model(path: Path) -> bool:
 
 def _run(args: argparse.Namespace) -> int:
     if not _is_tflite_model(args.file):
-        _run_on_device(args.file, args.device, args.runs)
+        if args.file.suffix.lower() == ".tflite":
+            print(
+                f"error: {args.file} is not a TFLite model: it lacks the TFL3 file identifier (bytes 4-8); "
+                "convert the model with TensorFlow's TFLiteConverter",
+                file=sys.stderr,
+            )
+            return 2
+        _run_on_device(args.file, args.device, args.runs)  # an InferenceContext file
         return 0
     from .model_run import format_result, run_model
 

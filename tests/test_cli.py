@@ -121,3 +121,7 @@ def test_run_model_json_and_errors(tmp_path):
     assert bad.returncode == 2 and "precision must be one of" in bad.stderr
     bad = _run_cli("run", model, "--option", "nonsense")
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+    not_a_model = tmp_path / "broken.tflite"
+    not_a_model.write_bytes(b"not a flatbuffer at all")
+    bad = _run_cli("run", str(not_a_model))
+    assert bad.returncode == 2 and "is not a TFLite model" in bad.stderr and "TFL3" in bad.stderr
