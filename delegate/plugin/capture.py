@@ -114,23 +114,18 @@ def capture_graph(context: Any, node_indices: list[int], read_limit: int | None 
 
 
 def hash_constants(context: Any, graph: Graph, update: Any) -> None:
-    """Feed every constant of ``graph`` to ``update``: its index and size, then its bytes.
+    """Feed every constant of the model in ``graph`` to ``update``: its index and size, then its
+    bytes, read in place (no copy).
 
-    Constants of the model are read in place (no copy). A tensor the compiler made constant (the
-    output of a folded DEQUANTIZE) is an ordinary tensor to TFLite, with no data yet during
-    Prepare: its folded value is hashed instead, never TFLite's pointer.
+    Tensors the compiler made constant (outputs of folded DEQUANTIZE nodes) are ordinary tensors
+    to TFLite, with no data during Prepare, and their value is only computed for the partitions
+    that read them: they are skipped, as each is determined by its DEQUANTIZE input, a constant
+    of the model hashed here.
     """
     for i in sorted(graph.tensors):
-        tensor = graph.tensors[i]
-        if not tensor.is_constant:
+        if not graph.tensors[i].is_constant:
             continue
         t = context.tensors[i]
         if t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL:
             update(f"{i}:{t.bytes};".encode())
             update(ffi.buffer(t.data.raw, t.bytes))
-        elif tensor.constant is not None:
-            value = np.ascontiguousarray(tensor.constant)
-            update(f"{i}:{value.nbytes};".encode())
-            update(value.data)
-        else:
-            raise ValueError(f"constant tensor {i} ({tensor.name!r}) has no data to hash for the cache key")
