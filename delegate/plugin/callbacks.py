@@ -58,6 +58,15 @@ class _Preparing:
     graph: Any
     #: partitions compiled by Prepare, waiting for their kernel's init: nodes -> (runtime, cache, start)
     pending: dict[frozenset[int], tuple[Any, str, float]] = field(default_factory=dict)
+    #: SHA-256 of the model's constants (cache keys without model_token), hashed once per Prepare
+    _constants_digest: bytes | None = None
+
+    def constants_digest(self, context: Any) -> bytes:
+        if self._constants_digest is None:
+            h = hashlib.sha256()
+            hash_constants(context, self.graph, h.update)
+            self._constants_digest = h.digest()
+        return self._constants_digest
 
 
 def _address(context: Any) -> int:
@@ -219,7 +228,7 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
     for nodes, inputs, outputs in _preview(context, chosen):
         start = time.perf_counter()
         try:
-            runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep.graph)
+            runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
         except (DelegateError, ValueError, OSError, cl.Error) as exc:
             names = [prep.graph.nodes[n].name for n in nodes]
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -275,7 +284,9 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         return 1
 
 
-def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOptions, device_key: str) -> str:
+def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_key: str, constants: bytes) -> str:
+    """The serialization cache key of a partition; ``constants``: the model's constants digest (used
+    without model_token)."""
     h = hashlib.sha256()
     h.update(
         json.dumps(
@@ -302,7 +313,7 @@ def _cache_key(context: Any, graph: Any, nodes: list[int], options: DelegateOpti
     if options.model_token:
         h.update(options.model_token.encode())
     else:
-        hash_constants(context, graph, h.update)
+        h.update(constants)
     return h.hexdigest()[:40]
 
 
@@ -336,11 +347,11 @@ def _partition_graph(context: Any, nodes: list[int], graph: Any, options: Delega
 
 
 def _load_partition(
-    context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState, whole: Any
+    context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState, prep: _Preparing
 ) -> tuple[Runtime, str]:
-    """Compile (or load from the serialization cache) and load one partition of graph ``whole``."""
+    """Compile (or load from the serialization cache) and load one partition of ``prep``'s graph."""
     options = state.options
-    graph = _partition_graph(context, nodes, whole, options)
+    graph = _partition_graph(context, nodes, prep.graph, options)
     device = select_device(options.device or None)
     info = describe(device)
     compile_options = CompileOptions(options.precision, options.storage_type, options.fuse)
@@ -357,7 +368,8 @@ def _load_partition(
         ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
         runtime = _ready(Runtime.load(ctx_model, device=device, cache_dir=program_cache), options, tune=True)
         return runtime, "off"
-    key = _cache_key(context, graph, nodes, options, info.key)
+    constants = b"" if options.model_token else prep.constants_digest(context)
+    key = _cache_key(graph, nodes, options, info.key, constants)
     token = "".join(c if c.isalnum() or c in "-_" else "_" for c in options.model_token) or "model"
     path = folder / f"{token}-{key}.ctx"
     remove_stale_temps(folder)  # left by writers killed mid-write
@@ -410,7 +422,7 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         else:
             inputs_ = list(int_array(params.input_tensors))
             outputs_ = list(int_array(params.output_tensors))
-            runtime, cache_state = _load_partition(context, nodes, inputs_, outputs_, state, prep.graph)
+            runtime, cache_state = _load_partition(context, nodes, inputs_, outputs_, state, prep)
         inputs, outputs = runtime.input_ids, runtime.output_ids
         n_in, n_out = len(inputs), len(outputs)
         arrays = [
