@@ -391,6 +391,27 @@ def _window_row(kh: int, transposed: bool) -> str:
 """
 
 
+def row_block_head(P: int, sw: int, pw: int, slice_var: str, slice_init: str) -> str:
+    """Opening of a kernel whose work-item computes ``P`` consecutive output pixels of one row:
+    ``X0`` (the first pixel), ``Y``, ``b``, the slice ``slice_var`` (= ``slice_init``), the input's
+    ``iw`` / ``ih`` and ``xi``, the input column of the block's window (stride ``sw``, padding
+    ``pw``). Work-items past the output return."""
+    return f"""
+MAIN_FUNCTION($0) {{
+  int B = args.dst_tensor.Batch();
+  int W = args.dst_tensor.Width();
+  int gx = GLOBAL_ID_0;
+  int Y = GLOBAL_ID_1;
+  int {slice_var} = {slice_init};
+  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height()) return;
+  if ({slice_var} >= args.dst_tensor.Slices()) return;
+  int X0 = gx * {P}, b = 0;
+  if (B != 1) {{ X0 = (gx / B) * {P}; b = gx % B; }}
+  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+  int xi = X0 * {sw} - {pw};
+"""
+
+
 def window_row_loads(columns: list[int], load: Callable[[int], str], vtype: str, outside: str) -> list[str]:
     """Declare and load ``r{j}`` for every input column ``xi + j`` one window row needs (``row``:
     the row's linear offset). Work-items away from the left and right edges (most of them) load
@@ -424,20 +445,8 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, pad
     P = pixels
     L = [
-        f"""
-MAIN_FUNCTION($0) {{
-  int B = args.dst_tensor.Batch();
-  int W = args.dst_tensor.Width();
-  int gx = GLOBAL_ID_0;
-  int Y = GLOBAL_ID_1;
-  int S0 = GLOBAL_ID_2 * 2;
-  int dst_slices = args.dst_tensor.Slices();
-  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || S0 >= dst_slices) return;
-  bool pair = S0 + 1 < dst_slices;
-  int X0 = (gx / B) * {P};
-  int b = gx % B;
-  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  int xi = X0 * {sw} - {pw};
+        row_block_head(P, sw, pw, "S0", "GLOBAL_ID_2 * 2")
+        + """  bool pair = S0 + 1 < args.dst_tensor.Slices();
   int second = pair ? args.src_tensor.Offset(0, 0, 1, 0) : 0;
   ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.biases.Read(S0 / 2));
 """

@@ -15,7 +15,7 @@ from .base import (
     runtime_io,
     same_padding,
 )
-from .conv_fast import window_row_loads
+from .conv_fast import row_block_head, window_row_loads
 
 #: Output pixels per work-item of the row kernel (``pool_rows_code``).
 POOL_PIXELS = 4
@@ -100,21 +100,7 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
     def load(j: int) -> str:
         return f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B))"
 
-    L = [
-        f"""
-MAIN_FUNCTION($0) {{
-  int B = args.dst_tensor.Batch();
-  int W = args.dst_tensor.Width();
-  int gx = GLOBAL_ID_0;
-  int Y = GLOBAL_ID_1;
-  int S = GLOBAL_ID_2;
-  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
-  int X0 = gx * {P}, b = 0;
-  if (B != 1) {{ X0 = (gx / B) * {P}; b = gx % B; }}
-  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  int xi = X0 * {sw} - {pw};
-"""
-    ]
+    L = [row_block_head(P, sw, pw, "S", "GLOBAL_ID_2")]
     if not maximum:
         L.append("  int rows = 0;  // window rows inside the input\n")
     for p in range(P):
