@@ -115,6 +115,44 @@ def test_linear_selectors_on_a_texture_are_build_errors(statement, tensor, selec
         Runtime.load(ctx, cache_dir=cache)
 
 
+def _children_released_first(objects: list) -> int:
+    """Checks that each memory object comes before the one it was made from; returns how many were."""
+    import pyopencl as cl
+
+    first: dict[int, int] = {}
+    for i, o in enumerate(objects):
+        if isinstance(o, cl.MemoryObject):
+            first.setdefault(o.int_ptr, i)
+    children = 0
+    for o in objects:
+        parent = o.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT) if isinstance(o, cl.MemoryObject) else None
+        if parent is not None:
+            children += 1
+            assert first[o.int_ptr] < first[parent.int_ptr], f"{o} is released after its parent {parent}"
+    return children
+
+
+def test_tensors_share_the_arena_at_offsets_without_sub_buffers(cache):
+    # NVIDIA's driver crashed (SIGSEGV in clReleaseMemObject) releasing the arena's sub-buffers:
+    # each tensor is the arena itself plus its offset, a kernel argument.
+    import pyopencl as cl
+
+    with Runtime.load(chain(6), cache_dir=cache) as rt:
+        x = np.random.default_rng(5).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+        buffers = [o for o in rt._release_order() if isinstance(o, cl.Buffer)]
+        assert all(o.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT) is None for o in buffers)
+        assert len(set(rt._buffer_offsets.values())) >= 2  # the tensors really sit at different offsets
+    expected = x + 6.0 + (x + 1.0)  # chain: six +1 nodes and the residual add of the first and last
+    np.testing.assert_allclose(y, expected, rtol=1e-6)
+
+
+def test_images_over_buffers_are_released_before_their_buffers(cache):
+    op = scale_bias_op(1.0, _bias(4).tobytes())
+    with Runtime.load(single_node(op, desc(4, T.IMAGE_BUFFER), desc(4, T.IMAGE_BUFFER)), cache_dir=cache) as rt:
+        assert _children_released_first(rt._release_order()) >= 2
+
+
 def test_inactive_scalars_become_literals(cache):
     ctx = single_node(scale_bias_op(0.25, _bias(4).tobytes(), active=False), desc(4), desc(4))
     with Runtime.load(ctx, cache_dir=cache) as rt:

@@ -356,6 +356,7 @@ class Runtime:
         info = self.device_info
         mf = cl.mem_flags
         self._buffers: dict[int, cl.Buffer] = {}
+        self._buffer_offsets: dict[int, int] = {}  # bytes into the buffer (the arena's tensors)
         self._images: dict[int, cl.Image] = {}
         total = 0
 
@@ -384,8 +385,9 @@ class Runtime:
                     self._images[i] = image
             total += size
 
-        # Plain buffers share one arena; IMAGE_BUFFER tensors share whole buffers (a 1D image
-        # cannot sit on a sub-buffer everywhere); textures share whole images.
+        # Plain buffers share one arena, each tensor at its offset (a kernel argument: no OpenCL
+        # sub-buffers, which NVIDIA's driver crashed releasing); IMAGE_BUFFER tensors share whole
+        # buffers (a 1D image cannot sit at an offset); textures share whole images.
         arena_items = []
         image_items: list[tuple[memory.Lifetime, tuple]] = []
         for i, lt in lifetimes.items():
@@ -404,10 +406,15 @@ class Runtime:
         offsets, arena_size = memory.greedy_offsets(arena_items, info.mem_base_addr_align_bytes)
         if arena_items:
             fits(arena_size, "the shared tensor arena")
+            if max(offsets.values()) > np.iinfo(np.int32).max:
+                raise DeviceResourceError(
+                    f"the shared tensor arena needs {arena_size} bytes; tensors sit at most 2 GiB into it "
+                    "(their offsets are 32-bit kernel arguments): use a smaller input shape or split the model"
+                )
             arena = cl.Buffer(self._cl_context, mf.READ_WRITE, max(arena_size, 4))
             self._keep.append(arena)
             for lt in arena_items:
-                self._bind_buffer(lt.tensor_id, arena.get_sub_region(offsets[lt.tensor_id], lt.size))
+                self._bind_buffer(lt.tensor_id, arena, offsets[lt.tensor_id])
             total += arena_size
         for group in memory.greedy_textures(image_items):
             size = max(m.size for m in group.members)
@@ -423,8 +430,9 @@ class Runtime:
             total += size
         self._tensor_bytes = total
 
-    def _bind_buffer(self, tensor_id: int, buf: cl.Buffer) -> None:
+    def _bind_buffer(self, tensor_id: int, buf: cl.Buffer, offset: int = 0) -> None:
         self._buffers[tensor_id] = buf
+        self._buffer_offsets[tensor_id] = offset
         t = self._tensors[tensor_id]
         if t.desc.storage_type == TensorStorageType.IMAGE_BUFFER:
             dims = memory.image_dims(t.desc)
@@ -515,8 +523,12 @@ class Runtime:
         return objects
 
     def _shape_arg(self, t: _Tensor | model.TensorDescriptor) -> np.ndarray:
-        s = t.shape if isinstance(t, _Tensor) else memory.Shape.of(t)
-        return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, 0, 0], dtype=np.int32)
+        """The tensor's ``int8`` argument: W, H, D, slices, B, C, its byte offset in its buffer, 0."""
+        if isinstance(t, _Tensor):
+            s, offset = t.shape, self._buffer_offsets.get(t.tensor_id, 0)
+        else:
+            s, offset = memory.Shape.of(t), 0
+        return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, offset, 0], dtype=np.int32)
 
     def _kernel(self, src: KernelSource, node: str, tensors: dict[str, _Tensor], objects: dict[str, Any]) -> _Pending:
         """The kernel of ``src`` with its arguments resolved; built later, with all the others
@@ -874,6 +886,16 @@ class Runtime:
 
     # --------------------------------------------------------------- release
 
+    def _release_order(self) -> list[Any]:
+        """Every object this Runtime holds, each memory object before the one it was made from
+        (images made over a buffer, IMAGE_BUFFER tensors, are in ``_images``; their buffers in
+        ``_buffers``)."""
+        return [
+            *getattr(self, "_images", {}).values(),
+            *getattr(self, "_buffers", {}).values(),
+            *getattr(self, "_keep", []),
+        ]
+
     def _release(self) -> None:
         queue = getattr(self, "_queue", None)
         if queue is not None:
@@ -881,11 +903,7 @@ class Runtime:
         if getattr(self, "_plan", None) is not None:
             lib.dlg_plan_release(self._plan)  # buffers zero-copy transfers made over host memory
         seen: set[int] = set()
-        owned = [
-            *getattr(self, "_keep", []),
-            *getattr(self, "_images", {}).values(),
-            *getattr(self, "_buffers", {}).values(),
-        ]
+        owned = self._release_order()
         for obj in owned:
             if isinstance(obj, cl.MemoryObject) and id(obj) not in seen:
                 seen.add(id(obj))

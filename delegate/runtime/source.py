@@ -249,6 +249,9 @@ class _Assembler:
             elem, load, store = self._storage_type(desc.data_type, 4)
             buf = f"{name}_buf"
             self.params.append(Param(f"__global {elem}* {buf}", "tensor_buffer", name))
+            # The tensor starts s6 bytes into its buffer (tensors share one arena).
+            m.append(f"#define {name}_ptr ((__global {elem}*)((__global char*){buf} + {p}.s6))")
+            buf = f"{name}_ptr"
             if st == TensorStorageType.IMAGE_BUFFER:
                 img = f"{name}_img"
                 self.params.append(Param(f"__read_only image1d_buffer_t {img}", "tensor_image", name))
