@@ -5,9 +5,10 @@ Every measurement is a fresh process, run back to back on this machine, and the 
 between the paths so that a change in the machine's load hits all of them alike:
 
 - ``delegate``: this package on the default OpenCL device, F32, default options. Cold init is the
-  first start with an empty serialization folder and an empty PoCL kernel cache (its own
-  folder, $POCL_CACHE_DIR), so everything is compiled; warm init and the warm first call are a
-  later start with both folders kept, as an application's second start finds them.
+  first start with an empty serialization folder and an empty driver kernel cache (its own
+  folder: $POCL_CACHE_DIR for PoCL, $CUDA_CACHE_PATH for NVIDIA's driver), so everything is
+  compiled; warm init and the warm first call are a later start with both folders kept, as an
+  application's second start finds them.
 - ``delegate-tuned``: the same with ``tuning=fast`` (the work-group search runs in the cold
   start and is stored in the serialized context; the warm start loads it).
 - ``xnnpack``: tflite-runtime's default CPU path (XNNPACK) with one thread per core, and
@@ -136,7 +137,7 @@ def _delegate_options(model: Path, kind: str, folder: str) -> dict[str, str]:
 
 
 def _delegate_start(model: Path, kind: str, runs: int, folder: str, result: PathResult, *, cold: bool) -> None:
-    env = dict(os.environ, POCL_CACHE_DIR=str(Path(folder) / "pocl"))
+    env = dict(os.environ, POCL_CACHE_DIR=str(Path(folder) / "pocl"), CUDA_CACHE_PATH=str(Path(folder) / "nv"))
     env.pop("POCL_KERNEL_CACHE", None)
     sample = _child(model, kind, runs, _delegate_options(model, kind, folder), env)
     expected = "miss" if cold else "hit"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 MIN_SPEEDUP = 10.0
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MODEL = ROOT.parent / "shared" / "models" / "mobilenet_v2.tflite"
+DEFAULT_MODEL = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models" / "mobilenet_v2.tflite"
 
 _CHILD = """
 import json, sys, time
@@ -45,10 +45,13 @@ print(json.dumps({"init_ms": init * 1e3, "first_invoke_ms": first * 1e3,
 
 
 def _start(model: Path, folder: Path) -> dict:
-    env = dict(os.environ, POCL_KERNEL_CACHE="0")
+    # No driver-side kernel cache (PoCL's, NVIDIA's): the warm start has only the serialized context.
+    env = dict(os.environ, POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1")
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(model), str(folder)], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", _CHILD, str(model), str(folder)], capture_output=True, text=True, env=env
     )
+    if out.returncode != 0:
+        raise RuntimeError(f"the delegate's start failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

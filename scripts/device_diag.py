@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Where a model's partitions fail on a device: one launch at a time, then a full run, then the release.
+
+For a crash or a device error seen only on one driver. The model is compiled by the CLI into a
+temporary serialization folder; each partition's context is then loaded and:
+
+1. every launch of the plan (conversions and nodes) is enqueued alone and waited for: the first
+   that fails is named;
+2. the whole plan runs once through the C loop (``Runtime.run``);
+3. the memory objects are released one at a time, each printed first (so the last line before a
+   crash names the object).
+
+The process ends with ``os._exit`` (no further clean-up), and prints as it goes (flushed).
+
+    python scripts/device_diag.py MODEL.tflite
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from delegate._integrity import unseal
+from delegate.runtime import Runtime
+
+
+def say(*parts: object) -> None:
+    print(*parts, flush=True)
+
+
+def check_partition(context: Path) -> None:
+    rt = Runtime.load(bytes(unseal(context.read_bytes(), str(context))))
+    say(f"{context.name}: {len(rt.node_names)} nodes on {rt.device_info.name}")
+    names = rt.node_names
+    launches = rt.launches()
+    offset = len(launches) - len(names)  # the input conversions come first
+    for i, (kernel, global_size, local_size) in enumerate(launches):
+        cl.enqueue_nd_range_kernel(rt.queue, kernel, global_size, local_size)
+        try:
+            rt.queue.finish()
+        except cl.Error as exc:
+            node = names[i - offset] if 0 <= i - offset < len(names) else "a conversion"
+            say(f"  launch {i} ({node}, {kernel.function_name}, global {global_size}, local {local_size}): {exc}")
+            return
+    say(f"  {len(launches)} launches, one at a time: ok")
+    try:
+        inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
+        outputs = rt.run(inputs)
+        say(f"  run: ok, outputs {[o.shape for o in outputs]}, finite {[bool(np.isfinite(o).all()) for o in outputs]}")
+    except Exception as exc:
+        say(f"  run: {type(exc).__name__}: {exc}")
+        return
+    seen: set[int] = set()
+    for obj in rt._release_order():
+        if isinstance(obj, cl.MemoryObject) and id(obj) not in seen:
+            seen.add(id(obj))
+            parent = obj.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+            count = obj.get_info(cl.mem_info.REFERENCE_COUNT)
+            say(f"  release {type(obj).__name__} {obj.int_ptr:#x} size {obj.size} flags {obj.flags} refs {count}"
+                f"{' parent ' + hex(parent.int_ptr) if parent is not None else ''}")  # fmt: skip
+            del parent
+            obj.release()
+    say("  release: ok")
+
+
+def main() -> int:
+    model = Path(sys.argv[1])
+    folder = tempfile.mkdtemp()
+    compiled = subprocess.run(
+        [sys.executable, "-m", "delegate", "run", str(model), "--serialization-dir", folder, "--json"],
+        capture_output=True,
+        text=True,
+    )
+    say(f"{model.name}: compile exit {compiled.returncode}")
+    if compiled.returncode != 0:
+        say(compiled.stderr[-1500:])
+    for context in sorted(Path(folder).glob("*.ctx")):
+        check_partition(context)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
