@@ -7,7 +7,7 @@
 #   .whl/        cp312 wheels: pyopencl, cffi, pycparser, pytools, platformdirs, siphash24,
 #                protobuf, flatbuffers, ai-edge-litert, backports.strenum, tflite
 #   .devshared/  a copy of ../shared (models, seeds, reference; DELEGATE_SHARED_DIR points here)
-#   .gl/         the Vulkan loader (libvulkan1 .deb), for LiteRT's GPU accelerator
+#   .gl/         the Vulkan loader and glvnd (.debs), for LiteRT's GPU accelerator
 #
 # Made on the development machine, once (the versions are those of .venv):
 #   printf '/.whl/\n/.devshared/\n/.gl/\n' >> .git/info/exclude
@@ -16,7 +16,7 @@
 #       -d .whl pyopencl cffi pycparser pytools platformdirs siphash24 "protobuf>=7.35.1,<8" flatbuffers \
 #       ai-edge-litert backports.strenum tflite
 #   mkdir .devshared && cp -r ../shared/models ../shared/seeds ../shared/reference .devshared/
-#   mkdir .gl && (cd .gl && apt-get download libvulkan1)
+#   mkdir .gl && (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 # and carried with: carry [".whl", ".devshared", ".gl", "delegate/_native.abi3.so"] (the extension
 # is rebuilt there; the carried one is the fallback). The limits below fit a 15-minute lease; the
 # whole suite needs more than the tests phase's 110 s there (it got through 48%: contexts compile
@@ -57,14 +57,18 @@ python3 setup.py -q build_ext --inplace > /tmp/build.log 2>&1 || { echo "build_e
 # LiteRT's GPU accelerator needs the Vulkan loader; NVIDIA's Vulkan driver comes with the driver mount.
 for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
 ldconfig 2>/dev/null
-[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] \
-    && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+# In session 5, with the Vulkan loader alone, WebGPU reported "vkCreateInstance: Found no drivers!".
+# Likely cause, not yet checked there: NVIDIA's Vulkan driver is in libGLX_nvidia, which links
+# glvnd's libGLdispatch (.gl now brings glvnd), and VK_DRIVER_FILES was set only when found.
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 
 if want device; then
     stamp device
     {
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
         nproc; python3 --version
+        ls /usr/local/nvidia/share/vulkan/icd.d /etc/vulkan/icd.d 2>&1 | head -5
         python3 -m delegate devices 2>&1
         python3 - <<'EOF' 2>&1
 import pyopencl as cl

@@ -153,6 +153,32 @@ def test_images_over_buffers_are_released_before_their_buffers(cache):
         assert _children_released_first(rt._release_order()) >= 2
 
 
+@pytest.mark.parametrize("shown", [False, True])
+def test_a_drivers_remarks_on_a_good_build_are_shown_only_on_request(shown, monkeypatch, tmp_path):
+    # NVIDIA's compiler remarks on every context's program; pyopencl turns a non-empty build log
+    # into a CompilerWarning. A '#warning' makes PoCL's log non-empty the same way.
+    import warnings
+
+    import pyopencl as cl
+
+    from delegate.runtime.device import describe
+    from delegate.runtime.programs import ProgramBuilder
+
+    if shown:
+        monkeypatch.setenv("PYOPENCL_COMPILER_OUTPUT", "1")
+    else:
+        monkeypatch.delenv("PYOPENCL_COMPILER_OUTPUT", raising=False)
+    device = select_device()
+    context = cl.Context([device])
+    builder = ProgramBuilder(context, device, describe(device), None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        builder.build("#warning a remark of the compiler\n__kernel void k(__global float* x) { x[0] = 1.0f; }",
+                      "-cl-std=CL1.2", "node")  # fmt: skip
+    remarks = [w for w in caught if issubclass(w.category, cl.CompilerWarning)]
+    assert bool(remarks) == shown, [str(w.message) for w in caught]
+
+
 def test_inactive_scalars_become_literals(cache):
     ctx = single_node(scale_bias_op(0.25, _bias(4).tobytes(), active=False), desc(4), desc(4))
     with Runtime.load(ctx, cache_dir=cache) as rt:

@@ -116,7 +116,12 @@ class ProgramBuilder:
         else:
             program = cl._cl._Program(self.context, source)
             try:
-                program.build(options.encode(), [self.device])
+                with warnings.catch_warnings():
+                    # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are
+                    # not inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
+                    if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+                        warnings.simplefilter("ignore", cl.CompilerWarning)
+                    program.build(options.encode(), [self.device])
             except cl.Error as exc:
                 try:
                     log = program.get_build_info(self.device, cl.program_build_info.LOG)
