@@ -312,6 +312,18 @@ def test_unknown_arguments_are_build_errors(cache):
         Runtime.load(single_node(op, desc(4), desc(4)), cache_dir=cache)
 
 
+def test_scalars_are_substituted_only_where_args_starts_a_name(cache):
+    # "xargs.scale" and "v.args.scale" are not the argument scale; "args.scale" in a call is.
+    from .runtime_helpers import SCALE_BIAS
+
+    code = SCALE_BIAS.replace("MAIN_FUNCTION($0) {", "MAIN_FUNCTION($0) {\n  // xargs.nothing, v.args.nothing", 1)
+    assert code != SCALE_BIAS
+    with Runtime.load(single_node(scale_bias_op(2.0, _bias(4).tobytes(), code=code), desc(4), desc(4)),
+                      cache_dir=cache) as rt:  # fmt: skip
+        x = np.random.default_rng(6).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        np.testing.assert_allclose(rt.run([x])[0], x * 2.0 + _bias(4)[:4], rtol=1e-6)
+
+
 def test_tensors_that_do_not_fit_the_device(cache):
     huge = desc(4, h=40_000, w=40_000)  # 25.6 GB of float32
     with pytest.raises(DeviceResourceError, match="allows at most"):

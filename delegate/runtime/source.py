@@ -45,7 +45,11 @@ _IMAGE_TYPES = {
     TensorStorageType.TEXTURE_3D: "image3d_t",
 }
 _SELECTOR_CALL = re.compile(r"args\.(\w+)\.(\w+)\(")
-_SCALAR = re.compile(r"(?<![\w.])args\.(\w+)\b(?!\s*\.)")
+#: ``args.NAME`` not followed by a '.'; the match's start is checked for a word or '.' before it in
+#: code (a lookbehind here would cost the regex engine its fast search for the literal "args.").
+_SCALAR = re.compile(r"args\.(\w+)\b(?!\s*\.)")
+#: the characters _call_args looks at
+_DELIMITERS = re.compile(r"[()\[\]{},]")
 
 
 class SourceError(ValueError):
@@ -133,8 +137,8 @@ def _prelude(precision: CalculationsPrecision, device: DeviceInfo, half_math: bo
 def _call_args(code: str, open_paren: int) -> tuple[list[str], int]:
     """The top-level comma-separated arguments of the call whose '(' is at ``open_paren``."""
     depth, start, out = 0, open_paren + 1, []
-    for i in range(open_paren, len(code)):
-        c = code[i]
+    for match in _DELIMITERS.finditer(code, open_paren):
+        c, i = match.group(), match.start()
         if c in "([{":
             depth += 1
         elif c in ")]}":
@@ -144,7 +148,7 @@ def _call_args(code: str, open_paren: int) -> tuple[list[str], int]:
                 if last or out:
                     out.append(last)
                 return out, i
-        elif c == "," and depth == 1:
+        elif depth == 1:  # a comma
             out.append(code[start:i].strip())
             start = i + 1
     raise SourceError("unbalanced parentheses in a selector call")
@@ -343,6 +347,9 @@ class _Assembler:
         code = "".join(out) + code[pos:]
 
         def scalar(m: re.Match[str]) -> str:
+            before = m.string[m.start() - 1] if m.start() > 0 else " "
+            if before.isalnum() or before in "_.":
+                return m.group(0)  # part of a longer name (xargs.n) or of a member access (a.args.n)
             if m.group(1) not in self.scalars:
                 raise SourceError(f"args.{m.group(1)}: no argument of that name")
             return self.scalars[m.group(1)]
