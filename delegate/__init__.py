@@ -6,8 +6,10 @@ verifying native reader, and TFLite's acceleration settings messages
 (schemas/configuration.proto).
 """
 
+from typing import TYPE_CHECKING
+
 from ._version import __version__
-from .context import ContextFile, InferenceContext, ReadLimits, read_context, serialize_context, write_context
+from .context import ContextFile, InferenceContext, ReadLimits, read_context
 from .errors import (
     CacheIntegrityError,
     ContextFormatError,
@@ -19,6 +21,9 @@ from .errors import (
     SettingsError,
 )
 
+if TYPE_CHECKING:
+    from .context.writer import serialize_context, write_context
+
 
 def __getattr__(name: str) -> object:
     # The runtime and the plugin import pyopencl: load them only when asked for.
@@ -26,6 +31,10 @@ def __getattr__(name: str) -> object:
         from .runtime import Runtime
 
         return Runtime
+    if name in ("serialize_context", "write_context"):  # the writer imports flatbuffers
+        from . import context
+
+        return getattr(context, name)
     if name in ("load_delegate", "Interpreter", "delegate_state"):
         from . import api
 

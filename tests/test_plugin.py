@@ -261,6 +261,30 @@ def test_serialization_cache_keyed_by_the_weights_without_a_model_token(name, pr
     assert len(list(tmp_path.glob("*.ctx"))) == len(cold)
 
 
+_WARM_START_MODULES = """
+import json, sys
+import delegate
+interpreter = delegate.Interpreter(sys.argv[1], serialization_dir=sys.argv[2], model_token="m")
+interpreter.allocate_tensors()
+interpreter.invoke()
+print(json.dumps({"cache": [p.cache for p in interpreter.opencl.partitions],
+                  "writer": "delegate.context.writer" in sys.modules, "flatbuffers": "flatbuffers" in sys.modules}))
+"""
+
+
+def test_a_warm_start_does_not_load_the_context_writer(tmp_path):
+    # A warm start reads contexts natively; the writer (and flatbuffers) is for cache misses.
+    runs = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", _WARM_START_MODULES, _model("small_cnn"), str(tmp_path)],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        runs.append(json.loads(run.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold == {"cache": ["miss"], "writer": True, "flatbuffers": True}
+    assert warm == {"cache": ["hit"], "writer": False, "flatbuffers": False}
+
+
 def test_paths_in_options_expand_the_home_folder(tmp_path, monkeypatch):
     from delegate.plugin import DelegateOptions
 

@@ -28,7 +28,6 @@ from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.fold import consumers, fold_dequantize
 from ..compiler.graph import Builtin
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
-from ..context import serialize_context
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..runtime import Runtime, Tuning
 from ..runtime.device import describe, select_device
@@ -319,6 +318,8 @@ def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_ke
 
 def write_cache_entry(ctx_model: Any, path: Path) -> Path:
     """Write a compiled partition to the serialization cache: atomically, with its SHA-256 trailer."""
+    from ..context import serialize_context  # a miss only: the writer imports flatbuffers
+
     return atomic_write(path, seal(serialize_context(ctx_model)))
 
 
