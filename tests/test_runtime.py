@@ -147,6 +147,25 @@ def test_tensors_share_the_arena_at_offsets_without_sub_buffers(cache):
     np.testing.assert_allclose(y, expected, rtol=1e-6)
 
 
+def test_device_diag_script_walks_a_model_launch_by_launch():
+    # scripts/device_diag.py places failures seen on one driver only (it found NVIDIA's sub-buffer
+    # crash); on the default device every step of it must pass.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from .helpers import shared_path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "device_diag.py"
+    run = subprocess.run([sys.executable, str(script), str(shared_path("models", "small_cnn.tflite"))],
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = run.stdout
+    assert "small_cnn.tflite: compile exit 0" in out
+    assert "launches, one at a time: ok" in out and "run: ok" in out and "release: ok" in out
+    assert "finite [True]" in out and " parent " not in out  # no sub-buffers left to release
+
+
 def test_images_over_buffers_are_released_before_their_buffers(cache):
     op = scale_bias_op(1.0, _bias(4).tobytes())
     with Runtime.load(single_node(op, desc(4, T.IMAGE_BUFFER), desc(4, T.IMAGE_BUFFER)), cache_dir=cache) as rt:
