@@ -93,6 +93,17 @@ def test_run_and_devices_commands(mobilenet_file):
 
 
 @pytest.mark.opencl
+def test_run_says_when_the_cpu_output_is_constant(tmp_path):
+    # The shared MobileNetV2 has random weights: its softmax is one value everywhere, and a zero
+    # error against it proves little. The report says so.
+    model = str(shared_path("models", "mobilenet_v2.tflite"))
+    result = _run_cli("run", model, "--runs", "1", "--json", "--serialization-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["reference_constant"] is True
+    text = _run_cli("run", model, "--runs", "1", "--serialization-dir", str(tmp_path))
+    assert text.returncode == 0 and "note: every CPU output value is the same" in text.stdout
+
+
 def test_run_model_json_and_errors(tmp_path):
     model = str(shared_path("models", "small_cnn.tflite"))
     result = _run_cli("run", model, "--runs", "2", "--json", "--serialization-dir", str(tmp_path))
@@ -113,6 +124,7 @@ def test_run_model_json_and_errors(tmp_path):
         assert key in report, key
     assert report["delegated_nodes"] == report["total_nodes"] == 10
     assert report["max_abs_error"] <= 1e-4 * report["max_abs_reference"]
+    assert report["reference_constant"] is False
     assert set(report["latency_ms"]) == {"delegate", "cpu"}
     assert "compiles kernels" in result.stderr  # progress goes to stderr
     text = _run_cli("run", model, "--runs", "1", "--serialization-dir", str(tmp_path))
