@@ -104,6 +104,7 @@ def test_run_says_when_the_cpu_output_is_constant(tmp_path):
     assert text.returncode == 0 and "note: every CPU output value is the same" in text.stdout
 
 
+@pytest.mark.opencl
 def test_run_model_json_and_errors(tmp_path):
     model = str(shared_path("models", "small_cnn.tflite"))
     result = _run_cli("run", model, "--runs", "2", "--json", "--serialization-dir", str(tmp_path))
