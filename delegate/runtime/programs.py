@@ -73,6 +73,15 @@ class ProgramBuilder:
             h.update(b"\0")
         return h.hexdigest()
 
+    def _build(self, program: cl._cl._Program, options: str) -> None:
+        """Build ``program`` (from source or a binary) for the device."""
+        with warnings.catch_warnings():
+            # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are not
+            # inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
+            if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+            program.build(options.encode(), [self.device])
+
     def _from_cache(self, key: str, options: str) -> cl._cl._Program | None:
         if self.cache_dir is None:
             return None
@@ -87,7 +96,7 @@ class ProgramBuilder:
             return None
         try:
             program = cl._cl._Program(self.context, [self.device], [bytes(binary)])
-            program.build(options.encode(), [self.device])
+            self._build(program, options)
             return program
         except cl.Error:
             path.unlink(missing_ok=True)  # stale or corrupt: rebuild from source
@@ -116,12 +125,7 @@ class ProgramBuilder:
         else:
             program = cl._cl._Program(self.context, source)
             try:
-                with warnings.catch_warnings():
-                    # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are
-                    # not inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
-                    if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
-                        warnings.simplefilter("ignore", cl.CompilerWarning)
-                    program.build(options.encode(), [self.device])
+                self._build(program, options)
             except cl.Error as exc:
                 try:
                     log = program.get_build_info(self.device, cl.program_build_info.LOG)
