@@ -234,6 +234,27 @@ def test_depthwise_conv_2d(case, seed, multiplier, precision):
     )
 
 
+@pytest.mark.parametrize(("out_w", "stride", "padding"), [(7, 1, 1), (14, 2, 1), (21, 1, 2), (28, 2, 2), (15, 1, 1)])
+def test_depthwise_conv_2d_pixel_blocks(out_w, stride, padding):
+    # MobileNetV2's row widths (7 to 28) and 15, with strides and both paddings: the depthwise
+    # kernel's blocks of 8 pixels end partial on each of them, its left and right work-items take
+    # the edge loads. Batch 2 and 10 channels (a partial slice pair) on top.
+    rng = np.random.default_rng(out_w * 10 + stride)
+    b, h, c = 2, 4, 10
+    w = out_w * stride if padding == 1 else (out_w - 1) * stride + 3  # SAME / VALID
+    oh = -(-h // stride) if padding == 1 else (h - 3) // stride + 1
+    tensors = [
+        T((b, h, w, c)),
+        T((1, 3, 3, c), rand((1, 3, 3, c), rng)),
+        T((c,), rand((c,), rng)),
+        T((b, oh, out_w, c)),
+    ]
+    params = {"Padding": padding - 1, "StrideW": stride, "StrideH": stride, "DepthMultiplier": 1}
+    params["FusedActivationFunction"] = 1  # RELU
+    op = Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", params))
+    check(tensors, [op], [0], [3], [rand((b, h, w, c), rng)])
+
+
 @EXAMPLES
 @given(
     rows=st.integers(1, 5),
