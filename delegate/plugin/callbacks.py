@@ -283,9 +283,9 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         return 1
 
 
-def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_key: str, constants: bytes) -> str:
-    """The serialization cache key of a partition; ``constants``: the model's constants digest (used
-    without model_token)."""
+def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_key: str, model_id: bytes) -> str:
+    """The serialization cache key of a partition; ``model_id``: what identifies the model's weights
+    (the model_token, else the SHA-256 of its constants)."""
     h = hashlib.sha256()
     h.update(
         json.dumps(
@@ -309,10 +309,7 @@ def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_ke
                 [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes], default=str
             ).encode()
         )
-    if options.model_token:
-        h.update(options.model_token.encode())
-    else:
-        h.update(constants)
+    h.update(model_id)
     return h.hexdigest()[:40]
 
 
@@ -369,8 +366,8 @@ def _load_partition(
         ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
         runtime = _ready(Runtime.load(ctx_model, device=device, cache_dir=program_cache), options, tune=True)
         return runtime, "off"
-    constants = b"" if options.model_token else prep.constants_digest(context)
-    key = _cache_key(graph, nodes, options, info.key, constants)
+    model_id = options.model_token.encode() if options.model_token else prep.constants_digest(context)
+    key = _cache_key(graph, nodes, options, info.key, model_id)
     token = "".join(c if c.isalnum() or c in "-_" else "_" for c in options.model_token) or "model"
     path = folder / f"{token}-{key}.ctx"
     remove_stale_temps(folder)  # left by writers killed mid-write
