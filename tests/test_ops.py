@@ -249,8 +249,13 @@ def test_depthwise_conv_2d_pixel_blocks(out_w, stride, padding):
         T((c,), rand((c,), rng)),
         T((b, oh, out_w, c)),
     ]
-    params = {"Padding": padding - 1, "StrideW": stride, "StrideH": stride, "DepthMultiplier": 1}
-    params["FusedActivationFunction"] = 1  # RELU
+    params = {
+        "Padding": padding - 1,
+        "StrideW": stride,
+        "StrideH": stride,
+        "DepthMultiplier": 1,
+        "FusedActivationFunction": 1,  # RELU
+    }
     op = Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", params))
     check(tensors, [op], [0], [3], [rand((b, h, w, c), rng)])
 
