@@ -29,6 +29,16 @@ static int resolve(void *lib, const char *name, void *slot, size_t slot_size, ch
     return 0;
 }
 
+int dlg_preload(const char *path, char *err, size_t err_size) {
+    /* The handle is kept on purpose: the library stays loaded, as the loader's own handle would. */
+    if (!dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
+        const char *why = dlerror();
+        snprintf(err, err_size, "cannot load %s: %s", path, why ? why : "unknown error");
+        return -1;
+    }
+    return 0;
+}
+
 int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size) {
     memset(api, 0, sizeof *api);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -58,7 +68,30 @@ int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size) {
         resolve(lib, "clEnqueueUnmapMemObject", &api->enqueue_unmap_mem_object,
                 sizeof api->enqueue_unmap_mem_object, err, err_size) ||
         resolve(lib, "clCreateKernel", &api->create_kernel, sizeof api->create_kernel, err, err_size) ||
-        resolve(lib, "clReleaseKernel", &api->release_kernel, sizeof api->release_kernel, err, err_size))
+        resolve(lib, "clReleaseKernel", &api->release_kernel, sizeof api->release_kernel, err, err_size) ||
+        resolve(lib, "clGetPlatformIDs", &api->get_platform_ids, sizeof api->get_platform_ids, err, err_size) ||
+        resolve(lib, "clGetPlatformInfo", &api->get_platform_info, sizeof api->get_platform_info, err, err_size) ||
+        resolve(lib, "clGetDeviceIDs", &api->get_device_ids, sizeof api->get_device_ids, err, err_size) ||
+        resolve(lib, "clGetDeviceInfo", &api->get_device_info, sizeof api->get_device_info, err, err_size) ||
+        resolve(lib, "clCreateContext", &api->create_context, sizeof api->create_context, err, err_size) ||
+        resolve(lib, "clReleaseContext", &api->release_context, sizeof api->release_context, err, err_size) ||
+        resolve(lib, "clCreateCommandQueue", &api->create_command_queue, sizeof api->create_command_queue, err,
+                err_size) ||
+        resolve(lib, "clReleaseCommandQueue", &api->release_command_queue, sizeof api->release_command_queue, err,
+                err_size) ||
+        resolve(lib, "clCreateProgramWithSource", &api->create_program_with_source,
+                sizeof api->create_program_with_source, err, err_size) ||
+        resolve(lib, "clCreateProgramWithBinary", &api->create_program_with_binary,
+                sizeof api->create_program_with_binary, err, err_size) ||
+        resolve(lib, "clBuildProgram", &api->build_program, sizeof api->build_program, err, err_size) ||
+        resolve(lib, "clGetProgramInfo", &api->get_program_info, sizeof api->get_program_info, err, err_size) ||
+        resolve(lib, "clGetProgramBuildInfo", &api->get_program_build_info, sizeof api->get_program_build_info, err,
+                err_size) ||
+        resolve(lib, "clReleaseProgram", &api->release_program, sizeof api->release_program, err, err_size) ||
+        resolve(lib, "clCreateImage", &api->create_image, sizeof api->create_image, err, err_size) ||
+        resolve(lib, "clGetKernelWorkGroupInfo", &api->get_kernel_work_group_info,
+                sizeof api->get_kernel_work_group_info, err, err_size) ||
+        resolve(lib, "clWaitForEvents", &api->wait_for_events, sizeof api->wait_for_events, err, err_size))
         return -1;
     return 0;
 }

@@ -1,13 +1,16 @@
 /*
  * The enqueue loop: runs a loaded context's launches on an OpenCL queue with no
- * Python per node. Python (pyopencl) builds the programs, creates the kernels,
- * allocates memory and sets every kernel argument once at load time (memory is
- * assigned statically); a run is then uploads, launches and downloads only.
+ * Python per node. Python (delegate/runtime/driver.py, through the table below)
+ * picks the device, builds the programs, creates the kernels, allocates memory
+ * and sets every kernel argument once at load time (memory is assigned
+ * statically); a run is then uploads, launches and downloads only.
  *
- * OpenCL is reached through function pointers resolved from the ICD loader that
- * pyopencl already loaded (dlg_cl_load), so the extension links no OpenCL library
- * and needs no OpenCL headers. The handle types below are OpenCL's own opaque
- * struct tags, so the pointers have the exact types of the real API.
+ * OpenCL is reached through function pointers resolved from the ICD loader
+ * (dlg_cl_load: the one pyopencl's wheel ships, with PoCL), so the extension
+ * links no OpenCL library and needs no OpenCL headers, and a warm start needs
+ * no pyopencl import. The handle types below are OpenCL's own opaque struct
+ * tags, and the image structs have OpenCL's layout, so the pointers have the
+ * exact types of the real API.
  *
  * Also the cffi cdef (preprocessor lines stripped).
  */
@@ -23,6 +26,27 @@ typedef struct _cl_mem *cl_mem;
 typedef struct _cl_event *cl_event;
 typedef struct _cl_context *cl_context;
 typedef struct _cl_program *cl_program;
+typedef struct _cl_platform_id *cl_platform_id;
+typedef struct _cl_device_id *cl_device_id;
+
+/* cl_image_format and cl_image_desc (OpenCL 1.2), field for field. */
+typedef struct dlg_image_format {
+    uint32_t channel_order;
+    uint32_t channel_data_type;
+} dlg_image_format;
+
+typedef struct dlg_image_desc {
+    uint32_t image_type;
+    size_t image_width;
+    size_t image_height;
+    size_t image_depth;
+    size_t image_array_size;
+    size_t image_row_pitch;
+    size_t image_slice_pitch;
+    uint32_t num_mip_levels;
+    uint32_t num_samples;
+    cl_mem buffer;
+} dlg_image_desc;
 
 typedef struct dlg_cl_api {
     int32_t (*enqueue_nd_range_kernel)(cl_command_queue, cl_kernel, uint32_t, const size_t *, const size_t *,
@@ -45,6 +69,26 @@ typedef struct dlg_cl_api {
     /* Kernels made and released by the Python loader without wrapper objects (a faster load). */
     cl_kernel (*create_kernel)(cl_program, const char *, int32_t *);
     int32_t (*release_kernel)(cl_kernel);
+    /* Devices, contexts, queues, programs and memory, for the Python side (driver.py). */
+    int32_t (*get_platform_ids)(uint32_t, cl_platform_id *, uint32_t *);
+    int32_t (*get_platform_info)(cl_platform_id, uint32_t, size_t, void *, size_t *);
+    int32_t (*get_device_ids)(cl_platform_id, uint64_t, uint32_t, cl_device_id *, uint32_t *);
+    int32_t (*get_device_info)(cl_device_id, uint32_t, size_t, void *, size_t *);
+    cl_context (*create_context)(const intptr_t *, uint32_t, const cl_device_id *, void *, void *, int32_t *);
+    int32_t (*release_context)(cl_context);
+    cl_command_queue (*create_command_queue)(cl_context, cl_device_id, uint64_t, int32_t *);
+    int32_t (*release_command_queue)(cl_command_queue);
+    cl_program (*create_program_with_source)(cl_context, uint32_t, const char **, const size_t *, int32_t *);
+    cl_program (*create_program_with_binary)(cl_context, uint32_t, const cl_device_id *, const size_t *,
+                                             const unsigned char **, int32_t *, int32_t *);
+    int32_t (*build_program)(cl_program, uint32_t, const cl_device_id *, const char *, void *, void *);
+    int32_t (*get_program_info)(cl_program, uint32_t, size_t, void *, size_t *);
+    int32_t (*get_program_build_info)(cl_program, cl_device_id, uint32_t, size_t, void *, size_t *);
+    int32_t (*release_program)(cl_program);
+    cl_mem (*create_image)(cl_context, uint64_t, const dlg_image_format *, const dlg_image_desc *, void *,
+                           int32_t *);
+    int32_t (*get_kernel_work_group_info)(cl_kernel, cl_device_id, uint32_t, size_t, void *, size_t *);
+    int32_t (*wait_for_events)(uint32_t, const cl_event *);
 } dlg_cl_api;
 
 /* One kernel launch: geometry already resolved (global = groups x local, launch order applied). */
@@ -94,8 +138,13 @@ typedef struct dlg_run_status {
     int32_t index;     /* which input, launch or output failed */
 } dlg_run_status;
 
-/* Resolve the OpenCL entry points from the ICD loader at `path` (already loaded
- * by pyopencl). Returns 0, or -1 with a message in err. */
+/* Load the shared library at `path` for the life of the process: an OpenCL driver (ICD) that
+ * the loader opens by its bare soname, which a directly opened loader could not find in the
+ * wheel's folder. Returns 0, or -1 with a message in err. */
+int dlg_preload(const char *path, char *err, size_t err_size);
+
+/* Resolve the OpenCL entry points from the ICD loader at `path`. Returns 0, or -1
+ * with a message in err. */
 int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size);
 
 /* Upload inputs[i] from host_inputs[i], run every launch, download outputs into

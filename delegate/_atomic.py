@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +37,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, mode: int = 0o644) -
     The data is fsynced before the rename and the folder after it, so after a crash or power
     loss the file is the complete old or the complete new version.
     """
+    import tempfile  # here: it imports shutil and the compression modules, which a warm start never needs
+
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
     try:

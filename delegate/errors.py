@@ -51,3 +51,7 @@ class DeviceResourceError(DelegateError):
 
 class ExecutionError(DelegateError):
     """An OpenCL call failed while running a context."""
+
+
+class CompilerWarning(UserWarning):
+    """A driver's remarks on a program that built (shown only with PYOPENCL_COMPILER_OUTPUT set)."""

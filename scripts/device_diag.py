@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from delegate._integrity import unseal
 from delegate.runtime import Runtime
+from delegate.runtime.driver import MemObject
 
 
 def say(*parts: object) -> None:
@@ -60,13 +61,15 @@ def check_partition(context: Path) -> None:
         return
     seen: set[int] = set()
     for obj in rt._release_order():
-        if isinstance(obj, cl.MemoryObject) and id(obj) not in seen:
+        if isinstance(obj, MemObject) and id(obj) not in seen:
             seen.add(id(obj))
-            parent = obj.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
-            count = obj.get_info(cl.mem_info.REFERENCE_COUNT)
-            say(f"  release {type(obj).__name__} {obj.int_ptr:#x} size {obj.size} flags {obj.flags} refs {count}"
+            view = cl.Buffer.from_int_ptr(obj.int_ptr, retain=True)  # pyopencl's view of the driver's object
+            parent = view.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+            count = view.get_info(cl.mem_info.REFERENCE_COUNT) - 1  # less the view's own reference
+            kind = cl.mem_object_type.to_string(view.get_info(cl.mem_info.TYPE))
+            say(f"  release {kind} {obj.int_ptr:#x} size {view.size} flags {view.flags} refs {count}"
                 f"{' parent ' + hex(parent.int_ptr) if parent is not None else ''}")  # fmt: skip
-            del parent
+            del parent, view
             obj.release()
     say("  release: ok")
 

@@ -26,13 +26,13 @@ from delegate._integrity import seal
 
 
 class _Binary:
-    """Stands in for a built ``pyopencl.Program``: ``_store`` only asks it for its binaries."""
+    """Stands in for a built ``driver.Program``: ``_store`` only asks it for its binary."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
 
-    def get_info(self, _param: object) -> list[bytes]:
-        return [self.data]
+    def binary(self) -> bytes:
+        return self.data
 
 
 def _context_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], None], list[bytes]]:
@@ -55,7 +55,7 @@ def _program_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], Non
                       (0, 0), (0, 0, 0), 0, 0)  # fmt: skip
     key = path.stem
     programs = [_Binary(a), _Binary(b)]
-    builder = ProgramBuilder(None, None, info, path.parent)  # type: ignore[arg-type]
+    builder = ProgramBuilder(None, info, path.parent)  # type: ignore[arg-type]
 
     def write(i: int) -> None:
         builder._store(key, programs[i % 2])  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ def test_program_key_covers_device_driver_version_options_and_source(monkeypatch
     from delegate.runtime.programs import ProgramBuilder
 
     def key(info: DeviceInfo = INFO, options: str = "-cl-std=CL1.2", source: str = "k") -> str:
-        return ProgramBuilder(None, None, info, None)._key(source, options)  # type: ignore[arg-type]
+        return ProgramBuilder(None, info, None)._key(source, options)  # type: ignore[arg-type]
 
     base = key()
     assert key() == base  # deterministic
@@ -156,31 +156,30 @@ def test_compiler_fingerprint_follows_the_compiler_sources(tmp_path):
 
 @pytest.mark.opencl
 def test_modified_program_binary_is_rebuilt_with_a_warning(tmp_path):
-    import pyopencl as cl
-
+    from delegate.runtime import driver
     from delegate.runtime.device import describe, select_device
     from delegate.runtime.programs import ProgramBuilder
 
     device = select_device()
-    context = cl.Context([device])
+    context = driver.Context(device)
     source = "__kernel void main_function(__global float* x) { x[get_global_id(0)] += 1.0f; }"
-    first = ProgramBuilder(context, device, describe(device), tmp_path)
+    first = ProgramBuilder(context, describe(device), tmp_path)
     first.build(source, "", "n")
     (entry,) = tmp_path.glob("*.bin")
     original = entry.read_bytes()
     data = bytearray(original)
     data[len(data) // 2] ^= 0x10
     entry.write_bytes(bytes(data))
-    second = ProgramBuilder(context, device, describe(device), tmp_path)
+    second = ProgramBuilder(context, describe(device), tmp_path)
     with pytest.warns(UserWarning, match=r"does not match its SHA-256 .*: rebuilding it from source"):
         second.build(source, "", "n")
     assert second.stats.built_from_source == 1 and second.stats.loaded_from_cache == 0
     unseal(entry.read_bytes(), "rebuilt entry")
-    third = ProgramBuilder(context, device, describe(device), tmp_path)
+    third = ProgramBuilder(context, describe(device), tmp_path)
     third.build(source, "", "n")
     assert third.stats.loaded_from_cache == 1
     # Same source and options on a "different driver": the entry is not used.
-    other = ProgramBuilder(context, device, dataclasses.replace(describe(device), driver_version="x"), tmp_path)
+    other = ProgramBuilder(context, dataclasses.replace(describe(device), driver_version="x"), tmp_path)
     other.build(source, "", "n")
     assert other.stats.built_from_source == 1 and other.stats.loaded_from_cache == 0
     assert len(list(tmp_path.glob("*.bin"))) == 2

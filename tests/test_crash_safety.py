@@ -89,31 +89,37 @@ def test_killed_serialization_cache_writer_leaves_old_or_new_and_the_next_start_
 def test_killed_program_cache_writer_leaves_old_or_new_and_the_next_start_loads(tmp_path):
     import pyopencl as cl
 
+    from delegate.runtime import driver
     from delegate.runtime.device import describe, select_device
     from delegate.runtime.programs import ProgramBuilder
 
     device = select_device()
-    context = cl.Context([device])
+    context = driver.Context(device)
     source = "__kernel void main_function(__global float* x) { x[get_global_id(0)] *= 2.0f; }"
     other = source + "\n__kernel void spare(__global float* x) { x[0] = 1.0f; }"
-    builder = ProgramBuilder(context, device, describe(device), None)
-    a, b = (bytes(builder.build(s, "", "n").get_info(cl.program_info.BINARIES)[0]) for s in (source, other))
+    builder = ProgramBuilder(context, describe(device), None)
+    a, b = (builder.build(s, "", "n").binary() for s in (source, other))
     folder = tmp_path / "programs"
     key = builder._key(source, "")
     _kill_writers("program", folder / f"{key}.bin", a, b, tmp_path, seed=2)
     stray = folder / f".{key}.bin.999999999.abc.tmp"
     stray.write_bytes(b"partial")
-    fresh = ProgramBuilder(context, device, describe(device), folder)
+    fresh = ProgramBuilder(context, describe(device), folder)
     assert sorted(p.name for p in folder.iterdir()) == [f"{key}.bin"]
     program = fresh.build(source, "", "n")
     assert fresh.stats.loaded_from_cache == 1 and fresh.stats.built_from_source == 0
-    queue = cl.CommandQueue(context)
+    # Run the loaded program through pyopencl (over the same handles): an independent launcher.
+    cl_context = cl.Context.from_int_ptr(context.int_ptr, retain=True)
+    queue = cl.CommandQueue(cl_context)
     x = np.arange(8, dtype=np.float32)
-    buf = cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
-    cl.Kernel(program, "main_function")(queue, (8,), None, buf)  # pyopencl's call binds args and enqueues
+    buf = cl.Buffer(cl_context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+    kernel = cl.Kernel(cl.Program.from_int_ptr(program.int_ptr, retain=True), "main_function")
+    kernel(queue, (8,), None, buf)  # pyopencl's call binds args and enqueues
     out = np.empty_like(x)
     cl.enqueue_copy(queue, out, buf)
     np.testing.assert_array_equal(out, x * 2)
+    for held in (builder, fresh, context):
+        held.release()
 
 
 def test_stale_temps_of_live_writers_are_kept(tmp_path):

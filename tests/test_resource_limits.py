@@ -12,13 +12,12 @@ import dataclasses
 import tracemalloc
 
 import flatbuffers
-import pyopencl as cl
 import pytest
 
 from delegate import ContextFile, ContextFormatError, DeviceResourceError, serialize_context
 from delegate.context import model as m
 from delegate.context.writer import _offset_vector, _write_table
-from delegate.runtime import Runtime
+from delegate.runtime import Runtime, driver
 from delegate.runtime import runtime as runtime_module
 from delegate.runtime.device import DeviceInfo
 from delegate.runtime.limits import LIMITS, RuntimeLimits, check_context
@@ -43,7 +42,7 @@ def no_device(monkeypatch):
 
     monkeypatch.setattr(runtime_module, "select_device", lambda request=None: object())
     monkeypatch.setattr(runtime_module, "describe", lambda device: DEVICE)
-    monkeypatch.setattr(runtime_module.cl, "Context", forbidden)
+    monkeypatch.setattr(runtime_module.driver, "Context", forbidden)
 
 
 def _refused(data: bytes, error: type[Exception], match: str) -> Exception:
@@ -187,8 +186,8 @@ def test_huge_tensor_on_the_real_device_is_refused_before_allocation(monkeypatch
     ctx = single_node(scale_bias_op(1.0, bytes(16)), desc(4), desc(4, h=side, w=side, b=1 << 10))
     assert 16 * side * side * (1 << 10) > info.max_mem_alloc_bytes
     created = []
-    real_buffer = cl.Buffer
-    monkeypatch.setattr(cl, "Buffer", lambda *a, **k: created.append(a) or real_buffer(*a, **k))
+    real_buffer = driver.buffer
+    monkeypatch.setattr(driver, "buffer", lambda *a, **k: created.append(a) or real_buffer(*a, **k))
     tracemalloc.start()
     try:
         with pytest.raises(DeviceResourceError, match=f"tensor 1 .* allows at most {info.max_mem_alloc_bytes}"):

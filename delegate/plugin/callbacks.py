@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyopencl as cl
-
 from .. import __version__
 from .._atomic import atomic_write, remove_stale_temps
 from .._integrity import seal, unseal
@@ -228,7 +226,7 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
         start = time.perf_counter()
         try:
             runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
-        except (DelegateError, ValueError, OSError, cl.Error) as exc:
+        except (DelegateError, ValueError, OSError) as exc:
             names = [prep.graph.nodes[n].name for n in nodes]
             cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyopencl as cl
-
 from ..errors import DeviceNotFoundError
+from . import driver
+from .driver import Device
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class DeviceInfo:
     image3d_max: tuple[int, int, int]
     image_array_max_layers: int
     image_buffer_max_pixels: int
+    #: CL_DEVICE_HOST_UNIFIED_MEMORY: the device works in host memory (CPU devices, integrated GPUs)
+    host_unified_memory: bool = False
 
     @property
     def key(self) -> str:
@@ -39,89 +41,80 @@ class DeviceInfo:
         return f"{self.platform}|{self.name}|{self.vendor}|{self.driver_version}|{self.version}"
 
 
-def describe(device: cl.Device) -> DeviceInfo:
-    extensions = device.extensions.split()
-    images = bool(device.image_support)
+def describe(device: Device) -> DeviceInfo:
+    get = device.get
+    extensions = str(get("extensions")).split()
+    images = bool(get("image_support"))
     return DeviceInfo(
-        platform=device.platform.name.strip(),
-        name=device.name.strip(),
-        vendor=device.vendor.strip(),
-        driver_version=device.driver_version.strip(),
-        version=device.version.strip(),
-        is_gpu=bool(device.type & cl.device_type.GPU),
+        platform=device.platform_name.strip(),
+        name=str(get("name")).strip(),
+        vendor=str(get("vendor")).strip(),
+        driver_version=str(get("driver_version")).strip(),
+        version=str(get("version")).strip(),
+        is_gpu=device.is_gpu,
         fp16="cl_khr_fp16" in extensions,
         images=images,
         image_3d_writes="cl_khr_3d_image_writes" in extensions,
-        max_work_group_size=int(device.max_work_group_size),
-        max_work_item_sizes=tuple(int(v) for v in device.max_work_item_sizes),
-        max_mem_alloc_bytes=int(device.max_mem_alloc_size),
-        global_mem_bytes=int(device.global_mem_size),
-        local_mem_bytes=int(device.local_mem_size),
-        mem_base_addr_align_bytes=max(int(device.mem_base_addr_align) // 8, 4),
-        image2d_max=(int(device.image2d_max_width), int(device.image2d_max_height)) if images else (0, 0),
+        max_work_group_size=int(get("max_work_group_size")),
+        max_work_item_sizes=tuple(int(v) for v in get("max_work_item_sizes")),
+        max_mem_alloc_bytes=int(get("max_mem_alloc_size")),
+        global_mem_bytes=int(get("global_mem_size")),
+        local_mem_bytes=int(get("local_mem_size")),
+        mem_base_addr_align_bytes=max(int(get("mem_base_addr_align")) // 8, 4),
+        image2d_max=(int(get("image2d_max_width")), int(get("image2d_max_height"))) if images else (0, 0),
         image3d_max=(
-            (int(device.image3d_max_width), int(device.image3d_max_height), int(device.image3d_max_depth))
+            (int(get("image3d_max_width")), int(get("image3d_max_height")), int(get("image3d_max_depth")))
             if images
             else (0, 0, 0)
         ),
-        image_array_max_layers=int(device.image_max_array_size) if images else 0,
-        image_buffer_max_pixels=int(device.image_max_buffer_size) if images else 0,
+        image_array_max_layers=int(get("image_max_array_size")) if images else 0,
+        image_buffer_max_pixels=int(get("image_max_buffer_size")) if images else 0,
+        host_unified_memory=bool(get("host_unified_memory")),
     )
 
 
-def list_devices() -> list[tuple[int, int, cl.Device]]:
+def list_devices() -> list[tuple[int, int, Device]]:
     """Every device as (platform index, device index, device)."""
-    found = []
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error:
-        platforms = []
-    for p_index, platform in enumerate(platforms):
-        try:
-            devices = platform.get_devices()
-        except cl.Error:
-            continue
-        found.extend((p_index, d_index, device) for d_index, device in enumerate(devices))
-    return found
+    return driver.devices()
 
 
-def _listing(devices: list[tuple[int, int, cl.Device]]) -> str:
-    if not devices:
+def _listing(found: list[tuple[int, int, Device]]) -> str:
+    if not found:
         return "no OpenCL platform is installed (pip install pocl-binary-distribution for the CPU one)"
     return "available devices:\n" + "\n".join(
-        f"  {p}:{d}  {dev.platform.name.strip()} / {dev.name.strip()}" for p, d, dev in devices
+        f"  {p}:{d}  {dev.platform_name.strip()} / {dev.name}" for p, d, dev in found
     )
 
 
-def select_device(request: str | int | None = None) -> cl.Device:
+def select_device(request: str | int | None = None) -> Device:
     """Pick a device.
 
     ``None``: the first GPU of any platform, else the first PoCL device, else the first device.
     ``"P:D"``: platform index P, device index D. ``int``: index into the flat list of devices.
     Any other string: the first device whose "platform / device" name contains it (case-insensitive).
     """
-    devices = list_devices()
+    found = list_devices()
     if request is None:
-        for _, _, dev in devices:
-            if dev.type & cl.device_type.GPU:
+        for _, _, dev in found:
+            if dev.is_gpu:
                 return dev
-        for _, _, dev in devices:
-            if "portable computing language" in dev.platform.name.lower() or "pocl" in dev.platform.name.lower():
+        for _, _, dev in found:
+            if "portable computing language" in dev.platform_name.lower() or "pocl" in dev.platform_name.lower():
                 return dev
-        if devices:
-            return devices[0][2]
-        raise DeviceNotFoundError(f"no OpenCL device found; {_listing(devices)}")
+        if found:
+            return found[0][2]
+        raise DeviceNotFoundError(f"no OpenCL device found; {_listing(found)}")
     if isinstance(request, int):
-        if 0 <= request < len(devices):
-            return devices[request][2]
+        if 0 <= request < len(found):
+            return found[request][2]
     elif ":" in request and all(part.strip().isdigit() for part in request.split(":", 1)):
         p, d = (int(part) for part in request.split(":", 1))
-        for pi, di, dev in devices:
+        for pi, di, dev in found:
             if (pi, di) == (p, d):
                 return dev
     else:
         needle = request.lower()
-        for _, _, dev in devices:
-            if needle in f"{dev.platform.name} / {dev.name}".lower():
+        for _, _, dev in found:
+            if needle in f"{dev.platform_name} / {dev.name}".lower():
                 return dev
-    raise DeviceNotFoundError(f"no OpenCL device matches {request!r}; {_listing(devices)}")
+    raise DeviceNotFoundError(f"no OpenCL device matches {request!r}; {_listing(found)}")

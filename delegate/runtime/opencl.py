@@ -1,43 +1,149 @@
-"""The OpenCL entry points the C enqueue loop calls, resolved from pyopencl's ICD loader."""
+"""The OpenCL API table: the entry points the C enqueue loop and driver.py call, and error names.
+
+The table is resolved from one ICD loader per process: one already loaded (pyopencl's, when the
+application imported it first), else the one pyopencl's wheel ships beside PoCL (found without
+importing pyopencl, which costs 50-90 ms), else the system's ``libOpenCL``. Either way pyopencl,
+if imported later, loads the same library, so handles pass between the two.
+"""
 
 from __future__ import annotations
 
+import os
+import warnings
 from functools import cache
+from importlib.util import find_spec
 from pathlib import Path
-
-import pyopencl as cl
 
 from .._native import ffi, lib
 from ..errors import DelegateError
 
-_ERROR_NAMES = {v: k for k, v in vars(cl.status_code).items() if isinstance(v, int) and not k.startswith("_")}
+#: OpenCL's error codes (cl.h), by value
+_ERROR_NAMES = {
+    0: "SUCCESS",
+    -1: "DEVICE_NOT_FOUND",
+    -2: "DEVICE_NOT_AVAILABLE",
+    -3: "COMPILER_NOT_AVAILABLE",
+    -4: "MEM_OBJECT_ALLOCATION_FAILURE",
+    -5: "OUT_OF_RESOURCES",
+    -6: "OUT_OF_HOST_MEMORY",
+    -7: "PROFILING_INFO_NOT_AVAILABLE",
+    -8: "MEM_COPY_OVERLAP",
+    -9: "IMAGE_FORMAT_MISMATCH",
+    -10: "IMAGE_FORMAT_NOT_SUPPORTED",
+    -11: "BUILD_PROGRAM_FAILURE",
+    -12: "MAP_FAILURE",
+    -13: "MISALIGNED_SUB_BUFFER_OFFSET",
+    -14: "EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST",
+    -15: "COMPILE_PROGRAM_FAILURE",
+    -16: "LINKER_NOT_AVAILABLE",
+    -17: "LINK_PROGRAM_FAILURE",
+    -18: "DEVICE_PARTITION_FAILED",
+    -19: "KERNEL_ARG_INFO_NOT_AVAILABLE",
+    -30: "INVALID_VALUE",
+    -31: "INVALID_DEVICE_TYPE",
+    -32: "INVALID_PLATFORM",
+    -33: "INVALID_DEVICE",
+    -34: "INVALID_CONTEXT",
+    -35: "INVALID_QUEUE_PROPERTIES",
+    -36: "INVALID_COMMAND_QUEUE",
+    -37: "INVALID_HOST_PTR",
+    -38: "INVALID_MEM_OBJECT",
+    -39: "INVALID_IMAGE_FORMAT_DESCRIPTOR",
+    -40: "INVALID_IMAGE_SIZE",
+    -41: "INVALID_SAMPLER",
+    -42: "INVALID_BINARY",
+    -43: "INVALID_BUILD_OPTIONS",
+    -44: "INVALID_PROGRAM",
+    -45: "INVALID_PROGRAM_EXECUTABLE",
+    -46: "INVALID_KERNEL_NAME",
+    -47: "INVALID_KERNEL_DEFINITION",
+    -48: "INVALID_KERNEL",
+    -49: "INVALID_ARG_INDEX",
+    -50: "INVALID_ARG_VALUE",
+    -51: "INVALID_ARG_SIZE",
+    -52: "INVALID_KERNEL_ARGS",
+    -53: "INVALID_WORK_DIMENSION",
+    -54: "INVALID_WORK_GROUP_SIZE",
+    -55: "INVALID_WORK_ITEM_SIZE",
+    -56: "INVALID_GLOBAL_OFFSET",
+    -57: "INVALID_EVENT_WAIT_LIST",
+    -58: "INVALID_EVENT",
+    -59: "INVALID_OPERATION",
+    -60: "INVALID_GL_OBJECT",
+    -61: "INVALID_BUFFER_SIZE",
+    -62: "INVALID_MIP_LEVEL",
+    -63: "INVALID_GLOBAL_WORK_SIZE",
+    -64: "INVALID_PROPERTY",
+    -65: "INVALID_IMAGE_DESCRIPTOR",
+    -66: "INVALID_COMPILER_OPTIONS",
+    -67: "INVALID_LINKER_OPTIONS",
+    -68: "INVALID_DEVICE_PARTITION_COUNT",
+    -69: "INVALID_PIPE_SIZE",
+    -70: "INVALID_DEVICE_QUEUE",
+    -1001: "PLATFORM_NOT_FOUND_KHR",
+}
 
 
 def error_name(code: int) -> str:
     return _ERROR_NAMES.get(code, f"OpenCL error {code}")
 
 
-def _loader_path() -> str:
-    """The libOpenCL pyopencl loaded (so both use one ICD loader and one set of handles)."""
-
+def _loaded_loader() -> str | None:
+    """The libOpenCL already mapped into this process (pyopencl's, when it was imported first)."""
     try:
-        for line in Path("/proc/self/maps").read_text().splitlines():
-            path = line.split()[-1] if len(line.split()) >= 6 else ""
-            if "libOpenCL" in Path(path).name:
-                return path
+        maps = Path("/proc/self/maps").read_text()
     except OSError:
-        pass
+        return None
+    for line in maps.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and Path(fields[-1]).name.startswith("libOpenCL"):
+            return fields[-1]
+    return None
+
+
+def _wheel_loader() -> str | None:
+    """The ICD loader pyopencl's wheel ships (``pyopencl/.libs``). It finds the drivers (``*.icd``)
+    beside it through ``PYOPENCL_HOME``, set here as pyopencl's own import sets it, and opens each
+    by its bare soname, which resolves from that folder only when the loader came in as a
+    dependency of pyopencl's extension (its RPATH): so the drivers named there are loaded first."""
+    spec = find_spec("pyopencl")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = Path(next(iter(spec.submodule_search_locations)))
+    libs = package / ".libs"
+    found = sorted(libs.glob("libOpenCL*.so*"))
+    if not found:
+        return None
+    os.environ.setdefault("PYOPENCL_HOME", str(package))
+    err = ffi.new("char[512]")
+    for icd in sorted(libs.glob("*.icd")):
+        try:
+            driver = libs / icd.read_text().strip()
+        except OSError:
+            continue
+        if driver.is_file() and lib.dlg_preload(str(driver).encode(), err, 512) != 0:
+            warnings.warn(f"{ffi.string(err).decode()}: that OpenCL driver will be missing", stacklevel=2)
+    return str(found[0])
+
+
+def _loader_path() -> str:
+    path = _loaded_loader() or _wheel_loader()
+    if path:
+        return path
     import ctypes.util  # only here: it imports subprocess, which a warm start does not need
 
     found = ctypes.util.find_library("OpenCL")
     if found:
         return found
-    raise DelegateError("cannot find the OpenCL ICD loader (libOpenCL) that pyopencl uses")
+    raise DelegateError(
+        "cannot find an OpenCL ICD loader (libOpenCL): install pyopencl's wheel (pip install pyopencl), "
+        "which ships one, or your system's ocl-icd package"
+    )
 
 
 @cache
 def cl_api() -> object:
-    """The process-wide table of OpenCL function pointers for the C loop (a ``dlg_cl_api *``)."""
+    """The process-wide table of OpenCL function pointers (a ``dlg_cl_api *``)."""
     api = ffi.new("dlg_cl_api *")
     err = ffi.new("char[512]")
     if lib.dlg_cl_load(_loader_path().encode(), api, err, 512) != 0:

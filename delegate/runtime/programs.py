@@ -9,8 +9,10 @@ A merged program the driver rejects is split again, so a failing kernel is repor
 The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
 this package's version, the build options and the source; entries are written atomically with a
 SHA-256 trailer (delegate/_integrity.py), and a binary that fails that check or that the driver
-rejects is rebuilt from source and replaced. pyopencl's own source cache is
-bypassed so that the build count is exact.
+rejects is rebuilt from source and replaced. Programs are made through the C API table
+(driver.py), so no other cache stands between this one and the driver and the build count is
+exact. A driver's remarks on a build that succeeded are shown, as a ``CompilerWarning``, only
+when ``PYOPENCL_COMPILER_OUTPUT`` is set (the variable pyopencl reads for the same purpose).
 """
 
 from __future__ import annotations
@@ -23,13 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyopencl as cl
-
 from .. import __version__
 from .._atomic import atomic_write, remove_stale_temps
 from .._integrity import seal, unseal
-from ..errors import CacheIntegrityError, ProgramBuildError
+from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
 from .device import DeviceInfo
+from .driver import Context, OpenCLError, Program
 from .source import KernelSource
 
 _MACRO = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
@@ -56,15 +57,22 @@ class BuildStats:
 
 
 class ProgramBuilder:
-    def __init__(self, context: cl.Context, device: cl.Device, info: DeviceInfo, cache_dir: Path | None) -> None:
+    """Builds the programs of one context on its device; holds them until ``release`` (kernels
+    made from a program keep it alive in the driver, so releasing after making them is safe)."""
+
+    def __init__(self, context: Context, info: DeviceInfo, cache_dir: Path | None) -> None:
         self.context = context
-        self.device = device
         self.info = info
         self.cache_dir = cache_dir
         self.stats = BuildStats()
-        self._programs: dict[str, cl._cl._Program] = {}
+        self._programs: dict[str, Program] = {}
         if cache_dir is not None:
             remove_stale_temps(cache_dir)  # left by writers killed mid-write
+
+    def release(self) -> None:
+        for program in self._programs.values():
+            program.release()
+        self._programs = {}
 
     def _key(self, source: str, options: str) -> str:
         h = hashlib.sha256()
@@ -73,16 +81,17 @@ class ProgramBuilder:
             h.update(b"\0")
         return h.hexdigest()
 
-    def _build(self, program: cl._cl._Program, options: str) -> None:
+    def _build(self, program: Program, options: str, node: str) -> None:
         """Build ``program`` (from source or a binary) for the device."""
-        with warnings.catch_warnings():
-            # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are not
-            # inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
-            if not os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-            program.build(options.encode(), [self.device])
+        log = program.build(options).strip()
+        # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are not
+        # inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
+        if log and os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
+            warnings.warn(
+                f"the OpenCL compiler's remarks on the kernels of {node}:\n{log}", CompilerWarning, stacklevel=3
+            )
 
-    def _from_cache(self, key: str, options: str) -> cl._cl._Program | None:
+    def _from_cache(self, key: str, options: str, node: str) -> Program | None:
         if self.cache_dir is None:
             return None
         path = self.cache_dir / f"{key}.bin"
@@ -94,52 +103,53 @@ class ProgramBuilder:
             warnings.warn(f"{exc}: rebuilding it from source", stacklevel=2)
             path.unlink(missing_ok=True)
             return None
+        program = None
         try:
-            program = cl._cl._Program(self.context, [self.device], [bytes(binary)])
-            self._build(program, options)
+            program = Program(self.context, binary=bytes(binary))
+            self._build(program, options, node)
             return program
-        except cl.Error:
+        except OpenCLError:
+            if program is not None:
+                program.release()
             path.unlink(missing_ok=True)  # stale or corrupt: rebuild from source
             return None
 
-    def _store(self, key: str, program: cl._cl._Program) -> None:
+    def _store(self, key: str, program: Program) -> None:
         if self.cache_dir is None:
             return
         try:
-            binary = program.get_info(cl.program_info.BINARIES)[0]
+            binary = program.binary()
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.cache_dir / f"{key}.bin", seal(bytes(binary)))
-        except OSError:
+            atomic_write(self.cache_dir / f"{key}.bin", seal(binary))
+        except (OSError, OpenCLError):
             pass  # the cache is an optimisation; an unwritable one must not fail the load
 
-    def build(self, source: str, options: str, node: str) -> cl._cl._Program:
+    def build(self, source: str, options: str, node: str) -> Program:
         """The built program of ``source``: from this context, the disk cache, or the compiler."""
         key = self._key(source, options)
         program = self._programs.get(key)
         if program is not None:
             self.stats.reused_in_context += 1
             return program
-        program = self._from_cache(key, options)
+        program = self._from_cache(key, options, node)
         if program is not None:
             self.stats.loaded_from_cache += 1
         else:
-            program = cl._cl._Program(self.context, source)
             try:
-                self._build(program, options)
-            except cl.Error as exc:
-                try:
-                    log = program.get_build_info(self.device, cl.program_build_info.LOG)
-                except cl.Error:
-                    log = ""
-                raise ProgramBuildError(node, log or str(exc), source) from None
+                program = Program(self.context, source=source)
+            except OpenCLError as exc:
+                raise ProgramBuildError(node, str(exc), source) from None
+            try:
+                self._build(program, options, node)
+            except OpenCLError as exc:
+                program.release()
+                raise ProgramBuildError(node, exc.detail or str(exc), source) from None
             self.stats.built_from_source += 1
             self._store(key, program)
         self._programs[key] = program
         return program
 
-    def build_many(
-        self, kernels: Sequence[tuple[KernelSource, str]], options: str
-    ) -> list[tuple[cl._cl._Program, str]]:
+    def build_many(self, kernels: Sequence[tuple[KernelSource, str]], options: str) -> list[tuple[Program, str]]:
         """(program, kernel function name) for each (source, node name): identical sources once,
         all kernels with one prelude in one program (see the module docstring)."""
         unique: dict[str, int] = {}  # kernel text -> index into order
@@ -155,7 +165,7 @@ class ProgramBuilder:
         by_prelude: dict[str, list[int]] = {}
         for index, (src, _) in enumerate(order):
             by_prelude.setdefault(src.prelude if src.body else src.text, []).append(index)
-        built: dict[int, tuple[cl._cl._Program, str]] = {}
+        built: dict[int, tuple[Program, str]] = {}
 
         def separately(members: list[int]) -> None:
             for i in members:

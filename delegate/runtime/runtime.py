@@ -8,6 +8,7 @@ inputs, enqueues every kernel and downloads the outputs with no Python per node.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 
 from .._native import ffi, lib
 from ..context import ContextFile, model
 from ..context.model import CalculationsPrecision, DataType, TensorStorageType, TensorToGrid
 from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, ProgramBuildError
-from . import memory
+from . import driver, memory
 from .device import DeviceInfo, describe, select_device
+from .driver import CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, Device, MemObject, OpenCLError
 from .geometry import Grid, Tuning, candidates
 from .limits import check_context, check_native
 from .opencl import cl_api, error_name
@@ -177,7 +178,7 @@ class Runtime:
     def load(
         cls,
         source: str | os.PathLike[str] | bytes | model.InferenceContext,
-        device: str | int | cl.Device | None = None,
+        device: str | int | Device | None = None,
         *,
         cache_dir: str | os.PathLike[str] | bool | None = None,
         profiling: bool = False,
@@ -214,22 +215,21 @@ class Runtime:
     ) -> None:
         self._keep: list[Any] = []  # OpenCL objects and cffi memory the C plan points at
         self._kernel_handles: list[Any] = []  # cl_kernel handles this Runtime created (released in _release)
-        self._kernel_objects: dict[int, cl.Kernel] = {}  # pyopencl wrappers made on demand
+        self._kernel_objects: dict[int, Any] = {}  # pyopencl Kernels over the handles, made on demand
         self._staging_args: dict[int, tuple[Any, int]] = {}  # staging buffer -> conversion kernel, arg
-        dev = device if isinstance(device, cl.Device) else select_device(device)
+        dev = device if isinstance(device, Device) else select_device(device)
         self.device_info = info = describe(dev)
         check_context(ctx, info)  # resource bounds, before anything is allocated or built
-        self.zero_copy = bool(dev.host_unified_memory) if zero_copy is None else zero_copy
+        self.zero_copy = info.host_unified_memory if zero_copy is None else zero_copy
         self.precision = effective_precision(CalculationsPrecision(ctx.precision), info)
-        self._cl_context = cl.Context([dev])
-        props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
-        self._queue = cl.CommandQueue(self._cl_context, dev, properties=props)
+        self._cl_context = driver.Context(dev)
+        self._queue = driver.Queue(self._cl_context, profiling)
         self._profiling = profiling
         if cache_dir is False:
             folder = None
         else:
             folder = Path(cache_dir) if cache_dir not in (None, True) else default_cache_dir()
-        self._builder = ProgramBuilder(self._cl_context, dev, info, folder)
+        self._builder = ProgramBuilder(self._cl_context, info, folder)
         self.build_stats = self._builder.stats
 
         self._tensors = self._check_graph(ctx)
@@ -307,10 +307,13 @@ class Runtime:
 
     # ---------------------------------------------------------------- memory
 
-    def _image_format(self, desc: model.TensorDescriptor, channels: int = 4) -> cl.ImageFormat:
-        order = {1: cl.channel_order.R, 2: cl.channel_order.RG}.get(channels, cl.channel_order.RGBA)
-        kind = cl.channel_type.HALF_FLOAT if desc.data_type == DataType.FLOAT16 else cl.channel_type.FLOAT
-        return cl.ImageFormat(order, kind)
+    def _image(self, flags: int, data_type: Any, dims: tuple[int, ...], channels: int = 4, **kwargs: Any) -> MemObject:
+        """An image of float (or half, for FLOAT16) pixels of 1, 2 or 4 channels (driver.image)."""
+        order = {1: driver.CL_R, 2: driver.CL_RG}.get(channels, driver.CL_RGBA)
+        half = data_type == DataType.FLOAT16
+        kind = driver.CL_HALF_FLOAT if half else driver.CL_FLOAT
+        size = int(np.prod(dims)) * {1: 1, 2: 2}.get(channels, 4) * (2 if half else 4)
+        return driver.image(self._cl_context, flags, order, kind, dims, size=size, **kwargs)
 
     def _check_image(self, t: _Tensor, dims: tuple[int, ...]) -> None:
         info = self.device_info
@@ -354,10 +357,9 @@ class Runtime:
         self._lower_bound = memory.lower_bound(list(lifetimes.values()))
         self._unshared_bytes = sum(lt.size for lt in lifetimes.values())
         info = self.device_info
-        mf = cl.mem_flags
-        self._buffers: dict[int, cl.Buffer] = {}
+        self._buffers: dict[int, MemObject] = {}
         self._buffer_offsets: dict[int, int] = {}  # bytes into the buffer (the arena's tensors)
-        self._images: dict[int, cl.Image] = {}
+        self._images: dict[int, MemObject] = {}
         total = 0
 
         def fits(nbytes: int, what: str) -> None:
@@ -374,7 +376,7 @@ class Runtime:
             fits(size, f"variable tensor {ids[0]} (ref {ref})")
             t0 = self._tensors[ids[0]]
             if t0.desc.storage_type in memory.BUFFER_BACKED:
-                buf = cl.Buffer(self._cl_context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(size, np.uint8))
+                buf = driver.buffer(self._cl_context, CL_MEM_READ_WRITE, size, host=np.zeros(size, np.uint8))
                 for i in ids:
                     self._bind_buffer(i, buf)
             else:
@@ -411,7 +413,7 @@ class Runtime:
                     f"the shared tensor arena needs {arena_size} bytes; tensors sit at most 2 GiB into it "
                     "(their offsets are 32-bit kernel arguments): use a smaller input shape or split the model"
                 )
-            arena = cl.Buffer(self._cl_context, mf.READ_WRITE, max(arena_size, 4))
+            arena = driver.buffer(self._cl_context, CL_MEM_READ_WRITE, max(arena_size, 4))
             self._keep.append(arena)
             for lt in arena_items:
                 self._bind_buffer(lt.tensor_id, arena, offsets[lt.tensor_id])
@@ -420,7 +422,7 @@ class Runtime:
             size = max(m.size for m in group.members)
             if group.key == ("image_buffer",):
                 fits(size, f"IMAGE_BUFFER tensor {group.members[0].tensor_id}")
-                buf = cl.Buffer(self._cl_context, mf.READ_WRITE, size)
+                buf = driver.buffer(self._cl_context, CL_MEM_READ_WRITE, size)
                 for m in group.members:
                     self._bind_buffer(m.tensor_id, buf)
             else:
@@ -430,43 +432,36 @@ class Runtime:
             total += size
         self._tensor_bytes = total
 
-    def _bind_buffer(self, tensor_id: int, buf: cl.Buffer, offset: int = 0) -> None:
+    def _bind_buffer(self, tensor_id: int, buf: MemObject, offset: int = 0) -> None:
         self._buffers[tensor_id] = buf
         self._buffer_offsets[tensor_id] = offset
         t = self._tensors[tensor_id]
         if t.desc.storage_type == TensorStorageType.IMAGE_BUFFER:
             dims = memory.image_dims(t.desc)
             self._check_image(t, dims)
-            self._images[tensor_id] = cl.create_image(
-                self._cl_context, cl.mem_flags.READ_ONLY, self._image_format(t.desc), shape=dims, buffer=buf
-            )
+            self._images[tensor_id] = self._image(CL_MEM_READ_ONLY, t.desc.data_type, dims, over=buf)
 
-    def _make_image(self, t: _Tensor) -> cl.Image:
+    def _make_image(self, t: _Tensor) -> MemObject:
         dims = memory.image_dims(t.desc)
         self._check_image(t, dims)
         st = t.desc.storage_type
         channels = t.shape.c if st == TensorStorageType.SINGLE_TEXTURE_2D else 4
-        return cl.create_image(
-            self._cl_context,
-            cl.mem_flags.READ_WRITE,
-            self._image_format(t.desc, channels),
-            shape=dims,
-            is_array=st == TensorStorageType.TEXTURE_ARRAY,
+        return self._image(
+            CL_MEM_READ_WRITE, t.desc.data_type, dims, channels, is_array=st == TensorStorageType.TEXTURE_ARRAY
         )
 
-    def _staging(self, t: _Tensor) -> cl.Buffer:
+    def _staging(self, t: _Tensor) -> MemObject:
         s = t.shape
-        return cl.Buffer(self._cl_context, cl.mem_flags.READ_WRITE, s.b * s.h * s.w * s.d * s.c * 4)
+        return driver.buffer(self._cl_context, CL_MEM_READ_WRITE, s.b * s.h * s.w * s.d * s.c * 4)
 
     # --------------------------------------------------------------- kernels
 
-    def _constant(self, data: Any, fallback_size: int) -> cl.Buffer:
-        mf = cl.mem_flags
-        raw = np.frombuffer(data, dtype=np.uint8) if len(data) else None
-        self._constant_bytes += len(data) if raw is not None else max(fallback_size, 4)
-        if raw is None:
-            return cl.Buffer(self._cl_context, mf.READ_WRITE, max(fallback_size, 4))
-        return cl.Buffer(self._cl_context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=raw)
+    def _constant(self, data: Any, fallback_size: int) -> MemObject:
+        if not len(data):
+            self._constant_bytes += max(fallback_size, 4)
+            return driver.buffer(self._cl_context, CL_MEM_READ_WRITE, max(fallback_size, 4))
+        self._constant_bytes += len(data)
+        return driver.buffer(self._cl_context, CL_MEM_READ_ONLY, len(data), host=data)
 
     def _object_args(self, op: model.GPUOperation, node: str) -> dict[str, Any]:
         """Upload the constant objects of ``op`` once; name -> OpenCL memory object."""
@@ -482,15 +477,10 @@ class Runtime:
             if d.storage_type == model.LinearStorageType.TEXTURE_2D:
                 elem = 2 if d.element_type == DataType.FLOAT16 else 4
                 width = max(len(d.data) // (4 * elem), 1)
-                fmt = self._image_format(model.TensorDescriptor(data_type=d.element_type))
                 host = np.frombuffer(d.data, np.uint8) if len(d.data) else np.zeros(width * 4 * elem, np.uint8)
-                objects[e.key] = cl.create_image(
-                    self._cl_context,
-                    cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                    fmt,
-                    shape=(width, 1),
-                    hostbuf=host,
-                )
+                if host.nbytes < width * 4 * elem:
+                    host = np.concatenate([host, np.zeros(width * 4 * elem - host.nbytes, np.uint8)])
+                objects[e.key] = self._image(CL_MEM_READ_ONLY, d.element_type, (width, 1), host=host)
                 self._constant_bytes += host.nbytes
             else:
                 objects[e.key] = self._constant(d.data, d.size * 16)
@@ -500,18 +490,12 @@ class Runtime:
             d = e.value
             size = d.size or model.Int2(1, 1)
             elem = 2 if d.element_type == DataType.FLOAT16 else 4
-            fmt = self._image_format(model.TensorDescriptor(data_type=d.element_type or DataType.FLOAT32))
             need = size.x * size.y * 4 * elem
             if len(d.data) not in (0, need):
                 raise _semantic(f"node {node!r}: texture {e.key!r} holds {len(d.data)} bytes, {need} expected")
             host = np.frombuffer(d.data, np.uint8) if len(d.data) else np.zeros(need, np.uint8)
-            objects[e.key] = cl.create_image(
-                self._cl_context,
-                cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                fmt,
-                shape=(size.x, size.y),
-                hostbuf=host,
-            )
+            data_type = d.element_type or DataType.FLOAT32
+            objects[e.key] = self._image(CL_MEM_READ_ONLY, data_type, (size.x, size.y), host=host)
             self._constant_bytes += need
         for e in args.tensor_objects:
             if not (e.key and e.value):
@@ -550,14 +534,12 @@ class Runtime:
 
     def _make_kernels(self, pending: list[_Pending]) -> None:
         """Build the programs, then create the kernels and set their arguments through the C API
-        table: pyopencl's Kernel objects cost about 8 ms for the first and 0.3 ms for each other
-        on a warm start (argument-setting code is generated for each), and nothing here needs
-        them (``_kernel_object`` wraps a handle when tuning asks)."""
+        table (``_kernel_object`` wraps a handle in a pyopencl Kernel when a tool asks)."""
         programs = self._builder.build_many([(p.src, p.node) for p in pending], "-cl-std=CL1.2")
         api = cl_api()
         err = ffi.new("int32_t *")
         for p, (program, name) in zip(pending, programs, strict=True):
-            handle = api.create_kernel(ffi.cast("cl_program", program.int_ptr), name.encode(), err)
+            handle = api.create_kernel(program.handle, name.encode(), err)
             if err[0] != 0 or handle == ffi.NULL:
                 raise ProgramBuildError(p.node, f"clCreateKernel({name}) failed: {error_name(err[0])}", p.src.text)
             self._kernel_handles.append(handle)
@@ -567,8 +549,8 @@ class Runtime:
 
     @staticmethod
     def _set_arg(api: Any, handle: Any, index: int, value: Any, node: str) -> None:
-        if isinstance(value, cl.MemoryObjectHolder):
-            mem = ffi.new("cl_mem *", ffi.cast("cl_mem", value.int_ptr))
+        if isinstance(value, MemObject):
+            mem = ffi.new("cl_mem *", value.handle)
             rc = api.set_kernel_arg(handle, index, ffi.sizeof("cl_mem"), mem)
         elif isinstance(value, np.ndarray):
             data = np.ascontiguousarray(value)
@@ -578,11 +560,14 @@ class Runtime:
         if rc != 0:
             raise ExecutionError(f"node {node!r}: clSetKernelArg({index}) failed: {error_name(rc)}")
 
-    def _kernel_object(self, handle: Any) -> cl.Kernel:
-        """A pyopencl Kernel over a kernel handle of the plan (it holds its own reference)."""
-        key = int(ffi.cast("uintptr_t", handle))
+    def _kernel_object(self, handle: Any) -> Any:
+        """A pyopencl Kernel over a kernel handle of the plan (it holds its own reference), for
+        tools; pyopencl is imported only here."""
+        key = driver.handle_int(handle)
         kernel = self._kernel_objects.get(key)
         if kernel is None:
+            import pyopencl as cl
+
             kernel = self._kernel_objects[key] = cl.Kernel.from_int_ptr(key, retain=True)
         return kernel
 
@@ -649,7 +634,7 @@ class Runtime:
         self._grids.append(grid)
         return (kernel, *self._geometry(op, grid))
 
-    def _conversion(self, t: _Tensor, staging: cl.Buffer, code: str, name: str) -> tuple:
+    def _conversion(self, t: _Tensor, staging: MemObject, code: str, name: str) -> tuple:
         staging_desc = model.BufferDescriptor(element_type=DataType.FLOAT32, element_size=1)
         op = model.GPUOperation(
             code=code,
@@ -673,10 +658,10 @@ class Runtime:
                 c.global_size[axis] = global_size[axis]
                 c.local_size[axis] = local_size[axis]
 
-        def transfers(buffers: list[cl.Buffer]) -> Any:
+        def transfers(buffers: list[MemObject]) -> Any:
             arr = ffi.new("dlg_transfer[]", max(len(buffers), 1))
             for i, buf in enumerate(buffers):
-                arr[i].buffer = ffi.cast("cl_mem", buf.int_ptr)
+                arr[i].buffer = buf.handle
                 arr[i].bytes = buf.size
                 kernel, arg_index = self._staging_args[buf.int_ptr]
                 arr[i].kernel = kernel
@@ -688,8 +673,8 @@ class Runtime:
         c_outputs = transfers(self._output_staging)
         plan = ffi.new("dlg_plan *")
         plan.api = cl_api()
-        plan.queue = ffi.cast("cl_command_queue", self._queue.int_ptr)
-        plan.context = ffi.cast("cl_context", self._cl_context.int_ptr)
+        plan.queue = self._queue.handle
+        plan.context = self._cl_context.handle
         plan.inputs, plan.inputs_count = c_inputs, len(self._input_staging)
         plan.launches, plan.launches_count = c_launches, len(launches)
         plan.outputs, plan.outputs_count = c_outputs, len(self._output_staging)
@@ -775,9 +760,6 @@ class Runtime:
         if lib.dlg_enqueue_launches(self._plan, repeats, status) != 0:
             raise ExecutionError(self._describe_failure(status))
 
-    def _kernels_by_handle(self) -> dict[int, cl.Kernel]:
-        return {int(ffi.cast("uintptr_t", h)): self._kernel_object(h) for h in self._kernel_handles}
-
     def _run_on_zeros(self) -> None:
         self.run([np.zeros(shape, np.float32) for shape in self.input_shapes])
 
@@ -813,27 +795,21 @@ class Runtime:
             return TuningReport(mode.value, [], 0.0, "tuning is off")
         if self._model.variable_ids_and_refs:
             return TuningReport(mode.value, [], 0.0, "the context has variable tensors")
-        device = self._queue.device
-        queue = cl.CommandQueue(self._cl_context, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        device = self._cl_context.device
+        queue = driver.Queue(self._cl_context, profiling=True)
         self._run_on_zeros()  # real data in every tensor
-        kernels = self._kernels_by_handle()
         tuned: list[TunedNode] = []
 
-        def timed(kernel: cl.Kernel, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> float:
-            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size).wait()  # first launch compiles
-            best = float("inf")
-            for _ in range(repeats):
-                event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
-                event.wait()
-                best = min(best, (event.profile.end - event.profile.start) * 1e-9)
-            return best
+        def timed(kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> float:
+            queue.timed_launch(kernel, global_size, local_size)  # the first launch compiles
+            return min(queue.timed_launch(kernel, global_size, local_size) for _ in range(repeats))
 
         try:
             for k, index in enumerate(self._node_launches):
                 c = self._plan.launches[index]
-                kernel = kernels[int(ffi.cast("uintptr_t", c.kernel))]
+                kernel = c.kernel
                 grid = self._grids[k]
-                limit = int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))
+                limit = driver.kernel_work_group_size(kernel, device)
                 current = tuple(int(c.local_size[a]) if a < c.work_dim else 1 for a in range(3))
                 best_wg, best_time = current, timed(kernel, *grid.launch(current, self.device_info, limit))
                 before_time = best_time
@@ -844,7 +820,7 @@ class Runtime:
                     tried += 1
                     try:
                         seconds = timed(kernel, *grid.launch(wg, self.device_info, limit))
-                    except cl.Error:
+                    except OpenCLError:
                         continue  # a size this kernel cannot run with
                     if seconds < best_time * 0.97:
                         best_wg, best_time = wg, seconds
@@ -867,22 +843,28 @@ class Runtime:
                 tuned.append(TunedNode(self._node_names[k], current, best_wg, before_time, best_time, tried))
         finally:
             queue.finish()
+            queue.release()
         return TuningReport(mode.value, tuned, time.perf_counter() - start)
 
-    def launches(self) -> list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]]:
-        """The launches (kernel, global size, local size) the plan enqueues, for comparisons."""
+    def launches(self) -> list[tuple[Any, tuple[int, ...], tuple[int, ...]]]:
+        """The launches (pyopencl Kernel, global size, local size) the plan enqueues, for tools and
+        comparisons (imports pyopencl)."""
         out = []
-        kernels = self._kernels_by_handle()
         for i in range(self._plan.launches_count):
             c = self._plan.launches[i]
             dims = c.work_dim
-            kernel = kernels[int(ffi.cast("uintptr_t", c.kernel))]
-            out.append((kernel, tuple(c.global_size[0:dims]), tuple(c.local_size[0:dims])))
+            out.append((self._kernel_object(c.kernel), tuple(c.global_size[0:dims]), tuple(c.local_size[0:dims])))
         return out
 
     @property
-    def queue(self) -> cl.CommandQueue:
-        return self._queue
+    def queue(self) -> Any:
+        """The plan's queue as a pyopencl CommandQueue, for tools (imports pyopencl; the wrapper holds
+        its own reference)."""
+        if self._queue is None or self._queue.handle is None:
+            raise ExecutionError("this Runtime is closed")
+        import pyopencl as cl
+
+        return cl.CommandQueue.from_int_ptr(self._queue.int_ptr, retain=True)
 
     # --------------------------------------------------------------- release
 
@@ -903,32 +885,44 @@ class Runtime:
         if getattr(self, "_plan", None) is not None:
             lib.dlg_plan_release(self._plan)  # buffers zero-copy transfers made over host memory
         seen: set[int] = set()
-        owned = self._release_order()
-        for obj in owned:
-            if isinstance(obj, cl.MemoryObject) and id(obj) not in seen:
+        for obj in self._release_order():
+            if isinstance(obj, MemObject) and id(obj) not in seen:
                 seen.add(id(obj))
-                try:
-                    obj.release()
-                except cl.Error:
-                    pass
+                obj.release()
         self._kernel_objects = {}
         handles = getattr(self, "_kernel_handles", [])
         if handles:
             api = cl_api()
             for handle in handles:
                 api.release_kernel(handle)
+        builder = getattr(self, "_builder", None)
+        if builder is not None:
+            builder.release()
+        if queue is not None:
+            queue.release()
+        context = getattr(self, "_cl_context", None)
+        if context is not None:
+            context.release()
         self._kernel_handles = []
         self._keep = []
         self._images = {}
         self._buffers = {}
         self._plan = None
         self._queue = None
+        self._cl_context = None
+        self._builder = None
 
     def close(self) -> None:
         """Release every OpenCL object; the Runtime cannot run afterwards."""
         if not self._closed:
             self._closed = True
             self._release()
+
+    def __del__(self) -> None:
+        # A Runtime dropped without close(): release its OpenCL objects (not while the interpreter
+        # shuts down, when the driver may already be gone).
+        if not getattr(self, "_closed", True) and not sys.is_finalizing():
+            self.close()
 
     def __enter__(self) -> Runtime:
         return self

@@ -154,9 +154,19 @@ static void reset(int fail_at) {
 }
 
 int main(void) {
-    dlg_cl_api api = {m_enqueue, m_write, m_read,   m_flush, m_finish, m_profile,
-                      m_release, m_create, m_set_arg, m_release_mem, m_map, m_unmap,
-                      NULL,      NULL}; /* kernels are made by the Python loader, not the loop */
+    /* Only what the loop calls; the rest (devices, programs, kernels) is the Python loader's. */
+    dlg_cl_api api = {.enqueue_nd_range_kernel = m_enqueue,
+                      .enqueue_write_buffer = m_write,
+                      .enqueue_read_buffer = m_read,
+                      .flush = m_flush,
+                      .finish = m_finish,
+                      .get_event_profiling_info = m_profile,
+                      .release_event = m_release,
+                      .create_buffer = m_create,
+                      .set_kernel_arg = m_set_arg,
+                      .release_mem_object = m_release_mem,
+                      .enqueue_map_buffer = m_map,
+                      .enqueue_unmap_mem_object = m_unmap};
     enum { N = 7 };
     dlg_launch launches[N];
     for (int i = 0; i < N; i++) {
