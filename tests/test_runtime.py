@@ -20,7 +20,7 @@ from delegate.runtime.driver import MemObject
 
 from .runtime_helpers import STORAGES, T, chain, desc, scale_bias_op, single_node
 
-# The sanitizer pass (scripts/sanitize.sh) deselects these: PoCL cannot be loaded next to the ASan runtime.
+# Kernels on the default device (PoCL): the `opencl` marker selects or deselects them (-m opencl).
 pytestmark = pytest.mark.opencl
 
 F32, F32_F16, F16 = m.CalculationsPrecision.F32, m.CalculationsPrecision.F32_F16, m.CalculationsPrecision.F16

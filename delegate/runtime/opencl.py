@@ -101,20 +101,27 @@ def _loaded_loader() -> str | None:
     return None
 
 
-def _wheel_loader() -> str | None:
-    """The ICD loader pyopencl's wheel ships (``pyopencl/.libs``). It finds the drivers (``*.icd``)
-    beside it through ``PYOPENCL_HOME``, set here as pyopencl's own import sets it, and opens each
-    by its bare soname, which resolves from that folder only when the loader came in as a
-    dependency of pyopencl's extension (its RPATH): so the drivers named there are loaded first."""
+def _wheel_libs() -> Path | None:
+    """pyopencl's wheel folder of shared libraries (its ICD loader and PoCL), found without importing
+    pyopencl; ``PYOPENCL_HOME`` is set as pyopencl's own import sets it, so that the loader reads
+    the ``*.icd`` files there."""
     spec = find_spec("pyopencl")
     if spec is None or not spec.submodule_search_locations:
         return None
     package = Path(next(iter(spec.submodule_search_locations)))
     libs = package / ".libs"
-    found = sorted(libs.glob("libOpenCL*.so*"))
-    if not found:
+    if not libs.is_dir():
         return None
     os.environ.setdefault("PYOPENCL_HOME", str(package))
+    return libs
+
+
+def _preload_drivers(libs: Path) -> None:
+    """Load the drivers the ``*.icd`` files in ``libs`` name. The loader opens each by its bare
+    soname, which resolves from ``libs`` only through the RPATH of pyopencl's extension, and only
+    when the loader came in as its dependency (not when it is opened directly, as here, nor when
+    a sanitizer's dlopen interceptor stands between them); a library already loaded under that
+    soname is found whatever the caller."""
     err = ffi.new("char[512]")
     for icd in sorted(libs.glob("*.icd")):
         try:
@@ -122,14 +129,20 @@ def _wheel_loader() -> str | None:
         except OSError:
             continue
         if driver.is_file() and lib.dlg_preload(str(driver).encode(), err, 512) != 0:
-            warnings.warn(f"{ffi.string(err).decode()}: that OpenCL driver will be missing", stacklevel=2)
-    return str(found[0])
+            warnings.warn(f"{ffi.string(err).decode()}: that OpenCL driver will be missing", stacklevel=3)
 
 
 def _loader_path() -> str:
-    path = _loaded_loader() or _wheel_loader()
-    if path:
-        return path
+    """The loader already in the process, else pyopencl's wheel's, else the system's."""
+    libs = _wheel_libs()
+    loaded = _loaded_loader()
+    wheel = sorted(libs.glob("libOpenCL*.so*")) if libs is not None else []
+    if libs is not None and (wheel if loaded is None else Path(loaded).resolve().parent == libs.resolve()):
+        _preload_drivers(libs)
+    if loaded:
+        return loaded
+    if wheel:
+        return str(wheel[0])
     import ctypes.util  # only here: it imports subprocess, which a warm start does not need
 
     found = ctypes.util.find_library("OpenCL")
