@@ -109,3 +109,15 @@ def test_a_warm_start_does_not_import_pyopencl(tmp_path):
     assert [r["built"] for r in results] == [1, 0]  # the second start loads the program binary
     assert all(r["before"] is False and r["after"] is True for r in results)
     assert results[0]["y"] == results[1]["y"] == pytest.approx((1 + 1) + (1 + 3))  # (x + 1) + (x + 3) for x = 1
+
+
+def test_select_device_takes_our_device_or_pyopencls_and_refuses_other_types():
+    import pyopencl as cl
+
+    default = select_device()
+    assert select_device(default) is default
+    twin = next(dev for platform in cl.get_platforms() for dev in platform.get_devices()
+                if dev.int_ptr == driver.handle_int(default.handle))  # fmt: skip
+    assert select_device(twin) == default
+    with pytest.raises(TypeError, match="device must be None, an index, 'P:D', part of a device's name or a Device"):
+        select_device(3.5)  # type: ignore[arg-type]

@@ -86,14 +86,30 @@ def _listing(found: list[tuple[int, int, Device]]) -> str:
     )
 
 
-def select_device(request: str | int | None = None) -> Device:
+def select_device(request: str | int | object | None = None) -> Device:
     """Pick a device.
 
     ``None``: the first GPU of any platform, else the first PoCL device, else the first device.
     ``"P:D"``: platform index P, device index D. ``int``: index into the flat list of devices.
     Any other string: the first device whose "platform / device" name contains it (case-insensitive).
+    A ``Device``, or a pyopencl ``Device`` (the same driver object, matched by its handle).
     """
     found = list_devices()
+    if isinstance(request, Device):
+        return request
+    if request is not None and not isinstance(request, (str, int)):
+        handle = getattr(request, "int_ptr", None)
+        if not isinstance(handle, int):
+            raise TypeError(
+                "device must be None, an index, 'P:D', part of a device's name or a Device, "
+                f"not {type(request).__name__}"
+            )
+        for _, _, dev in found:
+            if driver.handle_int(dev.handle) == handle:
+                return dev
+        raise DeviceNotFoundError(
+            f"{request!r} is not a device of the OpenCL loader this package uses; {_listing(found)}"
+        )
     if request is None:
         for _, _, dev in found:
             if dev.is_gpu:

@@ -178,13 +178,14 @@ class Runtime:
     def load(
         cls,
         source: str | os.PathLike[str] | bytes | model.InferenceContext,
-        device: str | int | Device | None = None,
+        device: str | int | Device | object | None = None,
         *,
         cache_dir: str | os.PathLike[str] | bool | None = None,
         profiling: bool = False,
         zero_copy: bool | None = None,
     ) -> Runtime:
-        """Load a context (file path, bytes or model) on ``device`` (see ``select_device``).
+        """Load a context (file path, bytes or model) on ``device`` (see ``select_device``: an index,
+        ``"P:D"``, part of a name, a ``Device`` or a pyopencl Device).
 
         ``cache_dir``: program-binary cache folder; None for the default
         (``$XDG_CACHE_HOME/tflite-opencl-delegate/programs``), False to disable.
