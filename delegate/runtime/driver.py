@@ -10,7 +10,6 @@ want its objects wrap these handles (``from_int_ptr``; see ``Runtime.queue``).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,9 +93,7 @@ def _decode(raw: bytes, kind: str) -> Any:
         return raw.split(b"\0", 1)[0].decode(errors="replace")
     if kind == "sizes":
         count = len(raw) // ffi.sizeof("size_t")
-        return tuple(
-            struct.unpack(f"={count}{'Q' if ffi.sizeof('size_t') == 8 else 'I'}", raw[: count * ffi.sizeof("size_t")])
-        )
+        return tuple(ffi.unpack(ffi.cast("size_t *", ffi.from_buffer(raw)), count))
     return int.from_bytes(raw, "little") if kind != "bool" else bool(int.from_bytes(raw, "little"))
 
 
@@ -227,8 +224,14 @@ class Queue(_Released):
         try:
             check(api.wait_for_events(1, event), "clWaitForEvents")
             start, end = ffi.new("uint64_t *"), ffi.new("uint64_t *")
-            check(api.get_event_profiling_info(event[0], CL_PROFILING_COMMAND_START, 8, start, ffi.NULL), "profiling")
-            check(api.get_event_profiling_info(event[0], CL_PROFILING_COMMAND_END, 8, end, ffi.NULL), "profiling")
+            check(
+                api.get_event_profiling_info(event[0], CL_PROFILING_COMMAND_START, 8, start, ffi.NULL),
+                "clGetEventProfilingInfo",
+            )
+            check(
+                api.get_event_profiling_info(event[0], CL_PROFILING_COMMAND_END, 8, end, ffi.NULL),
+                "clGetEventProfilingInfo",
+            )
         finally:
             api.release_event(event[0])
         return (end[0] - start[0]) * 1e-9
