@@ -2,6 +2,7 @@
 #include "runtime.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,81 +19,75 @@
 
 enum { STAGE_UPLOAD = 1, STAGE_LAUNCH = 2, STAGE_DOWNLOAD = 3, STAGE_FINISH = 4, STAGE_PROFILE = 5 };
 
-static int resolve(void *lib, const char *name, void *slot, size_t slot_size, char *err, size_t err_size) {
-    void *sym = dlsym(lib, name);
-    if (!sym) {
-        snprintf(err, err_size, "the OpenCL library has no %s", name);
-        return -1;
-    }
-    /* POSIX guarantees data and function pointers convert; memcpy keeps ISO C quiet. */
-    memcpy(slot, &sym, slot_size);
-    return 0;
-}
-
-int dlg_preload(const char *path, char *err, size_t err_size) {
-    /* The handle is kept on purpose: the library stays loaded, as the loader's own handle would. */
-    if (!dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
-        const char *why = dlerror();
-        snprintf(err, err_size, "cannot load %s: %s", path, why ? why : "unknown error");
-        return -1;
-    }
-    return 0;
-}
-
-int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size) {
-    memset(api, 0, sizeof *api);
+/* dlopen `path` for the life of the process (the handle is never closed: the library stays
+ * loaded, as the loader's own handles would); NULL with a message naming `what` in err. */
+static void *open_for_good(const char *path, const char *what, char *err, size_t err_size) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *why = dlerror();
-        snprintf(err, err_size, "cannot load the OpenCL library %s: %s", path, why ? why : "unknown error");
-        return -1;
+        snprintf(err, err_size, "cannot load %s%s: %s", what, path, why ? why : "unknown error");
     }
-    /* The handle is kept: the loader stays loaded for the life of the process, as pyopencl's does. */
-    if (resolve(lib, "clEnqueueNDRangeKernel", &api->enqueue_nd_range_kernel, sizeof api->enqueue_nd_range_kernel,
-                err, err_size) ||
-        resolve(lib, "clEnqueueWriteBuffer", &api->enqueue_write_buffer, sizeof api->enqueue_write_buffer, err,
-                err_size) ||
-        resolve(lib, "clEnqueueReadBuffer", &api->enqueue_read_buffer, sizeof api->enqueue_read_buffer, err,
-                err_size) ||
-        resolve(lib, "clFlush", &api->flush, sizeof api->flush, err, err_size) ||
-        resolve(lib, "clFinish", &api->finish, sizeof api->finish, err, err_size) ||
-        resolve(lib, "clGetEventProfilingInfo", &api->get_event_profiling_info,
-                sizeof api->get_event_profiling_info, err, err_size) ||
-        resolve(lib, "clReleaseEvent", &api->release_event, sizeof api->release_event, err, err_size) ||
-        resolve(lib, "clCreateBuffer", &api->create_buffer, sizeof api->create_buffer, err, err_size) ||
-        resolve(lib, "clSetKernelArg", &api->set_kernel_arg, sizeof api->set_kernel_arg, err, err_size) ||
-        resolve(lib, "clReleaseMemObject", &api->release_mem_object, sizeof api->release_mem_object, err,
-                err_size) ||
-        resolve(lib, "clEnqueueMapBuffer", &api->enqueue_map_buffer, sizeof api->enqueue_map_buffer, err,
-                err_size) ||
-        resolve(lib, "clEnqueueUnmapMemObject", &api->enqueue_unmap_mem_object,
-                sizeof api->enqueue_unmap_mem_object, err, err_size) ||
-        resolve(lib, "clCreateKernel", &api->create_kernel, sizeof api->create_kernel, err, err_size) ||
-        resolve(lib, "clReleaseKernel", &api->release_kernel, sizeof api->release_kernel, err, err_size) ||
-        resolve(lib, "clGetPlatformIDs", &api->get_platform_ids, sizeof api->get_platform_ids, err, err_size) ||
-        resolve(lib, "clGetPlatformInfo", &api->get_platform_info, sizeof api->get_platform_info, err, err_size) ||
-        resolve(lib, "clGetDeviceIDs", &api->get_device_ids, sizeof api->get_device_ids, err, err_size) ||
-        resolve(lib, "clGetDeviceInfo", &api->get_device_info, sizeof api->get_device_info, err, err_size) ||
-        resolve(lib, "clCreateContext", &api->create_context, sizeof api->create_context, err, err_size) ||
-        resolve(lib, "clReleaseContext", &api->release_context, sizeof api->release_context, err, err_size) ||
-        resolve(lib, "clCreateCommandQueue", &api->create_command_queue, sizeof api->create_command_queue, err,
-                err_size) ||
-        resolve(lib, "clReleaseCommandQueue", &api->release_command_queue, sizeof api->release_command_queue, err,
-                err_size) ||
-        resolve(lib, "clCreateProgramWithSource", &api->create_program_with_source,
-                sizeof api->create_program_with_source, err, err_size) ||
-        resolve(lib, "clCreateProgramWithBinary", &api->create_program_with_binary,
-                sizeof api->create_program_with_binary, err, err_size) ||
-        resolve(lib, "clBuildProgram", &api->build_program, sizeof api->build_program, err, err_size) ||
-        resolve(lib, "clGetProgramInfo", &api->get_program_info, sizeof api->get_program_info, err, err_size) ||
-        resolve(lib, "clGetProgramBuildInfo", &api->get_program_build_info, sizeof api->get_program_build_info, err,
-                err_size) ||
-        resolve(lib, "clReleaseProgram", &api->release_program, sizeof api->release_program, err, err_size) ||
-        resolve(lib, "clCreateImage", &api->create_image, sizeof api->create_image, err, err_size) ||
-        resolve(lib, "clGetKernelWorkGroupInfo", &api->get_kernel_work_group_info,
-                sizeof api->get_kernel_work_group_info, err, err_size) ||
-        resolve(lib, "clWaitForEvents", &api->wait_for_events, sizeof api->wait_for_events, err, err_size))
-        return -1;
+    return lib;
+}
+
+int dlg_preload(const char *path, char *err, size_t err_size) {
+    return open_for_good(path, "", err, err_size) ? 0 : -1;
+}
+
+/* Every entry point of dlg_cl_api: its OpenCL name, and where and how large its slot is. */
+#define DLG_ENTRY(symbol, field) {symbol, offsetof(dlg_cl_api, field), sizeof(((dlg_cl_api *)0)->field)}
+static const struct {
+    const char *symbol;
+    size_t offset;
+    size_t size;
+} ENTRY_POINTS[] = {
+    DLG_ENTRY("clEnqueueNDRangeKernel", enqueue_nd_range_kernel),
+    DLG_ENTRY("clEnqueueWriteBuffer", enqueue_write_buffer),
+    DLG_ENTRY("clEnqueueReadBuffer", enqueue_read_buffer),
+    DLG_ENTRY("clFlush", flush),
+    DLG_ENTRY("clFinish", finish),
+    DLG_ENTRY("clGetEventProfilingInfo", get_event_profiling_info),
+    DLG_ENTRY("clReleaseEvent", release_event),
+    DLG_ENTRY("clCreateBuffer", create_buffer),
+    DLG_ENTRY("clSetKernelArg", set_kernel_arg),
+    DLG_ENTRY("clReleaseMemObject", release_mem_object),
+    DLG_ENTRY("clEnqueueMapBuffer", enqueue_map_buffer),
+    DLG_ENTRY("clEnqueueUnmapMemObject", enqueue_unmap_mem_object),
+    DLG_ENTRY("clCreateKernel", create_kernel),
+    DLG_ENTRY("clReleaseKernel", release_kernel),
+    DLG_ENTRY("clGetPlatformIDs", get_platform_ids),
+    DLG_ENTRY("clGetPlatformInfo", get_platform_info),
+    DLG_ENTRY("clGetDeviceIDs", get_device_ids),
+    DLG_ENTRY("clGetDeviceInfo", get_device_info),
+    DLG_ENTRY("clCreateContext", create_context),
+    DLG_ENTRY("clReleaseContext", release_context),
+    DLG_ENTRY("clCreateCommandQueue", create_command_queue),
+    DLG_ENTRY("clReleaseCommandQueue", release_command_queue),
+    DLG_ENTRY("clCreateProgramWithSource", create_program_with_source),
+    DLG_ENTRY("clCreateProgramWithBinary", create_program_with_binary),
+    DLG_ENTRY("clBuildProgram", build_program),
+    DLG_ENTRY("clGetProgramInfo", get_program_info),
+    DLG_ENTRY("clGetProgramBuildInfo", get_program_build_info),
+    DLG_ENTRY("clReleaseProgram", release_program),
+    DLG_ENTRY("clCreateImage", create_image),
+    DLG_ENTRY("clGetKernelWorkGroupInfo", get_kernel_work_group_info),
+    DLG_ENTRY("clWaitForEvents", wait_for_events),
+};
+#undef DLG_ENTRY
+
+int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size) {
+    memset(api, 0, sizeof *api);
+    void *lib = open_for_good(path, "the OpenCL library ", err, err_size);
+    if (!lib) return -1;
+    for (size_t i = 0; i < sizeof ENTRY_POINTS / sizeof ENTRY_POINTS[0]; i++) {
+        void *sym = dlsym(lib, ENTRY_POINTS[i].symbol);
+        if (!sym) {
+            snprintf(err, err_size, "the OpenCL library has no %s", ENTRY_POINTS[i].symbol);
+            return -1;
+        }
+        /* POSIX guarantees data and function pointers convert; memcpy keeps ISO C quiet. */
+        memcpy((char *)api + ENTRY_POINTS[i].offset, &sym, ENTRY_POINTS[i].size);
+    }
     return 0;
 }
 

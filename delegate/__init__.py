@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> object:
-    # The runtime and the plugin import pyopencl: load them only when asked for.
+    # The runtime and the plugin load OpenCL, the compiler and TFLite: only when asked for.
     if name == "Runtime":
         from .runtime import Runtime
 

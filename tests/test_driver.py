@@ -22,6 +22,15 @@ from .runtime_helpers import chain
 pytestmark = pytest.mark.opencl
 
 
+def _pyopencl_twin(device: driver.Device):
+    """pyopencl's object for the same driver device (exactly one)."""
+    import pyopencl as cl
+
+    (twin,) = [dev for platform in cl.get_platforms() for dev in platform.get_devices()
+               if dev.int_ptr == driver.handle_int(device.handle)]  # fmt: skip
+    return twin
+
+
 def test_devices_and_their_facts_match_pyopencls_view():
     import pyopencl as cl
 
@@ -34,8 +43,7 @@ def test_devices_and_their_facts_match_pyopencls_view():
     assert ours == theirs
     device = select_device()
     info = describe(device)
-    (twin,) = [dev for platform in cl.get_platforms() for dev in platform.get_devices()
-               if dev.int_ptr == driver.handle_int(device.handle)]  # fmt: skip
+    twin = _pyopencl_twin(device)
     assert info.name == twin.name.strip() and info.driver_version == twin.driver_version.strip()
     assert info.max_work_item_sizes == tuple(twin.max_work_item_sizes)
     assert info.max_mem_alloc_bytes == twin.max_mem_alloc_size
@@ -112,12 +120,9 @@ def test_a_warm_start_does_not_import_pyopencl(tmp_path):
 
 
 def test_select_device_takes_our_device_or_pyopencls_and_refuses_other_types():
-    import pyopencl as cl
 
     default = select_device()
     assert select_device(default) is default
-    twin = next(dev for platform in cl.get_platforms() for dev in platform.get_devices()
-                if dev.int_ptr == driver.handle_int(default.handle))  # fmt: skip
-    assert select_device(twin) == default
+    assert select_device(_pyopencl_twin(default)) == default
     with pytest.raises(TypeError, match="device must be None, an index, 'P:D', part of a device's name or a Device"):
         select_device(3.5)  # type: ignore[arg-type]

@@ -94,9 +94,9 @@ def select_device(request: str | int | object | None = None) -> Device:
     Any other string: the first device whose "platform / device" name contains it (case-insensitive).
     A ``Device``, or a pyopencl ``Device`` (the same driver object, matched by its handle).
     """
-    found = list_devices()
     if isinstance(request, Device):
         return request
+    found = list_devices()
     if request is not None and not isinstance(request, (str, int)):
         handle = getattr(request, "int_ptr", None)
         if not isinstance(handle, int):

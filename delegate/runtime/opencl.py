@@ -135,14 +135,12 @@ def _preload_drivers(libs: Path) -> None:
 def _loader_path() -> str:
     """The loader already in the process, else pyopencl's wheel's, else the system's."""
     libs = _wheel_libs()
-    loaded = _loaded_loader()
     wheel = sorted(libs.glob("libOpenCL*.so*")) if libs is not None else []
-    if libs is not None and (wheel if loaded is None else Path(loaded).resolve().parent == libs.resolve()):
-        _preload_drivers(libs)
-    if loaded:
-        return loaded
-    if wheel:
-        return str(wheel[0])
+    path = _loaded_loader() or (str(wheel[0]) if wheel else None)
+    if path is not None:
+        if libs is not None and Path(path).resolve().parent == libs.resolve():
+            _preload_drivers(libs)  # the wheel's loader: load the drivers it names first
+        return path
     import ctypes.util  # only here: it imports subprocess, which a warm start does not need
 
     found = ctypes.util.find_library("OpenCL")
