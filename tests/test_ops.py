@@ -1037,3 +1037,84 @@ def test_large_spatial_sizes(precision):
 def test_binary_op_reading_one_tensor_twice(op):
     shape = (1, 5, 5, 6)
     check([T(shape), T(shape)], [Op(op, [0, 0], [1])], [0], [1], [rand(shape, np.random.default_rng(9))])
+
+
+def _on_gpu() -> bool:
+    from delegate.runtime.device import describe, select_device
+
+    return describe(select_device()).is_gpu
+
+
+@pytest.mark.parametrize(
+    ("src", "cout", "k", "stride", "padding", "acts", "residual", "paired"),
+    [
+        ((1, 16, 16, 10), 12, 3, 1, 1, (3, 0), False, True),  # 3 slices (an odd count), 12 outputs
+        ((2, 29, 30, 16), 24, 3, 2, 1, (3, 0), False, True),  # stride 2, batch 2: 30 rows of 15
+        ((1, 16, 17, 8), 8, 3, 1, 2, (1, 3), True, True),  # VALID (14 x 15), a residual ADD linked in
+        ((1, 20, 21, 32), 40, 5, 1, 1, (3, 0), True, True),  # 5x5, rows of 21 (blocks of 8 and 5 end partial)
+        ((1, 28, 29, 4), 19, 3, 2, 1, (0, 1), False, True),  # one slice, 19 outputs, 14 rows of 15
+        ((1, 14, 14, 24), 16, 3, 2, 1, (3, 0), False, False),  # 7 x 7 output: two kernels (slower paired)
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
+def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, acts, residual, paired, precision):
+    # MobileNet's "depthwise + projection" pair: on a CPU device both run in one kernel (the
+    # depthwise row in local memory), against TFLite's own kernels; fuse=false keeps two kernels.
+    rng = np.random.default_rng(cout * 100 + k * 10 + stride)
+    b, h, w, c = src
+    oh, ow = _out(h, k, stride, 1, padding), _out(w, k, stride, 1, padding)
+    tensors = [
+        T(src),
+        T((1, k, k, c), rand((1, k, k, c), rng)),
+        T((c,), rand((c,), rng)),
+        T((b, oh, ow, c)),
+        T((cout, 1, 1, c), rand((cout, 1, 1, c), rng, -0.5, 0.5)),
+        T((cout,), rand((cout,), rng)),
+        T((b, oh, ow, cout)),
+    ]
+    dw = {"Padding": padding - 1, "StrideW": stride, "StrideH": stride, "DepthMultiplier": 1,
+          "FusedActivationFunction": acts[0]}  # fmt: skip
+    conv = {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": acts[1]}
+    ops = [
+        Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
+        Op(Builtin.CONV_2D, [3, 4, 5], [6], ("Conv2DOptions", conv)),
+    ]
+    inputs, feeds, out = [0], [rand(src, rng)], 6
+    if residual:
+        tensors += [T((b, oh, ow, cout)), T((b, oh, ow, cout))]
+        ops.append(Op(Builtin.ADD, [6, 7], [8], ("AddOptions", {"FusedActivationFunction": 0})))
+        inputs, out = [0, 7], 8
+        feeds.append(rand((b, oh, ow, cout), rng))
+    state = check(tensors, ops, inputs, [out], feeds, precision)
+    expected = 1 if paired and not _on_gpu() else 2
+    assert [p.kernels for p in state.partitions] == [expected]
+    plain = check(tensors, ops, inputs, [out], feeds, precision, fuse="false")
+    assert [p.kernels for p in plain.partitions] == [len(ops)]
+
+
+def test_tuning_keeps_the_work_group_a_pair_kernel_requires(tmp_path):
+    # The pair kernel declares reqd_work_group_size: tuning measures it but tries no other size
+    # (one would fail to launch, or share one work-group's local row between two rows).
+    if _on_gpu():
+        pytest.skip("pairs run as one kernel on CPU devices only")
+    from delegate._integrity import unseal
+    from delegate.runtime import Runtime
+
+    rng = np.random.default_rng(3)
+    src, c, cout = (1, 16, 16, 12), 12, 8
+    tensors = [
+        T(src), T((1, 3, 3, c), rand((1, 3, 3, c), rng)), T((c,), rand((c,), rng)), T((1, 16, 16, c)),
+        T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng)), T((1, 16, 16, cout)),
+    ]  # fmt: skip
+    dw = {"Padding": 0, "StrideW": 1, "StrideH": 1, "DepthMultiplier": 1, "FusedActivationFunction": 3}
+    ops = [
+        Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
+        Op(Builtin.CONV_2D, [3, 4, 5], [6], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
+    ]
+    check(tensors, ops, [0], [6], [rand(src, rng)], serialization_dir=str(tmp_path))
+    (entry,) = tmp_path.glob("*.ctx")
+    with Runtime.load(bytes(unseal(entry.read_bytes(), str(entry))), profiling=True) as rt:
+        report = rt.tune("fast", repeats=1)
+    (node,) = report.nodes
+    assert node.name == "depthwise_conv_2d_0+conv_2d_1"
+    assert node.before == node.after == (8, 1, 1) and node.tried == 1

@@ -18,6 +18,7 @@ from delegate._native import ffi
 import delegate
 from delegate.api import host_runtime
 from delegate.plugin import live_kernels
+from delegate.runtime.device import describe, select_device
 
 from .helpers import shared_path
 
@@ -366,8 +367,12 @@ def test_fusion_reduces_mobilenet_kernels(programs):
         _assert_close(_outputs(interpreter), _reference(path, inputs))
         state = interpreter.opencl
         counts[fuse] = (state.partitions[0].kernels, state.partitions[0].fused_ops)
-    # The ten residual ADDs run inside the convolutions that feed them.
-    assert counts == {"true": (55, 10), "false": (65, 0)}
+    # The ten residual ADDs run inside the convolutions that feed them; on a CPU device 13 of the
+    # 17 depthwise layers also run with the 1x1 convolution after them, in one kernel (the four
+    # with 7x7 outputs stay apart: compiler/ops/conv_pair.py).
+    on_cpu = not describe(select_device()).is_gpu
+    fused = (42, 23) if on_cpu else (55, 10)
+    assert counts == {"true": fused, "false": (65, 0)}
 
 
 @pytest.mark.parametrize("precision", ["F32_F16", "F16"])

@@ -13,6 +13,7 @@ from .graph import Builtin, Graph, Node
 from .ops import OPS, EmitContext
 from .ops.base import HEAD, WRITE, constant_tensor, operation
 from .ops.conv import reads_concat_in_place
+from .ops.conv_pair import pair_operation, pairs
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class CompileOptions:
     storage: TensorStorageType = TensorStorageType.BUFFER
     #: link elementwise ops into the kernel of their producer (fusion.py)
     fuse: bool = True
+    #: local memory a depthwise + 1x1 pair kernel may hold (ops/conv_pair.py); 0 (the default)
+    #: keeps every pair as two kernels. The plugin sets it for CPU devices only (with ``fuse``).
+    pair_local_bytes: int = 0
 
 
 def _fusion_target(
@@ -64,6 +68,29 @@ def _concats_read_in_place(
         if reads_concat_in_place(reader_of[out], node, emit):
             merged[out] = list(node.inputs)
     return merged
+
+
+def _pairs(
+    graph: Graph, nodes: list[int], readers: dict[int, int], outputs: list[int], emit: EmitContext, local_bytes: int
+) -> dict[int, Node]:
+    """Depthwise nodes that run in one kernel with the 1x1 convolution reading them (ops/conv_pair.py):
+    depthwise node index -> that convolution. The depthwise output must have no other reader and
+    not be a partition output."""
+    if local_bytes <= 0:
+        return {}
+    reader_of = {i: graph.nodes[index] for index in nodes for i in graph.nodes[index].inputs}
+    found: dict[int, Node] = {}
+    for index in nodes:
+        node = graph.nodes[index]
+        if node.op != Builtin.DEPTHWISE_CONV_2D or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        conv = reader_of.get(out)
+        if conv is None or readers.get(out, 0) != 1 or out in outputs or conv.index not in nodes:
+            continue
+        if pairs(node, conv, emit, local_bytes):
+            found[index] = conv
+    return found
 
 
 def op_name(code: int) -> str:
@@ -122,8 +149,25 @@ def compile_partition(
     if options.fuse:
         emit.concat_sources = _concats_read_in_place(graph, nodes, readers, outputs, emit)
     merged_names: dict[int, str] = {}  # concatenations read in place: output -> node name
+    paired = _pairs(graph, nodes, readers, outputs, emit, options.pair_local_bytes) if options.fuse else {}
+    paired_convs = {conv.index for conv in paired.values()}
     for index in nodes:
         node = graph.nodes[index]
+        if index in paired_convs:
+            continue  # runs in the kernel of the depthwise node before it
+        if index in paired:
+            conv = paired[index]
+            gpu_op = pair_operation(node, conv, emit)
+            if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") in (op_name(node.op), op_name(conv.op)):
+                gpu_op.code = (gpu_op.code or "") + "\n#error build failure injected by DELEGATE_INJECT_BUILD_FAILURE\n"
+            if gpu_op.definition is not None:
+                gpu_op.definition.precision = options.precision
+            name = f"{node.name}+{conv.name}"
+            cl_node = model.CLNode(gpu_op=gpu_op, input_ids=[node.inputs[0]], output_ids=list(conv.outputs), name=name)
+            ctx.nodes.append(cl_node)
+            producer_of[conv.outputs[0]] = cl_node
+            used += [i for i in dict.fromkeys([node.inputs[0], *conv.outputs]) if i not in used]
+            continue
         if node.op == Builtin.DEQUANTIZE:
             continue  # folded into a constant (fold.py): no kernel
         if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:

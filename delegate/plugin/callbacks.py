@@ -25,6 +25,7 @@ from .._native import ffi, lib
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.fold import consumers, fold_dequantize
 from ..compiler.graph import Builtin
+from ..compiler.ops.conv_pair import PAIR_LOCAL_BYTES
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..runtime import Runtime, Tuning
@@ -342,6 +343,12 @@ def _partition_graph(context: Any, nodes: list[int], graph: Any, options: Delega
     return graph
 
 
+def _pair_local_bytes(info: Any) -> int:
+    """How much local memory a depthwise + 1x1 pair kernel may hold on this device: none on a GPU
+    (the pair kernel is shaped for CPU cores, see compiler/ops/conv_pair.py)."""
+    return 0 if info.is_gpu else min(PAIR_LOCAL_BYTES, info.local_mem_bytes)
+
+
 def _load_partition(
     context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState, prep: _Preparing
 ) -> tuple[Runtime, str]:
@@ -350,7 +357,7 @@ def _load_partition(
     graph = _partition_graph(context, nodes, prep.graph, options)
     device = select_device(options.device or None)
     info = describe(device)
-    compile_options = CompileOptions(options.precision, options.storage_type, options.fuse)
+    compile_options = CompileOptions(options.precision, options.storage_type, options.fuse, _pair_local_bytes(info))
     folder = Path(options.serialization_dir) if options.serialization_dir else None
     if folder is not None:
         program_cache: Any = folder / "programs"

@@ -34,6 +34,7 @@ CL_MEM_OBJECT_IMAGE2D_ARRAY, CL_MEM_OBJECT_IMAGE1D_BUFFER = 0x10F3, 0x10F6
 CL_PROGRAM_BINARY_SIZES, CL_PROGRAM_BINARIES = 0x1165, 0x1166
 CL_PROGRAM_BUILD_LOG = 0x1183
 CL_KERNEL_WORK_GROUP_SIZE = 0x11B0
+CL_KERNEL_COMPILE_WORK_GROUP_SIZE = 0x11B1
 CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END = 0x1282, 0x1283
 
 #: clGetDeviceInfo parameters: name -> (code, kind); kinds: str, bool, uint (cl_uint), ulong
@@ -381,3 +382,16 @@ def kernel_work_group_size(kernel: Any, device: Device) -> int:
         "clGetKernelWorkGroupInfo",
     )  # fmt: skip
     return int(value[0])
+
+
+def kernel_required_work_group_size(kernel: Any, device: Device) -> tuple[int, int, int] | None:
+    """CL_KERNEL_COMPILE_WORK_GROUP_SIZE: the work-group size the kernel's source requires
+    (``reqd_work_group_size``), or None when it leaves the size open."""
+    values = ffi.new("size_t[3]")
+    check(
+        cl_api().get_kernel_work_group_info(kernel, device.handle, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                                            3 * ffi.sizeof("size_t"), values, ffi.NULL),
+        "clGetKernelWorkGroupInfo",
+    )  # fmt: skip
+    size = (int(values[0]), int(values[1]), int(values[2]))
+    return None if size == (0, 0, 0) else size

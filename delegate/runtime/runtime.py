@@ -815,6 +815,10 @@ class Runtime:
                 best_wg, best_time = current, timed(kernel, *grid.launch(current, self.device_info, limit))
                 before_time = best_time
                 tried = 1
+                if driver.kernel_required_work_group_size(kernel, device) is not None:
+                    # its source fixes the size (reqd_work_group_size): nothing to search
+                    tuned.append(TunedNode(self._node_names[k], current, current, before_time, best_time, tried))
+                    continue
                 for wg in candidates(grid, mode, self.device_info, limit):
                     if wg == current:
                         continue

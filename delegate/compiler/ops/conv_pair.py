@@ -1,0 +1,238 @@
+"""A depthwise convolution and the 1x1 convolution that reads it, as one kernel (the
+"depthwise + projection" pair of MobileNet-style blocks), for CPU-like OpenCL devices.
+
+A work-group computes one output row. First its work-items compute the depthwise row for every
+channel into local memory (items of ``DW_PIXELS`` pixels x a pair of slices, the window
+unrolled, each input column multiplied into the pixels it feeds as soon as it is loaded); then,
+after a barrier, the 1x1 product over that row (items of ``PIXELS`` pixels x ``GROUPS`` groups
+of 8 output channels, FLT8 accumulators as in ``conv_fast.gemm_conv_code``). The depthwise
+output never goes through global memory, and the pair costs one launch instead of two.
+
+On a CPU device a work-group runs on one core, its work-items one after the other, so the row in
+local memory stays in that core's cache. On a GPU the same shape would leave most of the chip
+idle (a few hundred work-groups of 8), so the compiler pairs only for CPU devices
+(``CompileOptions.pair_local_bytes``).
+"""
+
+from __future__ import annotations
+
+from ...context import model
+from .. import layout
+from ..graph import Builtin, Node
+from .base import WRITE, WRITE_AT, EmitContext, activation_code, buffer_object, operation
+from .conv_fast import _gemm_fast_epilogue, pack_depthwise_weights, pack_gemm_biases, pack_gemm_weights
+
+#: Pixels per depthwise item, pixels and groups of 8 output channels per 1x1 item.
+DW_PIXELS = 8
+PIXELS = 5
+GROUPS = 2
+#: Work-items per work-group (required by the kernel: its loops step by it).
+LOCAL = 8
+#: Largest depthwise window the pair kernel is generated for.
+MAX_TAPS = 25
+#: Smallest output height x batch and width paired: below them the pair was slower than the two
+#: kernels on PoCL (MobileNetV2's 7x7 blocks: 7 work-groups for the cores, 5-pixel blocks over
+#: 7-pixel rows).
+MIN_ROWS = 14
+MIN_WIDTH = 14
+#: Local memory the plugin lets a pair kernel hold on a CPU device: about one core's L1 data
+#: cache (MobileNetV2's largest row, 56 pixels x 144 channels, takes 31.5 KiB).
+PAIR_LOCAL_BYTES = 32 * 1024
+
+
+def mid_row_bytes(width: int, channels: int) -> int:
+    """Local memory of a pair kernel whose depthwise row has ``width`` pixels of ``channels``
+    (float, padded to a whole number of slice pairs)."""
+    return width * -(-layout.slices(channels) // 2) * 8 * 4
+
+
+def pair_code(*, dw_act: int, act: int, width: int, mid_slices: int, kernel: tuple[int, int],
+              stride: tuple[int, int], pad: tuple[int, int]) -> str:  # fmt: skip
+    """The kernel: output rows of ``width`` pixels; the depthwise stage (``kernel``, ``stride``,
+    leading ``pad``, undilated, activation ``dw_act``) has ``mid_slices`` slices; ``act`` is the
+    1x1 convolution's activation. Grid (LOCAL, H * B, 1), work-group (LOCAL, 1, 1).
+
+    Objects: ``dw_weights`` / ``dw_biases`` (pack_depthwise_weights / pack_gemm_biases of the
+    depthwise filters), ``weights`` / ``biases`` (pack_gemm_weights / pack_gemm_biases of the 1x1
+    filters)."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
+    pairs = -(-mid_slices // 2)
+    dw_items = -(-width // DW_PIXELS) * pairs
+    P, G = PIXELS, GROUPS
+    L = [
+        f"""
+__attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
+  __local FLT8 mid[{width * pairs}];
+  int H = args.dst_tensor.Height();
+  int Y = GLOBAL_ID_1 % H;
+  int b = GLOBAL_ID_1 / H;
+  int B = args.dst_tensor.Batch();
+  int lid = LOCAL_ID_0;
+  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+  int second = args.src_tensor.Offset(0, 0, 1, 0);
+  for (int item = lid; item < {dw_items}; item += {LOCAL}) {{
+    int pair = item % {pairs};
+    int X0 = (item / {pairs}) * {DW_PIXELS};
+    int S0 = pair * 2;
+    int xi = X0 * {sw} - {pw};
+    int sec = S0 + 1 < {mid_slices} ? second : 0;
+    ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.dw_biases.Read(pair));
+"""
+    ]
+    for p in range(DW_PIXELS):
+        L.append(f"    ACCUM_FLT8 d{p} = bias;\n")
+    columns = sorted({p * sw + kx for p in range(DW_PIXELS) for kx in range(kw)})
+
+    def load(j: int) -> str:
+        at = f"row + (xi + {j}) * B"
+        return (
+            f"(ACCUM_FLT8)(TO_ACCUM_FLT4(args.src_tensor.ReadAt({at})), "
+            f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at} + sec)))"
+        )
+
+    def window_row(checked: bool) -> list[str]:
+        out = []
+        for j in columns:
+            value = f"((xi + {j} >= 0 && xi + {j} < iw) ? {load(j)} : (ACCUM_FLT8)(0.0f))" if checked else load(j)
+            out.append(f"        {{\n        ACCUM_FLT8 r = {value};\n")
+            for p in range(DW_PIXELS):
+                kx = j - p * sw
+                if 0 <= kx < kw:
+                    out.append(f"        d{p} += r * k{kx};\n")
+            out.append("        }\n")
+        return out
+
+    for ky in range(kh):
+        L.append(f"    {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
+        L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
+        for kx in range(kw):
+            L.append(
+                f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.dw_weights.Read((pair * {kh} + {ky}) * {kw} + {kx}));\n"
+            )
+        L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
+        L += window_row(False)
+        L.append("      } else {\n")
+        L += window_row(True)
+        L.append("      }\n    }\n    }\n")
+    for p in range(DW_PIXELS):
+        L.append(f"    {{\n    FLT8 o = TO_FLT8(d{p});\n")
+        activation = activation_code(dw_act, "o", width=8)
+        if activation:
+            L.append(f"    {activation}\n")
+        L.append(f"    if (X0 + {p} < {width}) mid[(X0 + {p}) * {pairs} + pair] = o;\n    }}\n")
+    L.append("  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n")
+    # The 1x1 product over the row in local memory: slice s of pixel x is FLT4 number
+    # x * 2 * pairs + s there (the padding lanes and a missing last slice are zero).
+    L.append(
+        f"""  int W = {width};
+  int dst_slices = args.dst_tensor.Slices();
+  int ngroups = (dst_slices + 1) / 2;
+  int items = (ngroups + {G - 1}) / {G};
+  __local FLT4 *mid4 = (__local FLT4 *)mid;
+  for (int item = lid; item < {-(-width // P)} * items; item += {LOCAL}) {{
+  int g0 = (item % items) * {G};
+  int X0 = (item / items) * {P};
+  int group_size = {mid_slices * 4};
+"""
+    )
+    for g in range(G):
+        L.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
+        L.append(f"  ACCUM_FLT8 bias{g} = TO_ACCUM_FLT8(args.biases.Read(w{g} / group_size));\n")
+        for p in range(P):
+            L.append(f"  ACCUM_FLT8 a{g}{p} = bias{g};\n")
+    for p in range(P):
+        L.append(f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * {2 * pairs};\n")
+    L.append(f"  for (int s = 0; s < {mid_slices}; ++s) {{\n")
+    for p in range(P):
+        L.append(f"    ACCUM_FLT4 v{p} = TO_ACCUM_FLT4(mid4[o{p} + s]);\n")
+    for k, lane in enumerate("xyzw"):
+        for g in range(G):
+            L.append(f"    ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read(w{g} + {k}));\n")
+        for g in range(G):
+            for p in range(P):
+                L.append(f"    a{g}{p} += v{p}.{lane} * k{g}{k};\n")
+    for g in range(G):
+        L.append(f"    w{g} += 4;\n")
+    L.append("  }\n")
+    setup = "    int at0 = args.dst_tensor.Offset(X0, Y, g0 * 2, b);\n    int X = X0;\n"
+    epilogue = _gemm_fast_epilogue(act, P, G, f"X0 + {P - 1} < W", setup, "B", "    X += 1;\n")
+    assert epilogue[-1] == "    return;\n  }\n"
+    L += [*epilogue[:-1], "    continue;\n  }\n"]  # the next item, not the end of the kernel
+    L.append(f"  FLT4 outs[{2 * G * P}];\n")
+    for g in range(G):
+        for p in range(P):
+            i = p * 2 * G + g * 2
+            L.append(f"  outs[{i}] = TO_FLT4(a{g}{p}.lo); outs[{i + 1}] = TO_FLT4(a{g}{p}.hi);\n")
+    L.append(
+        f"""  for (int p = 0; p < {P}; ++p) {{
+    int X = X0 + p;
+    if (X >= W) break;
+    for (int j = 0; j < {2 * G}; ++j) {{
+    int S = g0 * 2 + j;
+    if (S >= dst_slices) continue;
+    FLT4 result = outs[p * {2 * G} + j];
+    {activation_code(act)}
+"""
+        + WRITE
+        + "  }\n  }\n}\n"
+    )
+    code = "".join(L)
+    assert code.count(WRITE) == 1 and WRITE_AT in code  # where fusion links ops after the pair
+    return code
+
+
+def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
+    """Can DEPTHWISE_CONV_2D ``dw`` and CONV_2D ``conv``, whose input is ``dw``'s output (and its
+    only reader: the caller checks), run as one kernel holding at most ``local_bytes`` of local
+    memory? Yes for a depth multiplier 1, undilated depthwise convolution of up to MAX_TAPS taps
+    and strides 1 or 2, followed by a 1x1, stride 1 convolution over all its channels, on buffer
+    storage, with at least MIN_ROWS rows and MIN_WIDTH columns of output."""
+    from .conv import _conv_window, _use_gemm
+
+    if dw.op != Builtin.DEPTHWISE_CONV_2D or conv.op != Builtin.CONV_2D or not _use_gemm(ctx):
+        return False
+    if conv.inputs[0] != dw.outputs[0] or dw.outputs[0] in conv.inputs[1:]:
+        return False
+    if len(conv.outputs) != 1 or len(dw.outputs) != 1:
+        return False
+    src, mid, dw_filters, ints = _conv_window(dw, ctx)
+    _, kh, kw, _ = dw_filters.shape
+    if mid.shape[3] != src.shape[3] or kh * kw > MAX_TAPS or ints["dilation_h"] != 1 or ints["dilation_w"] != 1:
+        return False
+    if ints["stride_h"] not in (1, 2) or ints["stride_w"] not in (1, 2):
+        return False
+    _, dst, filters, conv_ints = _conv_window(conv, ctx)
+    if filters.shape[1:] != (1, 1, mid.shape[3]) or conv_ints["stride_h"] != 1 or conv_ints["stride_w"] != 1:
+        return False
+    b, h, w, _ = dst.shape
+    return b * h >= MIN_ROWS and w >= MIN_WIDTH and mid_row_bytes(w, mid.shape[3]) <= local_bytes
+
+
+def pair_operation(dw: Node, conv: Node, ctx: EmitContext) -> model.GPUOperation:
+    """The kernel of a pair ``pairs`` accepted."""
+    from .conv import _bias, _conv_window
+
+    g = ctx.graph
+    _, mid, dw_filters, ints = _conv_window(dw, ctx)
+    _, dst, filters, _ = _conv_window(conv, ctx)
+    b, h, w, c = dst.shape
+    code = pair_code(
+        dw_act=dw.params["activation"], act=conv.params["activation"], width=w,
+        mid_slices=layout.slices(mid.shape[3]), kernel=(ints["kernel_h"], ints["kernel_w"]),
+        stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
+    )  # fmt: skip
+    dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype)
+    op = operation(
+        code,
+        srcs=["src_tensor"],
+        buffer_objects=[
+            buffer_object("dw_weights", pack_depthwise_weights(dw_filters, ctx.dtype), ctx.dtype, element_size=8),
+            buffer_object("dw_biases", dw_biases, ctx.dtype, element_size=8),
+            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
+            buffer_object("biases", pack_gemm_biases(_bias(conv, g, c, ctx), ctx.dtype), ctx.dtype, element_size=8),
+        ],
+    )
+    op.tensor_to_grid = model.TensorToGrid.CUSTOM
+    op.grid_size = model.Int3(LOCAL, h * b, 1)
+    op.work_group_size = model.Int3(LOCAL, 1, 1)
+    return op
