@@ -56,6 +56,22 @@ def test_elementwise_kernel_on_every_storage_and_precision(storage, precision, c
         assert np.abs(y - expected).max() <= 1e-5
 
 
+@pytest.mark.parametrize("c", [1, 3, 6, 9, 17])
+@pytest.mark.parametrize("storage", STORAGES, ids=lambda s: s.name)
+def test_image_inputs_and_outputs_convert_by_rows(storage, c, cache):
+    # Batch 1, depth 1 tensors convert 8 pixels of a row per work-item: rows of 19 pixels take two
+    # whole blocks and a partial one; 1 to 3 slices, the last one partial or whole (17 channels, 5
+    # slices, take the per-element kernels).
+    if storage == T.SINGLE_TEXTURE_2D and c > 4:
+        pytest.skip("a single 2D texture holds at most 4 channels")
+    bias = _bias(c)
+    ctx = single_node(scale_bias_op(1.5, bias.tobytes()), desc(c, storage, h=2, w=19), desc(c, storage, h=2, w=19))
+    with Runtime.load(serialize_context(ctx), cache_dir=cache) as rt:
+        x = np.random.default_rng(c).uniform(-4, 4, size=rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    np.testing.assert_allclose(y, x * 1.5 + bias[:c], rtol=1e-6, atol=1e-6)
+
+
 def test_batch_and_depth_shapes(cache):
     ctx = single_node(scale_bias_op(-2.0, _bias(5).tobytes()), desc(5, b=2, d=3), desc(5, b=2, d=3))
     # The scale/bias kernel addresses (X, Y, S) only: give it X over W*B and Y over H*D via 5-arg selectors.
