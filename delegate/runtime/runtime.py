@@ -77,7 +77,7 @@ _FROM_DEVICE = (
 
 
 #: Pixels of a row per work-item in the row conversions (batch 1, depth 1: an image's input),
-#: for tensors of up to _ROW_SLICES slices (the code is unrolled over pixels and slices).
+#: for tensors of up to _ROW_SLICES slices (the code is unrolled over slices).
 _ROW_PIXELS = 8
 _ROW_SLICES = 4
 
