@@ -57,7 +57,8 @@ def pair_code(*, dw_act: int, act: int, width: int, mid_slices: int, kernel: tup
     filters)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
     pairs = -(-mid_slices // 2)
-    dw_items = -(-width // DW_PIXELS) * pairs
+    dw_blocks = -(-width // DW_PIXELS)
+    dw_items = dw_blocks * pairs
     P, G = PIXELS, GROUPS
     L = [
         f"""
@@ -71,8 +72,8 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
   int second = args.src_tensor.Offset(0, 0, 1, 0);
   for (int item = lid; item < {dw_items}; item += {LOCAL}) {{
-    int pair = item % {pairs};
-    int X0 = (item / {pairs}) * {DW_PIXELS};
+    int X0 = (item % {dw_blocks}) * {DW_PIXELS};  // along the row first: the same input rows in turn
+    int pair = item / {dw_blocks};
     int S0 = pair * 2;
     int xi = X0 * {sw} - {pw};
     int sec = S0 + 1 < {mid_slices} ? second : 0;
