@@ -1092,6 +1092,24 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
     assert [p.kernels for p in plain.partitions] == [len(ops)]
 
 
+@pytest.mark.parametrize(("storage", "kernels"), [("IMAGE_BUFFER", 1), ("TEXTURE_2D", 2), ("TEXTURE_ARRAY", 2)])
+def test_depthwise_then_1x1_on_other_storages(storage, kernels):
+    # The pair kernel addresses tensors linearly: IMAGE_BUFFER pairs too; textures keep two kernels.
+    rng = np.random.default_rng(11)
+    src, c, cout = (1, 15, 17, 20), 20, 10
+    tensors = [
+        T(src), T((1, 3, 3, c), rand((1, 3, 3, c), rng)), T((c,), rand((c,), rng)), T((1, 15, 17, c)),
+        T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng)), T((1, 15, 17, cout)),
+    ]  # fmt: skip
+    dw = {"Padding": 0, "StrideW": 1, "StrideH": 1, "DepthMultiplier": 1, "FusedActivationFunction": 3}
+    ops = [
+        Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
+        Op(Builtin.CONV_2D, [3, 4, 5], [6], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
+    ]
+    state = check(tensors, ops, [0], [6], [rand(src, rng)], storage_type=storage)
+    assert [p.kernels for p in state.partitions] == [2 if _on_gpu() else kernels]
+
+
 def test_tuning_keeps_the_work_group_a_pair_kernel_requires(tmp_path):
     # The pair kernel declares reqd_work_group_size: tuning measures it but tries no other size
     # (one would fail to launch, or share one work-group's local row between two rows).
