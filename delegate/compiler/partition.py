@@ -157,7 +157,7 @@ def compile_partition(
             continue  # runs in the kernel of the depthwise node before it
         if index in paired:
             conv = paired[index]
-            gpu_op = pair_operation(node, conv, emit)
+            gpu_op = pair_operation(node, conv, emit, options.pair_local_bytes)
             if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") in (op_name(node.op), op_name(conv.op)):
                 gpu_op.code = (gpu_op.code or "") + "\n#error build failure injected by DELEGATE_INJECT_BUILD_FAILURE\n"
             if gpu_op.definition is not None:

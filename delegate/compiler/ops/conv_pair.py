@@ -46,37 +46,41 @@ def mid_row_bytes(width: int, channels: int) -> int:
     return width * -(-layout.slices(channels) // 2) * 8 * 4
 
 
-def pair_code(*, dw_act: int, act: int, width: int, mid_slices: int, kernel: tuple[int, int],
-              stride: tuple[int, int], pad: tuple[int, int]) -> str:  # fmt: skip
-    """The kernel: output rows of ``width`` pixels; the depthwise stage (``kernel``, ``stride``,
-    leading ``pad``, undilated, activation ``dw_act``) has ``mid_slices`` slices; ``act`` is the
-    1x1 convolution's activation. Grid (LOCAL, H * B, 1), work-group (LOCAL, 1, 1).
+def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[int, int], pad: tuple[int, int],
+              local_bytes: int) -> str:  # fmt: skip
+    """The kernel for a depthwise stage with ``kernel``, ``stride``, leading ``pad`` (undilated)
+    and activation ``dw_act``, then a 1x1 convolution with activation ``act``; its local row holds
+    ``local_bytes`` (``pairs`` admits only rows that fit). Grid (LOCAL, H * B, 1), work-group
+    (LOCAL, 1, 1). Widths and channel counts are read at run time, so layers of one shape of
+    window share one kernel source (PoCL compiles each distinct source, twice on a cold start:
+    MobileNetV2's 13 pairs as literals made its cold start 2.3x longer).
 
     Objects: ``dw_weights`` / ``dw_biases`` (pack_depthwise_weights / pack_gemm_biases of the
     depthwise filters), ``weights`` / ``biases`` (pack_gemm_weights / pack_gemm_biases of the 1x1
     filters)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
-    pairs = -(-mid_slices // 2)
-    dw_blocks = -(-width // DW_PIXELS)
-    dw_items = dw_blocks * pairs
     P, G = PIXELS, GROUPS
     L = [
         f"""
 __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
-  __local FLT8 mid[{width * pairs}];
+  __local FLT8 mid[{local_bytes // 32}];
   int H = args.dst_tensor.Height();
+  int W = args.dst_tensor.Width();
+  int mid_slices = args.src_tensor.Slices();
+  int pairs = (mid_slices + 1) / 2;
+  int dw_blocks = (W + {DW_PIXELS - 1}) / {DW_PIXELS};
   int Y = GLOBAL_ID_1 % H;
   int b = GLOBAL_ID_1 / H;
   int B = args.dst_tensor.Batch();
   int lid = LOCAL_ID_0;
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
   int second = args.src_tensor.Offset(0, 0, 1, 0);
-  for (int item = lid; item < {dw_items}; item += {LOCAL}) {{
-    int X0 = (item % {dw_blocks}) * {DW_PIXELS};  // along the row first: the same input rows in turn
-    int pair = item / {dw_blocks};
+  for (int item = lid; item < dw_blocks * pairs; item += {LOCAL}) {{
+    int X0 = (item % dw_blocks) * {DW_PIXELS};  // along the row first: the same input rows in turn
+    int pair = item / dw_blocks;
     int S0 = pair * 2;
     int xi = X0 * {sw} - {pw};
-    int sec = S0 + 1 < {mid_slices} ? second : 0;
+    int sec = S0 + 1 < mid_slices ? second : 0;
     ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.dw_biases.Read(pair));
 """
     ]
@@ -120,20 +124,19 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
         activation = activation_code(dw_act, "o", width=8)
         if activation:
             L.append(f"    {activation}\n")
-        L.append(f"    if (X0 + {p} < {width}) mid[(X0 + {p}) * {pairs} + pair] = o;\n    }}\n")
+        L.append(f"    if (X0 + {p} < W) mid[(X0 + {p}) * pairs + pair] = o;\n    }}\n")
     L.append("  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n")
     # The 1x1 product over the row in local memory: slice s of pixel x is FLT4 number
     # x * 2 * pairs + s there (the padding lanes and a missing last slice are zero).
     L.append(
-        f"""  int W = {width};
-  int dst_slices = args.dst_tensor.Slices();
+        f"""  int dst_slices = args.dst_tensor.Slices();
   int ngroups = (dst_slices + 1) / 2;
   int items = (ngroups + {G - 1}) / {G};
   __local FLT4 *mid4 = (__local FLT4 *)mid;
-  for (int item = lid; item < {-(-width // P)} * items; item += {LOCAL}) {{
+  for (int item = lid; item < ((W + {P - 1}) / {P}) * items; item += {LOCAL}) {{
   int g0 = (item % items) * {G};
   int X0 = (item / items) * {P};
-  int group_size = {mid_slices * 4};
+  int group_size = mid_slices * 4;
 """
     )
     for g in range(G):
@@ -142,8 +145,8 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
         for p in range(P):
             L.append(f"  ACCUM_FLT8 a{g}{p} = bias{g};\n")
     for p in range(P):
-        L.append(f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * {2 * pairs};\n")
-    L.append(f"  for (int s = 0; s < {mid_slices}; ++s) {{\n")
+        L.append(f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * 2 * pairs;\n")
+    L.append("  for (int s = 0; s < mid_slices; ++s) {\n")
     for p in range(P):
         L.append(f"    ACCUM_FLT4 v{p} = TO_ACCUM_FLT4(mid4[o{p} + s]);\n")
     for k, lane in enumerate("xyzw"):
@@ -209,17 +212,17 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
     return b * h >= MIN_ROWS and w >= MIN_WIDTH and mid_row_bytes(w, mid.shape[3]) <= local_bytes
 
 
-def pair_operation(dw: Node, conv: Node, ctx: EmitContext) -> model.GPUOperation:
-    """The kernel of a pair ``pairs`` accepted."""
+def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> model.GPUOperation:
+    """The kernel of a pair ``pairs`` accepted (with the same ``local_bytes``)."""
     from .conv import _bias, _conv_window
 
     g = ctx.graph
     _, mid, dw_filters, ints = _conv_window(dw, ctx)
     _, dst, filters, _ = _conv_window(conv, ctx)
-    b, h, w, c = dst.shape
+    b, h, _, c = dst.shape
     code = pair_code(
-        dw_act=dw.params["activation"], act=conv.params["activation"], width=w,
-        mid_slices=layout.slices(mid.shape[3]), kernel=(ints["kernel_h"], ints["kernel_w"]),
+        dw_act=dw.params["activation"], act=conv.params["activation"], local_bytes=local_bytes,
+        kernel=(ints["kernel_h"], ints["kernel_w"]),
         stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
     )  # fmt: skip
     dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype)
