@@ -1110,13 +1110,9 @@ def test_depthwise_then_1x1_on_other_storages(storage, kernels):
     assert [p.kernels for p in state.partitions] == [2 if _on_gpu() else kernels]
 
 
-def test_tuning_keeps_the_work_group_a_pair_kernel_requires(tmp_path):
-    # The pair kernel declares reqd_work_group_size: tuning measures it but tries no other size
-    # (one would fail to launch, or share one work-group's local row between two rows).
-    if _on_gpu():
-        pytest.skip("pairs run as one kernel on CPU devices only")
+def _pair_context(folder) -> bytes:
+    """A serialized context holding one depthwise + 1x1 pair kernel (16x16x12 -> 8 channels)."""
     from delegate._integrity import unseal
-    from delegate.runtime import Runtime
 
     rng = np.random.default_rng(3)
     src, c, cout = (1, 16, 16, 12), 12, 8
@@ -1129,10 +1125,37 @@ def test_tuning_keeps_the_work_group_a_pair_kernel_requires(tmp_path):
         Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
         Op(Builtin.CONV_2D, [3, 4, 5], [6], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
     ]
-    check(tensors, ops, [0], [6], [rand(src, rng)], serialization_dir=str(tmp_path))
-    (entry,) = tmp_path.glob("*.ctx")
-    with Runtime.load(bytes(unseal(entry.read_bytes(), str(entry))), profiling=True) as rt:
+    check(tensors, ops, [0], [6], [rand(src, rng)], serialization_dir=str(folder))
+    (entry,) = folder.glob("*.ctx")
+    return bytes(unseal(entry.read_bytes(), str(entry)))
+
+
+def test_tuning_keeps_the_work_group_a_pair_kernel_requires(tmp_path):
+    # The pair kernel declares reqd_work_group_size: tuning measures it but tries no other size
+    # (one would fail to launch, or share one work-group's local row between two rows).
+    if _on_gpu():
+        pytest.skip("pairs run as one kernel on CPU devices only")
+    from delegate.runtime import Runtime
+
+    with Runtime.load(_pair_context(tmp_path), profiling=True) as rt:
         report = rt.tune("fast", repeats=1)
     (node,) = report.nodes
     assert node.name == "depthwise_conv_2d_0+conv_2d_1"
     assert node.before == node.after == (8, 1, 1) and node.tried == 1
+
+
+def test_a_context_launching_a_pair_kernel_with_another_size_is_refused_at_load(tmp_path):
+    # An edited context whose work-group size contradicts the kernel's reqd_work_group_size could
+    # not run: it is refused when it loads, with what to do.
+    if _on_gpu():
+        pytest.skip("pairs run as one kernel on CPU devices only")
+    from delegate.context import model
+    from delegate.errors import ContextFormatError
+    from delegate.runtime import Runtime
+
+    with Runtime.load(_pair_context(tmp_path)) as rt:
+        ctx = rt.model
+    (node,) = ctx.nodes
+    node.gpu_op.work_group_size = model.Int3(4, 1, 1)
+    with pytest.raises(ContextFormatError, match=r"requires work-group size \(8, 1, 1\).*compile the model again"):
+        Runtime.load(ctx)

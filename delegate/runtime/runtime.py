@@ -292,6 +292,7 @@ class Runtime:
         self._launch_count = len(launches)
         self._make_kernels([pending for pending, _, _ in launches])
         launches = [(pending.kernel, global_size, local_size) for pending, global_size, local_size in launches]
+        self._check_required_sizes(launches)
         self._staging_args = {ptr: (pending.kernel, index) for ptr, (pending, index) in self._staging_args.items()}
         self._build_plan(ctx, launches)
         self.memory = MemoryReport(
@@ -669,6 +670,23 @@ class Runtime:
         grid = self._grid(op, dst, name)
         self._grids.append(grid)
         return (kernel, *self._geometry(op, grid))
+
+    def _check_required_sizes(self, launches: list[tuple]) -> None:
+        """Refuse a node whose kernel requires a work-group size (``reqd_work_group_size``) that the
+        context does not launch it with: it could not run."""
+        device = self._cl_context.device
+        for k, index in enumerate(self._node_launches):
+            kernel, _, local_size = launches[index]
+            required = driver.kernel_required_work_group_size(kernel, device)
+            if required is None:
+                continue
+            launched = tuple(local_size) + (1,) * (3 - len(local_size))
+            if launched != required:
+                raise _semantic(
+                    f"node {self._node_names[k]!r}: its kernel requires work-group size {required} "
+                    f"(reqd_work_group_size) but the context launches it with {launched}; the context "
+                    "was edited or damaged: compile the model again (delete the cache entry)"
+                )
 
     def _conversion(self, t: _Tensor, staging: MemObject, code: str, name: str) -> tuple:
         staging_desc = model.BufferDescriptor(element_type=DataType.FLOAT32, element_size=1)
