@@ -155,55 +155,49 @@ def compile_partition(
         node = graph.nodes[index]
         if index in paired_convs:
             continue  # runs in the kernel of the depthwise node before it
-        if index in paired:
+        if index in paired:  # the depthwise node and the 1x1 convolution reading it, one kernel
             conv = paired[index]
             gpu_op = pair_operation(node, conv, emit, options.pair_local_bytes)
-            if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") in (op_name(node.op), op_name(conv.op)):
-                gpu_op.code = (gpu_op.code or "") + "\n#error build failure injected by DELEGATE_INJECT_BUILD_FAILURE\n"
-            if gpu_op.definition is not None:
-                gpu_op.definition.precision = options.precision
+            op_codes, node_inputs, node_outputs = (node.op, conv.op), [node.inputs[0]], list(conv.outputs)
             name = f"{node.name}+{conv.name}"
-            cl_node = model.CLNode(gpu_op=gpu_op, input_ids=[node.inputs[0]], output_ids=list(conv.outputs), name=name)
-            ctx.nodes.append(cl_node)
-            producer_of[conv.outputs[0]] = cl_node
-            used += [i for i in dict.fromkeys([node.inputs[0], *conv.outputs]) if i not in used]
-            continue
-        if node.op == Builtin.DEQUANTIZE:
-            continue  # folded into a constant (fold.py): no kernel
-        if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
-            merged_names[node.outputs[0]] = node.name  # its reader (later in order) takes the name
-            continue  # and reads the inputs in place: no kernel
-        fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
-        if fused is not None:
-            producer = producer_of.pop(fused)
-            link(producer, node, fused, emit, producer.gpu_op.linkable_count + 1)
-            producer_of[node.outputs[0]] = producer
-            used += [i for i in dict.fromkeys([*producer.input_ids, *node.outputs]) if i not in used]
-            continue
-        op = OPS[node.op]
-        if hasattr(op, "emit_many"):  # several outputs: one kernel each, all reading the same input
+        else:
+            if node.op == Builtin.DEQUANTIZE:
+                continue  # folded into a constant (fold.py): no kernel
+            if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
+                merged_names[node.outputs[0]] = node.name  # its reader (later in order) takes the name
+                continue  # and reads the inputs in place: no kernel
+            fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
+            if fused is not None:
+                producer = producer_of.pop(fused)
+                link(producer, node, fused, emit, producer.gpu_op.linkable_count + 1)
+                producer_of[node.outputs[0]] = producer
+                used += [i for i in dict.fromkeys([*producer.input_ids, *node.outputs]) if i not in used]
+                continue
+            op = OPS[node.op]
+            if hasattr(op, "emit_many"):  # several outputs: one kernel each, all reading the same input
+                node_inputs = runtime_inputs(node, graph)
+                for gpu_op, output in op.emit_many(node, emit):
+                    name = f"{node.name}:{output}"
+                    ctx.nodes.append(model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=[output], name=name))
+                used += [i for i in dict.fromkeys([*node_inputs, *node.outputs]) if i not in used]
+                continue
+            gpu_op = op.emit(node, emit)
+            op_codes, node_outputs = (node.op,), list(node.outputs)
             node_inputs = runtime_inputs(node, graph)
-            for gpu_op, output in op.emit_many(node, emit):
-                name = f"{node.name}:{output}"
-                ctx.nodes.append(model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=[output], name=name))
-            used += [i for i in dict.fromkeys([*node_inputs, *node.outputs]) if i not in used]
-            continue
-        gpu_op = op.emit(node, emit)
-        if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") == op_name(node.op) and gpu_op.code:
+            node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
+            name = "+".join([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
+        if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") in {op_name(c) for c in op_codes} and gpu_op.code:
             # Test hook: make the driver reject this op's kernel, a real build failure.
             gpu_op.code += "\n#error build failure injected by DELEGATE_INJECT_BUILD_FAILURE\n"
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
-        node_inputs = runtime_inputs(node, graph)
-        node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
         if len(node_inputs) != len(gpu_op.src_tensors_names):
             raise ValueError(f"{node.name}: {len(node_inputs)} runtime inputs for {gpu_op.src_tensors_names}")
-        name = "+".join([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
-        cl_node = model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=list(node.outputs), name=name)
+        cl_node = model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=node_outputs, name=name)
         ctx.nodes.append(cl_node)
         if gpu_op.code and WRITE in gpu_op.code and gpu_op.code.count(WRITE) == 1:
-            producer_of[node.outputs[0]] = cl_node
-        used += [i for i in dict.fromkeys([*node_inputs, *node.outputs]) if i not in used]
+            producer_of[node_outputs[0]] = cl_node
+        used += [i for i in dict.fromkeys([*node_inputs, *node_outputs]) if i not in used]
     # Tensors only ever written by a kernel that fused their reader away are not runtime tensors.
     written = {i for n in ctx.nodes for i in n.output_ids}
     read = {i for n in ctx.nodes for i in n.input_ids}

@@ -328,18 +328,27 @@ def _slice_loop(indent: str, P: int, G: int, wbase: str, masked: bool, names: li
     L = []
     for name in names:
         L.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
-        for p in range(P):
-            mask = f" * m{p}" if masked else ""
-            L.append(f"{indent}  ACCUM_FLT4 v{p} = TO_ACCUM_FLT4(args.{name}.ReadAt(o{p} + s * sstride)){mask};\n")
-        for k, lane in enumerate("xyzw"[:lanes]):
-            for g in range(G):
-                L.append(f"{indent}  ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read({wbase}{g} + {k}));\n")
-            for g in range(G):
-                for p in range(P):
-                    L.append(f"{indent}  a{g}{p} += v{p}.{lane} * k{g}{k};\n")
-        for g in range(G):
-            L.append(f"{indent}  {wbase}{g} += 4;\n")
+        mask = " * m{p}" if masked else ""
+        L += slice_step(f"{indent}  ", P, G, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes)
         L.append(f"{indent}}}\n")
+    return L
+
+
+def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "", lanes: int = 4) -> list[str]:
+    """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
+    p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
+    group, read from ``wbase``0.. on, which then step to the next slice."""
+    L = []
+    for p in range(P):
+        L.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)};\n")
+    for k, lane in enumerate("xyzw"[:lanes]):
+        for g in range(G):
+            L.append(f"{indent}ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read({wbase}{g} + {k}));\n")
+        for g in range(G):
+            for p in range(P):
+                L.append(f"{indent}a{g}{p} += v{p}.{lane} * k{g}{k};\n")
+    for g in range(G):
+        L.append(f"{indent}{wbase}{g} += 4;\n")
     return L
 
 
@@ -433,6 +442,16 @@ def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype) -> bytes:
     return np.ascontiguousarray(f.transpose(2, 0, 1, 3, 4)).astype(dtype).tobytes()
 
 
+def slice_pair_load(j: int) -> str:
+    """Input column ``xi + j`` of window row ``row`` for slices S0 and S0 + 1 (``second`` indices
+    further on; 0 when there is no second slice, whose weights are then zero) as one FLT8."""
+    at = f"row + (xi + {j}) * B"
+    return (
+        f"(ACCUM_FLT8)(TO_ACCUM_FLT4(args.src_tensor.ReadAt({at})), "
+        f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at} + second)))"
+    )
+
+
 def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int],
                    dilation: tuple[int, int], pad: tuple[int, int], pixels: int = DEPTHWISE_PIXELS) -> str:  # fmt: skip
     """Depth multiplier 1 depthwise convolution over a pair of slices, the window unrolled.
@@ -455,17 +474,10 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
         L.append(f"  ACCUM_FLT8 a{p} = bias;\n")
     columns = sorted({p * sw + kx * dw for p in range(P) for kx in range(kw)})
 
-    def load(j: int) -> str:
-        at = f"row + (xi + {j}) * B"
-        return (
-            f"(ACCUM_FLT8)(TO_ACCUM_FLT4(args.src_tensor.ReadAt({at})), "
-            f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at} + second)))"
-        )
-
     for ky in range(kh):
         L.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
-        L += window_row_loads(columns, load, "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
+        L += window_row_loads(columns, slice_pair_load, "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
         for kx in range(kw):
             L.append(
                 f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.weights.Read((S0 / 2 * {kh} + {ky}) * {kw} + {kx}));\n"

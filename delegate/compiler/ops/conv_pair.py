@@ -20,7 +20,15 @@ from ...context import model
 from .. import layout
 from ..graph import Builtin, Node
 from .base import WRITE, WRITE_AT, EmitContext, activation_code, buffer_object, operation
-from .conv_fast import _gemm_fast_epilogue, pack_depthwise_weights, pack_gemm_biases, pack_gemm_weights
+from .conv import _bias, _conv_window, _use_gemm
+from .conv_fast import (
+    _gemm_fast_epilogue,
+    pack_depthwise_weights,
+    pack_gemm_biases,
+    pack_gemm_weights,
+    slice_pair_load,
+    slice_step,
+)
 
 #: Pixels per depthwise item, pixels and groups of 8 output channels per 1x1 item.
 DW_PIXELS = 8
@@ -74,13 +82,13 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int B = args.dst_tensor.Batch();
   int lid = LOCAL_ID_0;
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  int second = args.src_tensor.Offset(0, 0, 1, 0);
+  int plane = args.src_tensor.Offset(0, 0, 1, 0);
   for (int item = lid; item < dw_blocks * pairs; item += {LOCAL}) {{
     int X0 = (item % dw_blocks) * {DW_PIXELS};  // along the row first: the same input rows in turn
     int pair = item / dw_blocks;
     int S0 = pair * 2;
     int xi = X0 * {sw} - {pw};
-    int sec = S0 + 1 < mid_slices ? second : 0;
+    int second = S0 + 1 < mid_slices ? plane : 0;
     ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.dw_biases.Read(pair));
 """
     ]
@@ -88,17 +96,12 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
         L.append(f"    ACCUM_FLT8 d{p} = bias;\n")
     columns = sorted({p * sw + kx for p in range(DW_PIXELS) for kx in range(kw)})
 
-    def load(j: int) -> str:
-        at = f"row + (xi + {j}) * B"
-        return (
-            f"(ACCUM_FLT8)(TO_ACCUM_FLT4(args.src_tensor.ReadAt({at})), "
-            f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at} + sec)))"
-        )
-
     def window_row(checked: bool) -> list[str]:
         out = []
         for j in columns:
-            value = f"((xi + {j} >= 0 && xi + {j} < iw) ? {load(j)} : (ACCUM_FLT8)(0.0f))" if checked else load(j)
+            value = slice_pair_load(j)
+            if checked:
+                value = f"((xi + {j} >= 0 && xi + {j} < iw) ? {value} : (ACCUM_FLT8)(0.0f))"
             out.append(f"        {{\n        ACCUM_FLT8 r = {value};\n")
             for p in range(DW_PIXELS):
                 kx = j - p * sw
@@ -147,16 +150,7 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
     for p in range(P):
         L.append(f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * 2 * pairs;\n")
     L.append("  for (int s = 0; s < mid_slices; ++s) {\n")
-    for p in range(P):
-        L.append(f"    ACCUM_FLT4 v{p} = TO_ACCUM_FLT4(mid4[o{p} + s]);\n")
-    for k, lane in enumerate("xyzw"):
-        for g in range(G):
-            L.append(f"    ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read(w{g} + {k}));\n")
-        for g in range(G):
-            for p in range(P):
-                L.append(f"    a{g}{p} += v{p}.{lane} * k{g}{k};\n")
-    for g in range(G):
-        L.append(f"    w{g} += 4;\n")
+    L += slice_step("    ", P, G, "w", "mid4[o{p} + s]")
     L.append("  }\n")
     setup = "    int at0 = args.dst_tensor.Offset(X0, Y, g0 * 2, b);\n    int X = X0;\n"
     epilogue = _gemm_fast_epilogue(act, P, G, f"X0 + {P - 1} < W", setup, "B", "    X += 1;\n")
@@ -191,8 +185,6 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
     memory? Yes for a depth multiplier 1, undilated depthwise convolution of up to MAX_TAPS taps
     and strides 1 or 2, followed by a 1x1, stride 1 convolution over all its channels, on buffer
     storage, with at least MIN_ROWS rows and MIN_WIDTH columns of output."""
-    from .conv import _conv_window, _use_gemm
-
     if dw.op != Builtin.DEPTHWISE_CONV_2D or conv.op != Builtin.CONV_2D or not _use_gemm(ctx):
         return False
     if conv.inputs[0] != dw.outputs[0] or dw.outputs[0] in conv.inputs[1:]:
@@ -214,8 +206,6 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
 
 def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> model.GPUOperation:
     """The kernel of a pair ``pairs`` accepted (with the same ``local_bytes``)."""
-    from .conv import _bias, _conv_window
-
     g = ctx.graph
     _, mid, dw_filters, ints = _conv_window(dw, ctx)
     _, dst, filters, _ = _conv_window(conv, ctx)
