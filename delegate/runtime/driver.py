@@ -373,25 +373,24 @@ class Program(_Released):
         return ffi.buffer(data, size)[:]
 
 
+def _kernel_work_group_info(kernel: Any, device: Device, param: int, count: int) -> tuple[int, ...]:
+    """clGetKernelWorkGroupInfo for a parameter that is ``count`` size_t values."""
+    values = ffi.new("size_t[]", count)
+    check(
+        cl_api().get_kernel_work_group_info(kernel, device.handle, param, count * ffi.sizeof("size_t"), values,
+                                            ffi.NULL),
+        "clGetKernelWorkGroupInfo",
+    )  # fmt: skip
+    return tuple(int(v) for v in values)
+
+
 def kernel_work_group_size(kernel: Any, device: Device) -> int:
     """CL_KERNEL_WORK_GROUP_SIZE: the largest work-group this kernel can launch with on ``device``."""
-    value = ffi.new("size_t *")
-    check(
-        cl_api().get_kernel_work_group_info(kernel, device.handle, CL_KERNEL_WORK_GROUP_SIZE, ffi.sizeof("size_t"),
-                                            value, ffi.NULL),
-        "clGetKernelWorkGroupInfo",
-    )  # fmt: skip
-    return int(value[0])
+    return _kernel_work_group_info(kernel, device, CL_KERNEL_WORK_GROUP_SIZE, 1)[0]
 
 
-def kernel_required_work_group_size(kernel: Any, device: Device) -> tuple[int, int, int] | None:
+def kernel_required_work_group_size(kernel: Any, device: Device) -> tuple[int, ...] | None:
     """CL_KERNEL_COMPILE_WORK_GROUP_SIZE: the work-group size the kernel's source requires
     (``reqd_work_group_size``), or None when it leaves the size open."""
-    values = ffi.new("size_t[3]")
-    check(
-        cl_api().get_kernel_work_group_info(kernel, device.handle, CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
-                                            3 * ffi.sizeof("size_t"), values, ffi.NULL),
-        "clGetKernelWorkGroupInfo",
-    )  # fmt: skip
-    size = (int(values[0]), int(values[1]), int(values[2]))
+    size = _kernel_work_group_info(kernel, device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, 3)
     return None if size == (0, 0, 0) else size

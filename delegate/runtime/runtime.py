@@ -292,7 +292,7 @@ class Runtime:
         self._launch_count = len(launches)
         self._make_kernels([pending for pending, _, _ in launches])
         launches = [(pending.kernel, global_size, local_size) for pending, global_size, local_size in launches]
-        self._check_required_sizes(launches)
+        self._required_sizes = self._required_work_groups(launches)  # node positions tuning leaves alone
         self._staging_args = {ptr: (pending.kernel, index) for ptr, (pending, index) in self._staging_args.items()}
         self._build_plan(ctx, launches)
         self.memory = MemoryReport(
@@ -671,15 +671,18 @@ class Runtime:
         self._grids.append(grid)
         return (kernel, *self._geometry(op, grid))
 
-    def _check_required_sizes(self, launches: list[tuple]) -> None:
-        """Refuse a node whose kernel requires a work-group size (``reqd_work_group_size``) that the
-        context does not launch it with: it could not run."""
+    def _required_work_groups(self, launches: list[tuple]) -> set[int]:
+        """The positions of the nodes whose kernel requires a work-group size
+        (``reqd_work_group_size``); a node the context launches with another size is refused: it
+        could not run."""
         device = self._cl_context.device
+        fixed: set[int] = set()
         for k, index in enumerate(self._node_launches):
             kernel, _, local_size = launches[index]
             required = driver.kernel_required_work_group_size(kernel, device)
             if required is None:
                 continue
+            fixed.add(k)
             launched = tuple(local_size) + (1,) * (3 - len(local_size))
             if launched != required:
                 raise _semantic(
@@ -687,6 +690,7 @@ class Runtime:
                     f"(reqd_work_group_size) but the context launches it with {launched}; the context "
                     "was edited or damaged: compile the model again (delete the cache entry)"
                 )
+        return fixed
 
     def _conversion(self, t: _Tensor, staging: MemObject, code: str, name: str) -> tuple:
         staging_desc = model.BufferDescriptor(element_type=DataType.FLOAT32, element_size=1)
@@ -875,8 +879,7 @@ class Runtime:
                 best_wg, best_time = current, timed(kernel, *grid.launch(current, self.device_info, limit))
                 before_time = best_time
                 tried = 1
-                if driver.kernel_required_work_group_size(kernel, device) is not None:
-                    # its source fixes the size (reqd_work_group_size): nothing to search
+                if k in self._required_sizes:  # its source fixes the size: nothing to search
                     tuned.append(TunedNode(self._node_names[k], current, current, before_time, best_time, tried))
                     continue
                 for wg in candidates(grid, mode, self.device_info, limit):
