@@ -1092,20 +1092,28 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
     assert [p.kernels for p in plain.partitions] == [len(ops)]
 
 
-@pytest.mark.parametrize(("storage", "kernels"), [("IMAGE_BUFFER", 1), ("TEXTURE_2D", 2), ("TEXTURE_ARRAY", 2)])
-def test_depthwise_then_1x1_on_other_storages(storage, kernels):
-    # The pair kernel addresses tensors linearly: IMAGE_BUFFER pairs too; textures keep two kernels.
-    rng = np.random.default_rng(11)
-    src, c, cout = (1, 15, 17, 20), 20, 10
+def _pair_model(rng, src: tuple[int, int, int, int], cout: int) -> tuple[list, list]:
+    """Tensors and ops of a 3x3 stride-1 SAME depthwise convolution (ReLU6) of ``src`` and a 1x1
+    convolution to ``cout`` channels: input tensor 0, output tensor 6."""
+    b, h, w, c = src
     tensors = [
-        T(src), T((1, 3, 3, c), rand((1, 3, 3, c), rng)), T((c,), rand((c,), rng)), T((1, 15, 17, c)),
-        T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng)), T((1, 15, 17, cout)),
+        T(src), T((1, 3, 3, c), rand((1, 3, 3, c), rng)), T((c,), rand((c,), rng)), T((b, h, w, c)),
+        T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng)), T((b, h, w, cout)),
     ]  # fmt: skip
     dw = {"Padding": 0, "StrideW": 1, "StrideH": 1, "DepthMultiplier": 1, "FusedActivationFunction": 3}
     ops = [
         Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
         Op(Builtin.CONV_2D, [3, 4, 5], [6], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
     ]
+    return tensors, ops
+
+
+@pytest.mark.parametrize(("storage", "kernels"), [("IMAGE_BUFFER", 1), ("TEXTURE_2D", 2), ("TEXTURE_ARRAY", 2)])
+def test_depthwise_then_1x1_on_other_storages(storage, kernels):
+    # The pair kernel addresses tensors linearly: IMAGE_BUFFER pairs too; textures keep two kernels.
+    rng = np.random.default_rng(11)
+    src = (1, 15, 17, 20)
+    tensors, ops = _pair_model(rng, src, 10)
     state = check(tensors, ops, [0], [6], [rand(src, rng)], storage_type=storage)
     assert [p.kernels for p in state.partitions] == [2 if _on_gpu() else kernels]
 
@@ -1115,16 +1123,8 @@ def _pair_context(folder) -> bytes:
     from delegate._integrity import unseal
 
     rng = np.random.default_rng(3)
-    src, c, cout = (1, 16, 16, 12), 12, 8
-    tensors = [
-        T(src), T((1, 3, 3, c), rand((1, 3, 3, c), rng)), T((c,), rand((c,), rng)), T((1, 16, 16, c)),
-        T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng)), T((1, 16, 16, cout)),
-    ]  # fmt: skip
-    dw = {"Padding": 0, "StrideW": 1, "StrideH": 1, "DepthMultiplier": 1, "FusedActivationFunction": 3}
-    ops = [
-        Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
-        Op(Builtin.CONV_2D, [3, 4, 5], [6], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
-    ]
+    src = (1, 16, 16, 12)
+    tensors, ops = _pair_model(rng, src, 8)
     check(tensors, ops, [0], [6], [rand(src, rng)], serialization_dir=str(folder))
     (entry,) = folder.glob("*.ctx")
     return bytes(unseal(entry.read_bytes(), str(entry)))
