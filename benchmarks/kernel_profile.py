@@ -29,22 +29,27 @@ def _op_type(node_name: str) -> str:
     return node_name.split("+")[0].rstrip("0123456789_")
 
 
-def profile(model: Path, options: list[str], runs: int) -> list[tuple[str, float]]:
+def compiled_context(model: Path, options: list[str]) -> bytes:
+    """The context the delegate compiles for ``model`` (one partition) with delegate ``options``
+    (K=V), as ``python -m delegate run`` writes it into a temporary serialization folder."""
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "delegate", "run", str(model), "--serialization-dir", folder, "--json"]
         for option in options:
             command += ["--option", option]
         subprocess.run(command, check=True, capture_output=True)
         (context,) = Path(folder).glob("*.ctx")
-        payload = bytes(unseal(context.read_bytes(), str(context)))  # cache entries carry a SHA-256 trailer
-        with Runtime.load(payload, profiling=True) as rt:
-            inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
-            for _ in range(3):
-                rt.run_profiled(inputs)
-            best: list[tuple[str, float]] = []
-            for _ in range(runs):
-                _, times = rt.run_profiled(inputs)
-                best = times if not best else [(n, min(a, b)) for (n, a), (_, b) in zip(best, times, strict=True)]
+        return bytes(unseal(context.read_bytes(), str(context)))  # cache entries carry a SHA-256 trailer
+
+
+def profile(model: Path, options: list[str], runs: int) -> list[tuple[str, float]]:
+    with Runtime.load(compiled_context(model, options), profiling=True) as rt:
+        inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
+        for _ in range(3):
+            rt.run_profiled(inputs)
+        best: list[tuple[str, float]] = []
+        for _ in range(runs):
+            _, times = rt.run_profiled(inputs)
+            best = times if not best else [(n, min(a, b)) for (n, a), (_, b) in zip(best, times, strict=True)]
     return best
 
 

@@ -773,6 +773,16 @@ class Runtime:
     def node_names(self) -> list[str]:
         return list(self._node_names)
 
+    @property
+    def launch_names(self) -> list[str]:
+        """What each launch of ``launches()`` runs, in the same order: ``input N`` (the conversion
+        of input tensor N into its device layout), the node names, then ``output N``."""
+        return [
+            *(f"input {t.tensor_id}" for t in self._inputs),
+            *self._node_names,
+            *(f"output {t.tensor_id}" for t in self._outputs),
+        ]
+
     def _run(self, inputs: Sequence[np.ndarray], launch_ns: Any) -> list[np.ndarray]:
         if self._closed:
             raise ExecutionError("this Runtime is closed")

@@ -1,0 +1,61 @@
+"""The benchmark tools that explain the figures in benchmarks/RESULTS.md still run and report
+every launch (they are not part of the measured targets; benchmarks/ holds those)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from delegate.runtime import Runtime
+
+from .helpers import shared_path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def chain_profile():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import chain_profile as module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def test_launch_names_follow_the_launches(chain_profile):
+    payload = chain_profile.kernel_profile.compiled_context(shared_path("models", "small_cnn.tflite"), [])
+    with Runtime.load(payload) as rt:
+        names = rt.launch_names
+        assert len(names) == len(rt.launches())
+        assert names == [
+            *(f"input {i}" for i in rt.input_ids),
+            *rt.node_names,
+            *(f"output {i}" for i in rt.output_ids),
+        ]
+
+
+def test_chain_profile_reports_every_launch(chain_profile, capsys):
+    model = shared_path("models", "small_cnn.tflite")
+    assert chain_profile.main([str(model), "--runs", "2", "--nodes"]) == 0
+    out = capsys.readouterr().out
+    payload = chain_profile.kernel_profile.compiled_context(model, [])
+    with Runtime.load(payload) as rt:
+        names = rt.launch_names
+    assert out.startswith(f"small_cnn.tflite: {len(names)} launches\n")
+    rows = out.split("ratio\n", 1)[1].splitlines()
+    assert [row.split()[:-3] for row in rows] == [name.split() for name in names]
+    for row in rows:  # chain and alone in whole microseconds, then their ratio
+        chain, alone, ratio = (float(v) for v in row.split()[-3:])
+        assert chain >= 0 and alone >= 0
+        if alone >= 10:
+            assert ratio == pytest.approx(chain / alone, abs=0.1)
+    for total in ("call (host wall time, median)", "chain span (median)", "alone kernels (sum of minima)"):
+        assert total in out
+
+
+def test_chain_profile_refuses_no_rounds(chain_profile):
+    with pytest.raises(SystemExit):
+        chain_profile.main(["unused.tflite", "--runs", "0"])
