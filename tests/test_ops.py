@@ -613,11 +613,13 @@ def test_convolution_of_fewer_than_four_channels(cin, k, stride):
 
 @pytest.mark.parametrize("op", [Builtin.SOFTMAX, Builtin.LOG_SOFTMAX], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize(("k", "cout", "act", "linked"), [
-    (1, 2, 0, True), (3, 5, 3, True), (1, 9, 1, True), (3, 16, 0, True), (1, 17, 0, False),
+    (1, 2, 0, True), (3, 5, 3, True), (1, 9, 1, True), (3, 16, 0, True), (3, 17, 0, False), (1, 17, 0, True),
+    (1, 24, 3, True), (1, 25, 0, False),
 ])  # fmt: skip
 def test_softmax_runs_inside_a_convolution_holding_every_channel(op, k, cout, act, linked):
     # A segmentation head: a convolution to a few channels, then softmax over them. When one
-    # work-item holds all of a pixel's channels (up to 16), the softmax runs on its accumulators.
+    # work-item holds all of a pixel's channels (up to 16; up to 24 for a 1x1 layer of 17-24
+    # channels, whose items are 4 pixels x 3 groups), the softmax runs on its accumulators.
     rng = np.random.default_rng(cout * 10 + k)
     src = (2, 6, 7, 8)
     tensors = [T(src), T((cout, k, k, 8), rand((cout, k, k, 8), rng)), T((cout,), rand((cout,), rng))]
@@ -1090,6 +1092,40 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
     assert [p.kernels for p in state.partitions] == [expected]
     plain = check(tensors, ops, inputs, [out], feeds, precision, fuse="false")
     assert [p.kernels for p in plain.partitions] == [len(ops)]
+
+
+def test_odd_thirds_picks_odd_multiples_of_three_groups():
+    from delegate.compiler.ops.conv_fast import odd_thirds
+
+    assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
+
+
+@pytest.mark.parametrize(
+    ("src", "cout", "residual"),
+    [
+        ((1, 7, 9, 16), 24, False),  # 63 pixels: 15 items of 4 and a partial one
+        ((2, 5, 5, 10), 17, True),  # 3 groups, the last one lane wide; a residual ADD linked in
+        ((1, 4, 4, 12), 72, False),  # 9 groups: 3 items of 3 per pixel block
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
+def test_1x1_convolution_in_items_of_three_groups(src, cout, residual, precision):
+    # Outputs of an odd multiple of 3 groups of 8 channels take items of 4 pixels x 3 groups
+    # (conv_fast.odd_thirds), alone and as the projection of a pair.
+    rng = np.random.default_rng(cout)
+    b, h, w, c = src
+    tensors = [T(src), T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((b, h, w, cout)))
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 3})
+    ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)]
+    inputs, feeds, out = [0], [rand(src, rng)], 3
+    if residual:
+        tensors += [T((b, h, w, cout)), T((b, h, w, cout))]
+        ops.append(Op(Builtin.ADD, [3, 4], [5], ("AddOptions", {"FusedActivationFunction": 0})))
+        inputs, out = [0, 4], 5
+        feeds.append(rand((b, h, w, cout), rng))
+    state = check(tensors, ops, inputs, [out], feeds, precision)
+    assert [p.kernels for p in state.partitions] == [1]
 
 
 def _pair_model(rng, src: tuple[int, int, int, int], cout: int) -> tuple[list, list]:

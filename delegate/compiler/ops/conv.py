@@ -31,6 +31,7 @@ from .conv_fast import (
     depthwise_code,
     gemm_conv_code,
     gemm_groups,
+    odd_thirds,
     pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
@@ -263,6 +264,8 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     _, ih, iw, cin = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
     pixels = GEMM_PIXELS if (npix if flat else iw if phases else w) >= GEMM_PIXELS else 1
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
+    if flat and pixels == GEMM_PIXELS and odd_thirds(groups):
+        pixels, per_item = 4, 3
     code = gemm_conv_code(
         node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),

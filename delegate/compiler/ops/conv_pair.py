@@ -23,6 +23,8 @@ from .base import WRITE, WRITE_AT, EmitContext, activation_code, buffer_object, 
 from .conv import _bias, _conv_window, _use_gemm
 from .conv_fast import (
     _gemm_fast_epilogue,
+    gemm_groups,
+    odd_thirds,
     pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
@@ -55,10 +57,11 @@ def mid_row_bytes(width: int, channels: int) -> int:
 
 
 def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[int, int], pad: tuple[int, int],
-              local_bytes: int) -> str:  # fmt: skip
+              local_bytes: int, thirds: bool = False) -> str:  # fmt: skip
     """The kernel for a depthwise stage with ``kernel``, ``stride``, leading ``pad`` (undilated)
-    and activation ``dw_act``, then a 1x1 convolution with activation ``act``; its local row holds
-    ``local_bytes`` (``pairs`` admits only rows that fit). Grid (LOCAL, H * B, 1), work-group
+    and activation ``dw_act``, then a 1x1 convolution with activation ``act`` whose items are
+    PIXELS x GROUPS, or 4 pixels x 3 groups when ``thirds`` (``conv_fast.odd_thirds``); its local
+    row holds ``local_bytes`` (``pairs`` admits only rows that fit). Grid (LOCAL, H * B, 1), work-group
     (LOCAL, 1, 1). Widths and channel counts are read at run time, so layers of one shape of
     window share one kernel source (PoCL compiles each distinct source, twice on a cold start:
     MobileNetV2's 13 pairs as literals made its cold start 2.3x longer).
@@ -67,7 +70,7 @@ def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[i
     depthwise filters), ``weights`` / ``biases`` (pack_gemm_weights / pack_gemm_biases of the 1x1
     filters)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
-    P, G = PIXELS, GROUPS
+    P, G = (4, 3) if thirds else (PIXELS, GROUPS)
     L = [
         f"""
 __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
@@ -214,6 +217,7 @@ def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> 
         dw_act=dw.params["activation"], act=conv.params["activation"], local_bytes=local_bytes,
         kernel=(ints["kernel_h"], ints["kernel_w"]),
         stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
+        thirds=odd_thirds(gemm_groups(c)),
     )  # fmt: skip
     dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype)
     op = operation(
