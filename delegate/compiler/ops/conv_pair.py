@@ -3,7 +3,10 @@
 
 A work-group computes one output row. First its work-items compute the depthwise row for every
 channel into local memory (items of ``DW_PIXELS`` pixels x a pair of slices, the window
-unrolled, each input column multiplied into the pixels it feeds as soon as it is loaded); then,
+unrolled, each input column multiplied into the pixels it feeds as soon as it is loaded; each
+work-item takes a run of consecutive items: PoCL runs a work-group's work-items one after the
+other, so the core then reads the input rows in order rather than in eight interleaved sweeps,
+2.5-22% faster pairs); then,
 after a barrier, the 1x1 product over that row (items of ``PIXELS`` pixels x ``GROUPS`` groups
 of 8 output channels, FLT8 accumulators as in ``conv_fast.gemm_conv_code``). The depthwise
 output never goes through global memory, and the pair costs one launch instead of two.
@@ -86,7 +89,10 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int lid = LOCAL_ID_0;
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
   int plane = args.src_tensor.Offset(0, 0, 1, 0);
-  for (int item = lid; item < dw_blocks * pairs; item += {LOCAL}) {{
+  int dw_items = dw_blocks * pairs;
+  int dw_share = (dw_items + {LOCAL - 1}) / {LOCAL};  // each work-item a run of consecutive items
+  int dw_end = (lid + 1) * dw_share < dw_items ? (lid + 1) * dw_share : dw_items;
+  for (int item = lid * dw_share; item < dw_end; ++item) {{
     int X0 = (item % dw_blocks) * {DW_PIXELS};  // along the row first: the same input rows in turn
     int pair = item / dw_blocks;
     int S0 = pair * 2;
