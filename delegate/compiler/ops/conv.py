@@ -28,6 +28,8 @@ from .conv_fast import (
     DEPTHWISE_PIXELS,
     GEMM_GROUPS,
     GEMM_PIXELS,
+    THIRDS_GROUPS,
+    THIRDS_PIXELS,
     depthwise_code,
     gemm_conv_code,
     gemm_groups,
@@ -265,7 +267,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     pixels = GEMM_PIXELS if (npix if flat else iw if phases else w) >= GEMM_PIXELS else 1
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
     if flat and pixels == GEMM_PIXELS and odd_thirds(groups):
-        pixels, per_item = 4, 3
+        pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
     code = gemm_conv_code(
         node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),

@@ -66,9 +66,13 @@ def gemm_groups(channels: int) -> int:
     return -(-channels // 8)
 
 
+#: Items of an output that ``odd_thirds`` picks: pixels x groups of 8 channels.
+THIRDS_PIXELS, THIRDS_GROUPS = 4, 3
+
+
 def odd_thirds(groups: int) -> bool:
-    """Does an output of ``groups`` groups of 8 channels take items of 4 pixels x 3 groups (12
-    accumulators) instead of GEMM_PIXELS x GEMM_GROUPS? Yes for an odd multiple of 3 (24
+    """Does an output of ``groups`` groups of 8 channels take items of THIRDS_PIXELS (4) pixels x
+    THIRDS_GROUPS (3) groups (12 accumulators) instead of GEMM_PIXELS x GEMM_GROUPS? Yes for an odd multiple of 3 (24
     channels: 2 groups per item would compute a fourth, padding group, a third more work; 5 x 3
     would not fit AVX2's 16 registers). MobileNetV2's 24-channel projections at 56x56, alone on
     PoCL: 96 -> 24 80-87 against 108-116 us, 144 -> 24 138-164 against 156-165 us."""

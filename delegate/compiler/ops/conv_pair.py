@@ -25,6 +25,8 @@ from ..graph import Builtin, Node
 from .base import WRITE, WRITE_AT, EmitContext, activation_code, buffer_object, operation
 from .conv import _bias, _conv_window, _use_gemm
 from .conv_fast import (
+    THIRDS_GROUPS,
+    THIRDS_PIXELS,
     _gemm_fast_epilogue,
     gemm_groups,
     odd_thirds,
@@ -63,7 +65,7 @@ def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[i
               local_bytes: int, thirds: bool = False) -> str:  # fmt: skip
     """The kernel for a depthwise stage with ``kernel``, ``stride``, leading ``pad`` (undilated)
     and activation ``dw_act``, then a 1x1 convolution with activation ``act`` whose items are
-    PIXELS x GROUPS, or 4 pixels x 3 groups when ``thirds`` (``conv_fast.odd_thirds``); its local
+    PIXELS x GROUPS, or THIRDS_PIXELS x THIRDS_GROUPS when ``thirds`` (``conv_fast.odd_thirds``); its local
     row holds ``local_bytes`` (``pairs`` admits only rows that fit). Grid (LOCAL, H * B, 1), work-group
     (LOCAL, 1, 1). Widths and channel counts are read at run time, so layers of one shape of
     window share one kernel source (PoCL compiles each distinct source, twice on a cold start:
@@ -73,7 +75,7 @@ def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[i
     depthwise filters), ``weights`` / ``biases`` (pack_gemm_weights / pack_gemm_biases of the 1x1
     filters)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
-    P, G = (4, 3) if thirds else (PIXELS, GROUPS)
+    P, G = (THIRDS_PIXELS, THIRDS_GROUPS) if thirds else (PIXELS, GROUPS)
     L = [
         f"""
 __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
