@@ -72,6 +72,7 @@ static const struct {
     DLG_ENTRY("clCreateImage", create_image),
     DLG_ENTRY("clGetKernelWorkGroupInfo", get_kernel_work_group_info),
     DLG_ENTRY("clWaitForEvents", wait_for_events),
+    DLG_ENTRY("clCreateSubBuffer", create_sub_buffer),
 };
 #undef DLG_ENTRY
 

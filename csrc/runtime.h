@@ -89,6 +89,8 @@ typedef struct dlg_cl_api {
                            int32_t *);
     int32_t (*get_kernel_work_group_info)(cl_kernel, cl_device_id, uint32_t, size_t, void *, size_t *);
     int32_t (*wait_for_events)(uint32_t, const cl_event *);
+    /* The constant arena's objects (persistent kernels). */
+    cl_mem (*create_sub_buffer)(cl_mem, uint64_t, uint32_t, const void *, int32_t *);
 } dlg_cl_api;
 
 /* One kernel launch: geometry already resolved (global = groups x local, launch order applied). */

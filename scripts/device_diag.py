@@ -38,7 +38,7 @@ def say(*parts: object) -> None:
 
 
 def check_partition(context: Path) -> None:
-    rt = Runtime.load(bytes(unseal(context.read_bytes(), str(context))))
+    rt = Runtime.load(bytes(unseal(context.read_bytes(), str(context))), persistent=False)  # launch by launch
     say(f"{context.name}: {len(rt.node_names)} nodes on {rt.device_info.name}")
     names = rt.node_names
     launches = rt.launches()

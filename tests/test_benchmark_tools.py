@@ -27,7 +27,10 @@ def chain_profile():
 
 def test_launch_names_follow_the_launches(chain_profile):
     payload = chain_profile.kernel_profile.compiled_context(shared_path("models", "small_cnn.tflite"), [])
-    with Runtime.load(payload) as rt:
+    with Runtime.load(payload) as rt:  # one persistent kernel runs the nodes here
+        assert rt.launch_names == ["input 0", f"persistent {rt.node_names[0]} .. {rt.node_names[-1]}", "output 17"]
+        assert len(rt.launches()) == 3
+    with Runtime.load(payload, persistent=False) as rt:
         names = rt.launch_names
         assert len(names) == len(rt.launches())
         assert names == [
@@ -42,7 +45,7 @@ def test_chain_profile_reports_every_launch(chain_profile, capsys):
     assert chain_profile.main([str(model), "--runs", "2", "--nodes"]) == 0
     out = capsys.readouterr().out
     payload = chain_profile.kernel_profile.compiled_context(model, [])
-    with Runtime.load(payload) as rt:
+    with Runtime.load(payload, persistent=False) as rt:  # as the tool loads it (profiling: node by node)
         names = rt.launch_names
     assert out.startswith(f"small_cnn.tflite: {len(names)} launches\n")
     rows = out.split("ratio\n", 1)[1].splitlines()

@@ -159,7 +159,8 @@ def _children_released_first(objects: list) -> int:
 def test_tensors_share_the_arena_at_offsets_without_sub_buffers(cache):
     # NVIDIA's driver crashed (SIGSEGV in clReleaseMemObject) releasing the arena's sub-buffers:
     # each tensor is the arena itself plus its offset, a kernel argument.
-    with Runtime.load(chain(6), cache_dir=cache) as rt:
+    # (persistent kernels, on CPU devices only, read constants from sub-buffers of their own arena)
+    with Runtime.load(chain(6), cache_dir=cache, persistent=False) as rt:
         x = np.random.default_rng(5).standard_normal(rt.input_shapes[0]).astype(np.float32)
         (y,) = rt.run([x])
         buffers = [o for o in rt._release_order() if isinstance(o, MemObject)]
@@ -283,19 +284,22 @@ MAIN_FUNCTION($0) {
 
 def test_second_load_compiles_nothing(tmp_path):
     data = serialize_context(chain(3))
-    with Runtime.load(data, cache_dir=tmp_path) as first:
+    with Runtime.load(data, cache_dir=tmp_path, persistent=False) as first:
         # One program holds the four distinct kernels: scale/bias, add, input and output conversions.
         assert first.build_stats.built_from_source == 1
         assert first.build_stats.reused_in_context == 2
         x = np.ones(first.input_shapes[0], np.float32)
         expected = first.run([x])[0]
-    with Runtime.load(data, cache_dir=tmp_path) as second:
+    with Runtime.load(data, cache_dir=tmp_path, persistent=False) as second:
         assert second.build_stats.built_from_source == 0
         assert second.build_stats.loaded_from_cache == 1
         np.testing.assert_array_equal(second.run([x])[0], expected)
     for entry in tmp_path.glob("*.bin"):
         entry.write_bytes(b"corrupt")
-    with pytest.warns(UserWarning, match="no integrity trailer"), Runtime.load(data, cache_dir=tmp_path) as third:
+    with (
+        pytest.warns(UserWarning, match="no integrity trailer"),
+        Runtime.load(data, cache_dir=tmp_path, persistent=False) as third,
+    ):
         assert third.build_stats.built_from_source == 1
         np.testing.assert_array_equal(third.run([x])[0], expected)
 
@@ -319,7 +323,7 @@ def test_kernels_share_one_program_with_private_helpers_and_macros(tmp_path):
     ctx = chain(2)
     ctx.nodes[0].gpu_op.code = _WITH_HELPER.format(factor=2.0)
     ctx.nodes[1].gpu_op.code = _WITH_HELPER.format(factor=-3.0)
-    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+    with Runtime.load(ctx, cache_dir=tmp_path, persistent=False) as rt:
         assert rt.build_stats.built_from_source == 1
         x = np.random.default_rng(3).standard_normal(rt.input_shapes[0]).astype(np.float32)
         (y,) = rt.run([x])
@@ -425,7 +429,7 @@ def test_flush_policies_and_launch_geometry(cache):
     op.grid_size = m.Int3(16, 16, 2)
     op.work_group_size = m.Int3(4, 4, 2)
     op.work_group_launch_order = m.Int3(0, 1, 2)
-    with Runtime.load(ctx, cache_dir=cache) as rt:
+    with Runtime.load(ctx, cache_dir=cache, persistent=False) as rt:
         x = np.ones(rt.input_shapes[0], np.float32)
         np.testing.assert_allclose(rt.run([x])[0], 2.0 + 5.0)
         launches = rt.launches()
@@ -445,7 +449,7 @@ def test_device_selection():
 
 def test_tuning_picks_sizes_keeps_results_and_records_them(cache):
     ctx = chain(3)
-    with Runtime.load(ctx, cache_dir=cache) as rt:
+    with Runtime.load(ctx, cache_dir=cache, persistent=False) as rt:
         x = np.random.default_rng(0).random(rt.input_shapes[0], dtype=np.float32)
         before = rt.run([x])[0]
         assert rt.tune("none").skipped == "tuning is off"
@@ -464,7 +468,7 @@ def test_tuning_picks_sizes_keeps_results_and_records_them(cache):
             rt.tune("slow")
         tuned_sizes = [launch[2] for launch in rt.launches()]
         written = serialize_context(rt.model)
-    with Runtime.load(written, cache_dir=cache) as again:  # a written context starts tuned
+    with Runtime.load(written, cache_dir=cache, persistent=False) as again:  # a written context starts tuned
         assert [launch[2] for launch in again.launches()] == tuned_sizes
 
 

@@ -34,6 +34,8 @@ class DeviceInfo:
     image_buffer_max_pixels: int
     #: CL_DEVICE_HOST_UNIFIED_MEMORY: the device works in host memory (CPU devices, integrated GPUs)
     host_unified_memory: bool = False
+    #: CL_DEVICE_MAX_COMPUTE_UNITS (PoCL: its worker threads, one per core)
+    compute_units: int = 1
 
     @property
     def key(self) -> str:
@@ -70,6 +72,7 @@ def describe(device: Device) -> DeviceInfo:
         image_array_max_layers=int(get("image_max_array_size")) if images else 0,
         image_buffer_max_pixels=int(get("image_max_buffer_size")) if images else 0,
         host_unified_memory=bool(get("host_unified_memory")),
+        compute_units=max(int(get("max_compute_units")), 1),
     )
 
 

@@ -33,6 +33,7 @@ CL_MEM_OBJECT_IMAGE2D, CL_MEM_OBJECT_IMAGE3D = 0x10F1, 0x10F2
 CL_MEM_OBJECT_IMAGE2D_ARRAY, CL_MEM_OBJECT_IMAGE1D_BUFFER = 0x10F3, 0x10F6
 CL_PROGRAM_BINARY_SIZES, CL_PROGRAM_BINARIES = 0x1165, 0x1166
 CL_PROGRAM_BUILD_LOG = 0x1183
+CL_BUFFER_CREATE_TYPE_REGION = 0x1220
 CL_KERNEL_WORK_GROUP_SIZE = 0x11B0
 CL_KERNEL_COMPILE_WORK_GROUP_SIZE = 0x11B1
 CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END = 0x1282, 0x1283
@@ -41,6 +42,7 @@ CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END = 0x1282, 0x1283
 #: (cl_ulong and cl_bitfield), size (size_t), sizes (size_t[])
 DEVICE_PARAMS: dict[str, tuple[int, str]] = {
     "type": (0x1000, "ulong"),
+    "max_compute_units": (0x1002, "uint"),
     "max_work_group_size": (0x1004, "size"),
     "max_work_item_sizes": (0x1005, "sizes"),
     "max_mem_alloc_size": (0x1010, "ulong"),
@@ -261,6 +263,16 @@ def buffer(context: Context, flags: int, size: int, host: Any = None) -> MemObje
     handle = cl_api().create_buffer(context.handle, flags, size, data, err)
     check(err[0], "clCreateBuffer")
     return MemObject(handle, size)
+
+
+def sub_buffer(parent: MemObject, flags: int, origin: int, size: int) -> MemObject:
+    """A buffer over ``size`` bytes of ``parent`` from byte ``origin`` (clCreateSubBuffer; the
+    origin must be a multiple of the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN)."""
+    err = ffi.new("int32_t *")
+    region = ffi.new("size_t[2]", [origin, size])
+    handle = cl_api().create_sub_buffer(parent.handle, flags, CL_BUFFER_CREATE_TYPE_REGION, region, err)
+    check(err[0], "clCreateSubBuffer")
+    return MemObject(handle, size, parent)
 
 
 def image(

@@ -175,7 +175,7 @@ class ProgramBuilder:
             if len(members) == 1 or any(not order[i][0].body for i in members):
                 separately(members)
                 continue
-            merged = "\n".join([prelude, *(_renamed(order[i][0].body, f"k{i}") for i in members)])
+            merged = "\n".join([prelude, *(renamed_kernel(order[i][0].body, f"k{i}") for i in members)])
             try:
                 program = self.build(merged, options, ", ".join(order[i][1] for i in members))
             except ProgramBuildError:
@@ -185,7 +185,7 @@ class ProgramBuilder:
         return [built[slot] for slot in slots]
 
 
-def _renamed(body: str, name: str) -> str:
+def renamed_kernel(body: str, name: str) -> str:
     """``body`` with its kernel function called ``name``, its helper functions and macros private
     to it (helpers renamed through a macro, every macro undefined after it)."""
     helpers = sorted(set(_HELPER.findall(body)) - _KEYWORDS - {"main_function"})

@@ -21,12 +21,13 @@ from .._native import ffi, lib
 from ..context import ContextFile, model
 from ..context.model import CalculationsPrecision, DataType, TensorStorageType, TensorToGrid
 from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, ProgramBuildError
-from . import driver, memory
+from . import driver, memory, persistent
 from .device import DeviceInfo, describe, select_device
 from .driver import CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, Device, MemObject, OpenCLError
 from .geometry import Grid, Tuning, candidates
 from .limits import check_context, check_native
 from .opencl import cl_api, error_name
+from .persistent import ArenaSlice
 from .programs import BuildStats, ProgramBuilder, default_cache_dir
 from .source import KernelSource, SourceError, assemble, effective_precision
 
@@ -218,6 +219,7 @@ class Runtime:
         cache_dir: str | os.PathLike[str] | bool | None = None,
         profiling: bool = False,
         zero_copy: bool | None = None,
+        persistent: bool | None = None,
     ) -> Runtime:
         """Load a context (file path, bytes or model) on ``device`` (see ``select_device``: an index,
         ``"P:D"``, part of a name, a ``Device`` or a pyopencl Device).
@@ -229,12 +231,18 @@ class Runtime:
         directly (a buffer over it, CL_MEM_USE_HOST_PTR) instead of copying through a staging
         buffer; None (default) turns it on for devices sharing host memory
         (CL_DEVICE_HOST_UNIFIED_MEMORY: CPU devices such as PoCL, integrated GPUs).
+        ``persistent``: run consecutive nodes as one persistent kernel (runtime/persistent.py: one
+        work-group per compute unit walks the nodes, no launch between them); on by default (None
+        or True) for devices that are not GPUs when ``profiling`` is off, never on GPUs; False
+        launches every node by itself. Nodes it cannot take, and
+        every node when its kernel fails to build (``persistent_error`` says why), are launched
+        one by one as usual.
         """
         rt = cls.__new__(cls)
         rt._closed = True
         ctx_model, file = _load_model(source)
         try:
-            rt._load(ctx_model, device, cache_dir, profiling, zero_copy)
+            rt._load(ctx_model, device, cache_dir, profiling, zero_copy, persistent)
         except BaseException:
             rt._release()
             raise
@@ -247,7 +255,13 @@ class Runtime:
     # ------------------------------------------------------------------ load
 
     def _load(
-        self, ctx: model.InferenceContext, device: Any, cache_dir: Any, profiling: bool, zero_copy: bool | None
+        self,
+        ctx: model.InferenceContext,
+        device: Any,
+        cache_dir: Any,
+        profiling: bool,
+        zero_copy: bool | None,
+        persistent: bool | None,
     ) -> None:
         self._keep: list[Any] = []  # OpenCL objects and cffi memory the C plan points at
         self._kernel_handles: list[Any] = []  # cl_kernel handles this Runtime created (released in _release)
@@ -261,6 +275,13 @@ class Runtime:
         self._cl_context = driver.Context(dev)
         self._queue = driver.Queue(self._cl_context, profiling)
         self._profiling = profiling
+        # persistent kernels only on devices that are not GPUs (their constants are sub-buffers of
+        # one arena, and NVIDIA's driver crashed releasing sub-buffers; a GPU gains nothing anyway)
+        wanted = not info.is_gpu and persistent is not False
+        #: constants go into one arena (sub-buffers for the node kernels) when a persistent kernel may read them
+        self._arena: list[tuple[int, bytes]] | None = [] if wanted and not profiling else None
+        self._arena_size = 0
+        self.persistent_error: str | None = None
         if cache_dir is False:
             folder = None
         else:
@@ -290,11 +311,18 @@ class Runtime:
         for t, staging in zip(self._outputs, self._output_staging, strict=True):
             launches.append(self._conversion(t, staging, _FROM_DEVICE, f"output {t.tensor_id}"))
         self._launch_count = len(launches)
+        # the nodes as a persistent kernel reads them: constants as places in the arena
+        self._node_values = [list(launches[i][0].values) for i in self._node_launches]
+        self._seal_arena([pending for pending, _, _ in launches])
         self._make_kernels([pending for pending, _, _ in launches])
+        self._node_sources = [launches[i][0].src for i in self._node_launches]
         launches = [(pending.kernel, global_size, local_size) for pending, global_size, local_size in launches]
         self._required_sizes = self._required_work_groups(launches)  # node positions tuning leaves alone
         self._staging_args = {ptr: (pending.kernel, index) for ptr, (pending, index) in self._staging_args.items()}
-        self._build_plan(ctx, launches)
+        #: every launch one by one (conversions and nodes); the plan runs these or persistent kernels
+        self._launches = launches
+        self._persistent_kernels: dict[tuple, Any] = {}
+        self._install_plan()
         self.memory = MemoryReport(
             tensor_bytes=self._tensor_bytes,
             lower_bound_bytes=self._lower_bound,
@@ -493,7 +521,15 @@ class Runtime:
 
     # --------------------------------------------------------------- kernels
 
-    def _constant(self, data: Any, fallback_size: int) -> MemObject:
+    def _constant(self, data: Any, fallback_size: int) -> MemObject | ArenaSlice:
+        if self._arena is not None:  # a place in the arena; the sub-buffer comes in _seal_arena
+            size = len(data) if len(data) else max(fallback_size, 4)
+            align = max(self.device_info.mem_base_addr_align_bytes, 64)
+            place = ArenaSlice(self._arena_size, size)
+            self._arena.append((place.offset, bytes(data)))
+            self._arena_size += -(-size // align) * align
+            self._constant_bytes += size
+            return place
         if not len(data):
             self._constant_bytes += max(fallback_size, 4)
             return driver.buffer(self._cl_context, CL_MEM_READ_WRITE, max(fallback_size, 4))
@@ -550,6 +586,96 @@ class Runtime:
         else:
             s, offset = memory.Shape.of(t), 0
         return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, offset, 0], dtype=np.int32)
+
+    def _seal_arena(self, pending: list[_Pending]) -> None:
+        """Upload the constant arena and give every kernel a sub-buffer of it where it has an
+        ArenaSlice."""
+        if self._arena is None:
+            return
+        host = np.zeros(max(self._arena_size, 64), np.uint8)
+        for offset, data in self._arena:
+            host[offset : offset + len(data)] = np.frombuffer(data, np.uint8)
+        self._arena_buffer = driver.buffer(self._cl_context, CL_MEM_READ_WRITE, host.nbytes, host=host)
+        views: dict[ArenaSlice, MemObject] = {}
+        try:
+            for p in pending:
+                for i, value in enumerate(p.values):
+                    if isinstance(value, ArenaSlice):
+                        if value not in views:
+                            views[value] = driver.sub_buffer(
+                                self._arena_buffer, CL_MEM_READ_WRITE, value.offset, value.size
+                            )
+                        p.values[i] = views[value]
+        finally:
+            self._keep.extend(views.values())  # released before the arena they are made over
+            self._keep.append(self._arena_buffer)
+        self._arena = []  # the bytes are on the device now
+
+    def _install_plan(self) -> None:
+        """Build the plan from ``_launches``: runs of consecutive nodes a persistent kernel can
+        take become one launch each when persistent kernels are on."""
+        launches = list(self._launches)
+        labels = self._one_by_one_names()
+        if self._arena is not None and self.persistent_error is None:
+            try:
+                launches, labels = self._persistent_launches()
+            except ProgramBuildError as exc:
+                self.persistent_error = f"the persistent kernel did not build: {exc}"
+                launches, labels = list(self._launches), self._one_by_one_names()
+        if getattr(self, "_plan", None) is not None:
+            lib.dlg_plan_release(self._plan)
+        self._plan_labels = labels
+        self._build_plan(self._model, launches)
+
+    def _persistent_launches(self) -> tuple[list[tuple], list[str]]:
+        first, stop = self._node_launches.start, self._node_launches.stop
+        nodes = [
+            persistent.NodeKernel(src, values, tuple(self._launches[i][1]), tuple(self._launches[i][2]))
+            for src, values, i in zip(self._node_sources, self._node_values, self._node_launches, strict=True)
+        ]
+        ok = [persistent.eligible(n) for n in nodes]
+        launches, labels = list(self._launches[:first]), self._one_by_one_names()[:first]
+        k = 0
+        while k < len(nodes):
+            end = k
+            while end < len(nodes) and ok[end] and nodes[end].src.prelude == nodes[k].src.prelude:
+                end += 1
+            if end - k >= 2:
+                launches.append(self._persistent_kernel(nodes[k:end], self._node_names[k:end]))
+                labels.append(f"persistent {self._node_names[k]} .. {self._node_names[end - 1]}")
+                k = end
+            else:
+                launches.append(self._launches[first + k])
+                labels.append(self._node_names[k])
+                k += 1
+        launches += self._launches[stop:]
+        labels += self._one_by_one_names()[stop:]
+        return launches, labels
+
+    def _persistent_kernel(self, nodes: list[persistent.NodeKernel], names: list[str]) -> tuple:
+        built = persistent.build(nodes, names)
+        units = min(self.device_info.compute_units, persistent.MAX_UNITS)
+        program = self._builder.build(built.source, "-cl-std=CL1.2", f"persistent kernel of {names[0]} .. {names[-1]}")
+        api = cl_api()
+        err = ffi.new("int32_t *")
+        handle = api.create_kernel(program.handle, built.name.encode(), err)
+        if err[0] != 0 or handle == ffi.NULL:
+            raise ProgramBuildError(
+                names[0], f"clCreateKernel({built.name}) failed: {error_name(err[0])}", built.source
+            )
+        self._kernel_handles.append(handle)
+        counters = driver.buffer(
+            self._cl_context, CL_MEM_READ_WRITE, built.counter_words * 4, host=np.zeros(built.counter_words, np.uint32)
+        )
+        self._keep.append(counters)
+        for index, value in enumerate([*built.tensor_buffers, self._arena_buffer, counters]):
+            self._set_arg(api, handle, index, value, names[0])
+        return (handle, (units,), (1,))
+
+    @property
+    def persistent(self) -> bool:
+        """Whether runs launch persistent kernels (see ``load``)."""
+        return any(label.startswith("persistent ") for label in getattr(self, "_plan_labels", []))
 
     def _kernel(self, src: KernelSource, node: str, tensors: dict[str, _Tensor], objects: dict[str, Any]) -> _Pending:
         """The kernel of ``src`` with its arguments resolved; built later, with all the others
@@ -748,6 +874,7 @@ class Runtime:
         plan.flush_period = ctx.flush_period
         self._keep.extend([c_launches, c_inputs, c_outputs])
         self._plan = plan
+        self._launch_count = len(launches)
 
     # ------------------------------------------------------------------- run
 
@@ -776,7 +903,11 @@ class Runtime:
     @property
     def launch_names(self) -> list[str]:
         """What each launch of ``launches()`` runs, in the same order: ``input N`` (the conversion
-        of input tensor N into its device layout), the node names, then ``output N``."""
+        of input tensor N into its device layout), the node names (``persistent A .. B`` for a
+        persistent kernel running nodes A to B), then ``output N``."""
+        return list(getattr(self, "_plan_labels", None) or self._one_by_one_names())
+
+    def _one_by_one_names(self) -> list[str]:
         return [
             *(f"input {t.tensor_id}" for t in self._inputs),
             *self._node_names,
@@ -810,7 +941,9 @@ class Runtime:
         where = ""
         if status.stage == 2 or status.stage == 5:
             i = status.index
-            if i in self._node_launches:
+            if self.persistent and 0 <= i < len(self._plan_labels):
+                where = f" launch {i} ({self._plan_labels[i]})"
+            elif i in self._node_launches:
                 where = f" node {self._node_names[i - self._node_launches.start]!r}"
             else:
                 where = f" launch {i} (input/output conversion)"
@@ -874,6 +1007,7 @@ class Runtime:
         queue = driver.Queue(self._cl_context, profiling=True)
         self._run_on_zeros()  # real data in every tensor
         tuned: list[TunedNode] = []
+        changed = False
 
         def timed(kernel: Any, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> float:
             queue.timed_launch(kernel, global_size, local_size)  # the first launch compiles
@@ -881,11 +1015,10 @@ class Runtime:
 
         try:
             for k, index in enumerate(self._node_launches):
-                c = self._plan.launches[index]
-                kernel = c.kernel
+                kernel, _, local_now = self._launches[index]
                 grid = self._grids[k]
                 limit = driver.kernel_work_group_size(kernel, device)
-                current = tuple(int(c.local_size[a]) if a < c.work_dim else 1 for a in range(3))
+                current = tuple(int(local_now[a]) if a < len(local_now) else 1 for a in range(3))
                 best_wg, best_time = current, timed(kernel, *grid.launch(current, self.device_info, limit))
                 before_time = best_time
                 tried = 1
@@ -911,10 +1044,8 @@ class Runtime:
                     if best_time >= before_time * 0.97:
                         best_wg, best_time = current, before_time
                 if best_wg != current:
-                    global_size, local_size = grid.launch(best_wg, self.device_info, limit)
-                    for axis in range(c.work_dim):
-                        c.global_size[axis] = global_size[axis]
-                        c.local_size[axis] = local_size[axis]
+                    self._launches[index] = (kernel, *grid.launch(best_wg, self.device_info, limit))
+                    changed = True
                     op = self._model.nodes[k].gpu_op
                     if op is not None:
                         op.work_group_size = model.Int3(*best_wg)
@@ -922,6 +1053,8 @@ class Runtime:
         finally:
             queue.finish()
             queue.release()
+            if changed:
+                self._install_plan()  # the new sizes, in persistent kernels too
         return TuningReport(mode.value, tuned, time.perf_counter() - start)
 
     def launches(self) -> list[tuple[Any, tuple[int, ...], tuple[int, ...]]]:

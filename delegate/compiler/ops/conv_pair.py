@@ -41,7 +41,9 @@ from .conv_fast import (
 DW_PIXELS = 8
 PIXELS = 5
 GROUPS = 2
-#: Work-items per work-group (required by the kernel: its loops step by it).
+#: Work-items per work-group (the kernel requires it; its code shares items over GROUP_SIZE_0
+#: work-items, so a persistent kernel may run a work-group as one work-item, see
+#: runtime/persistent.py).
 LOCAL = 8
 #: Largest depthwise window the pair kernel is generated for.
 MAX_TAPS = 25
@@ -79,6 +81,7 @@ def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[i
     L = [
         f"""
 __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
+  /* WORK_GROUP_SERIAL: the work-group's items are shared among GROUP_SIZE_0 work-items */
   __local FLT8 mid[{local_bytes // 32}];
   int H = args.dst_tensor.Height();
   int W = args.dst_tensor.Width();
@@ -92,7 +95,8 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
   int plane = args.src_tensor.Offset(0, 0, 1, 0);
   int dw_items = dw_blocks * pairs;
-  int dw_share = (dw_items + {LOCAL - 1}) / {LOCAL};  // each work-item a run of consecutive items
+  int lanes = GROUP_SIZE_0;
+  int dw_share = (dw_items + lanes - 1) / lanes;  // each work-item a run of consecutive items
   int dw_end = (lid + 1) * dw_share < dw_items ? (lid + 1) * dw_share : dw_items;
   for (int item = lid * dw_share; item < dw_end; ++item) {{
     int X0 = (item % dw_blocks) * {DW_PIXELS};  // along the row first: the same input rows in turn
@@ -147,7 +151,7 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int ngroups = (dst_slices + 1) / 2;
   int items = (ngroups + {G - 1}) / {G};
   __local FLT4 *mid4 = (__local FLT4 *)mid;
-  for (int item = lid; item < ((W + {P - 1}) / {P}) * items; item += {LOCAL}) {{
+  for (int item = lid; item < ((W + {P - 1}) / {P}) * items; item += lanes) {{
   int g0 = (item % items) * {G};
   int X0 = (item / items) * {P};
   int group_size = mid_slices * 4;

@@ -1,0 +1,277 @@
+"""A run of node kernels as one persistent kernel, for CPU devices.
+
+On PoCL every launch ends with one core idle: a worker that finds no work-group left goes to
+sleep, and the next kernel starts on one core while the other is woken. A persistent kernel
+launches one work-group per compute unit, and each work-group walks the nodes in order itself:
+it takes its node's work-groups ("virtual" groups) one after another, emulating their
+work-items with loops, and waits on a counter in global memory until every group of a node is
+done before it starts the next node. On MobileNetV2 (two cores) that was 7-12% faster than the
+same kernels launched one by one (benchmarks/RESULTS.md, session 10).
+
+Scheduling: a node's groups are split along its longest grid axis into one contiguous range per
+work-group, so a core keeps working on the same part of the image from layer to layer (its
+cache holds what it wrote). A work-group that has finished its range takes rows from the others
+(work stealing through one counter per range), and waits only for groups that some running
+work-group has taken: a work-group the driver starts late, or never alongside the others, finds
+every node done and finishes, so the kernel cannot deadlock whatever the driver's scheduling.
+The last work-group to leave resets the counters for the next run.
+
+Which nodes can run inside it (``eligible``): those with buffer arguments only, and either no
+barrier and no local memory (their work-items are independent), or code marked
+``WORK_GROUP_SERIAL``: a kernel that divides its work-group's items over ``get_local_size(0)``
+work-items and synchronises them only with barriers; it runs as one work-item per work-group
+(local size 1, local id 0, group ids as launched), its barriers removed. Constants come from one
+buffer (the runtime's constant arena), the node arguments are literals in the source.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .source import KernelSource
+
+#: the marker of a kernel that one work-item may run a whole work-group of (see the docstring)
+SERIAL_MARKER = "WORK_GROUP_SERIAL"
+#: words of the counter buffer per counter: one 64-byte line each, so cores do not share lines
+_LINE = 16
+_LOCAL_DECL = re.compile(r"^[ \t]*__local\s+(\w+)\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;", re.M)
+_REQD = re.compile(r"__attribute__\s*\(\(\s*reqd_work_group_size\s*\([^)]*\)\s*\)\)\s*")
+_BARRIER = re.compile(r"\bbarrier\s*\([^;]*\)\s*;")
+_TYPE_BYTES = {
+    "FLT": 4,
+    "ACCUM_FLT": 4,
+    "float": 4,
+    "int": 4,
+    "uint": 4,
+    "half": 2,
+    "char": 1,
+    "uchar": 1,
+    "short": 2,
+    "ushort": 2,
+}
+_VIRTUAL_IDS = """#define get_global_id(d) ((size_t)((d) == 0 ? dlg_g.x * dlg_ls.x + dlg_l.x : (d) == 1 ? \
+dlg_g.y * dlg_ls.y + dlg_l.y : dlg_g.z * dlg_ls.z + dlg_l.z))
+#define get_local_id(d) ((size_t)((d) == 0 ? dlg_l.x : (d) == 1 ? dlg_l.y : dlg_l.z))
+#define get_group_id(d) ((size_t)((d) == 0 ? dlg_g.x : (d) == 1 ? dlg_g.y : dlg_g.z))
+#define get_local_size(d) ((size_t)((d) == 0 ? dlg_ls.x : (d) == 1 ? dlg_ls.y : dlg_ls.z))
+#define get_global_size(d) ((size_t)((d) == 0 ? dlg_gs.x : (d) == 1 ? dlg_gs.y : dlg_gs.z))
+#define get_num_groups(d) (get_global_size(d) / get_local_size(d))
+"""
+_ID_FUNCTIONS = ("get_global_id", "get_local_id", "get_group_id", "get_local_size", "get_global_size", "get_num_groups")
+
+
+@dataclass(frozen=True)
+class ArenaSlice:
+    """A constant object's place in the runtime's constant arena (bytes)."""
+
+    offset: int
+    size: int
+
+
+@dataclass
+class NodeKernel:
+    """One node as the runtime resolved it: source, argument values (MemObjects of tensors,
+    ArenaSlices of constants, numpy vectors of scalars and shapes) and launch geometry."""
+
+    src: KernelSource
+    values: list[Any]
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
+@dataclass
+class PersistentKernel:
+    """The source of a persistent kernel and what its parameters are bound to, in order: the
+    tensor buffers, then the constant arena, then the counter buffer of ``counter_words``."""
+
+    source: str
+    tensor_buffers: list[Any]
+    counter_words: int
+    #: the kernel function's name in ``source``
+    name: str = "dlg_persistent"
+
+
+def _local_bytes(code: str) -> int:
+    total = 0
+    for type_name, _, count in _LOCAL_DECL.findall(code):
+        base = type_name.rstrip("0123456789")
+        lanes = int(type_name[len(base) :] or 1)
+        if base not in _TYPE_BYTES:
+            raise ValueError(f"local array of type {type_name}")
+        total += -(-_TYPE_BYTES[base] * lanes * int(count) // 32) * 32
+    return total
+
+
+def eligible(node: NodeKernel) -> bool:
+    """Can ``node`` run inside a persistent kernel (see the module docstring)?"""
+    if any(p.kind in ("tensor_image", "object_image") for p in node.src.params):
+        return False
+    if not node.src.body or "main_function" not in node.src.body:
+        return False
+    code = node.src.body
+    shared = _BARRIER.search(code) is not None or "__local" in code
+    if not shared:
+        return True
+    if SERIAL_MARKER not in code:
+        return False
+    try:
+        _local_bytes(code)
+    except ValueError:
+        return False
+    return True
+
+
+def _literal(decl_type: str, value: np.ndarray) -> str:
+    v = np.asarray(value).ravel()
+    if v.dtype.kind in "iu":
+        items = ", ".join(str(int(x)) for x in v)
+    else:
+        items = ", ".join(f"{float(x).hex()}f" if np.isfinite(x) else ("NAN" if np.isnan(x) else
+                          ("INFINITY" if x > 0 else "(-INFINITY)")) for x in v.astype(np.float64))  # fmt: skip
+    return f"({decl_type})({items})"
+
+
+def _function(body: str, name: str, serial: bool) -> str:
+    """``body`` (a kernel's selector macros and code) as a device function ``name`` taking the
+    virtual ids first, its local arrays hoisted onto ``dlg_local``."""
+    from .programs import renamed_kernel
+
+    text = renamed_kernel(body, name)
+    text = _REQD.sub("", text)
+    if serial:
+        text = _BARRIER.sub(";", text)
+    text = _LOCAL_DECL.sub(lambda m: f"  __local {m.group(1)}* {m.group(2)} = (__local {m.group(1)}*)dlg_local;", text)
+    head, rest = text.split(f"__kernel void {name}(", 1)
+    signature, after = rest.split(")", 1)
+    signature = signature.replace("__constant ", "__global const ")
+    virtual = "__local char* dlg_local, int4 dlg_g, int4 dlg_l, int4 dlg_ls, int4 dlg_gs,"
+    return f"{head}void {name}({virtual}{signature}){after}"
+
+
+def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel:
+    """The persistent kernel of ``nodes`` (all ``eligible``, one prelude), run in order."""
+    if not nodes:
+        raise ValueError("a persistent kernel needs nodes")
+    functions: dict[str, str] = {}
+    texts: list[str] = []
+    tensors: dict[int, int] = {}
+    tensor_list: list[Any] = []
+    local_bytes = 0
+    steps: list[str] = []
+    for k, node in enumerate(nodes):
+        body = node.src.body
+        serial = _BARRIER.search(body) is not None or "__local" in body
+        if body not in functions:
+            functions[body] = f"n{len(functions)}"
+            texts.append(_function(body, functions[body], serial))
+            local_bytes = max(local_bytes, _local_bytes(body))
+        args = []
+        for param, value in zip(node.src.params, node.values, strict=True):
+            decl_type = param.decl.rsplit(None, 1)[0].replace("__constant ", "__global const ")
+            if isinstance(value, ArenaSlice):
+                args.append(f"({decl_type})(dlg_constants + {value.offset})")
+            elif isinstance(value, np.ndarray):
+                args.append(_literal(decl_type, value))
+            else:
+                index = tensors.setdefault(id(value), len(tensors))
+                if index == len(tensor_list):
+                    tensor_list.append(value)
+                args.append(f"({decl_type})dlg_t{index}")
+        gs = tuple(node.global_size) + (1,) * (3 - len(node.global_size))
+        ls = tuple(node.local_size) + (1,) * (3 - len(node.local_size))
+        groups = [gs[a] // ls[a] for a in range(3)]
+        if serial:  # one work-item per work-group: local size 1, global ids of the group's first item
+            gs, ls = tuple(groups), (1, 1, 1)
+        steps.append(_step(k, names[k], functions[body], args, groups, gs, ls))
+    nodes_count = len(nodes)
+    # counters: per node, one range counter per work-group (P of them, up to MAX_UNITS) and a done
+    # counter; then the exit counter
+    source = "\n".join(
+        [
+            nodes[0].src.prelude,
+            _VIRTUAL_IDS,
+            *texts,
+            *(f"#undef {f}" for f in _ID_FUNCTIONS),
+            _kernel(steps, len(tensor_list), local_bytes, nodes_count),
+        ]
+    )
+    return PersistentKernel(source, tensor_list, _counter_words(nodes_count))
+
+
+#: the most work-groups (compute units) a persistent kernel is launched with
+MAX_UNITS = 64
+
+
+def _counter_words(nodes: int) -> int:
+    return (nodes * (MAX_UNITS + 1) + 1) * _LINE
+
+
+def _step(k: int, name: str, function: str, args: list[str], groups: list[int], gs: tuple, ls: tuple) -> str:
+    axis = max(range(3), key=lambda a: groups[a])
+    others = [a for a in range(3) if a != axis]
+    inner = groups[others[0]] * groups[others[1]]
+    component = {axis: "s", others[0]: f"o % {groups[others[0]]}u", others[1]: f"o / {groups[others[0]]}u"}
+    items = ls[0] * ls[1] * ls[2]
+    call = (
+        f"{function}(dlg_local, dg, dl, (int4)({ls[0]}, {ls[1]}, {ls[2]}, 0), "
+        f"(int4)({gs[0]}, {gs[1]}, {gs[2]}, 0), {', '.join(args)});"
+    )
+    base = k * (MAX_UNITS + 1) * _LINE
+    label = re.sub(r"[^\w+.-]", "_", name)[:80]
+    return f"""  /* {label} */
+  {{
+    const uint n = {groups[axis]}u;
+    uint taken = 0u;
+    for (uint q = 0u; q < P; ++q) {{
+      const uint range = (p + q) % P;
+      const uint lo = range * n / P, hi = (range + 1u) * n / P;
+      for (uint s = lo + atomic_inc(&dlg_counters[{base} + range * {_LINE}u]); s < hi;
+           s = lo + atomic_inc(&dlg_counters[{base} + range * {_LINE}u])) {{
+        ++taken;
+        for (uint o = 0u; o < {inner}u; ++o) {{
+          const int4 dg = (int4)({component[0]}, {component[1]}, {component[2]}, 0);
+          for (uint v = 0u; v < {items}u; ++v) {{
+            const int4 dl = (int4)(v % {ls[0]}u, (v / {ls[0]}u) % {ls[1]}u, v / {ls[0] * ls[1]}u, 0);
+            {call}
+          }}
+        }}
+      }}
+    }}
+    DLG_DONE({base + MAX_UNITS * _LINE}u, taken, n);
+  }}"""
+
+
+def _kernel(steps: list[str], tensors: int, local_bytes: int, nodes: int) -> str:
+    params = ", ".join(
+        [
+            *(f"__global char* dlg_t{i}" for i in range(tensors)),
+            "__global const char* dlg_constants",
+            "__global volatile uint* dlg_counters",
+        ]
+    )
+    exit_word = nodes * (MAX_UNITS + 1) * _LINE
+    return f"""
+/* a node is done when the groups every work-group took add up to its n; the wait is for groups a
+   running work-group has taken, so it always ends */
+#define DLG_DONE(word, taken, n) \\
+  do {{ \\
+    if ((taken) != 0u) atomic_add(&dlg_counters[word], (taken)); \\
+    while (dlg_counters[word] != (n)) {{ }} \\
+    atomic_or(&dlg_counters[word], 0u); \\
+  }} while (0)
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void dlg_persistent({params}) {{
+  __local float8 dlg_local8[{max(local_bytes, 32) // 32}];
+  __local char* dlg_local = (__local char*)dlg_local8;
+  const uint p = get_group_id(0), P = get_num_groups(0);
+{chr(10).join(steps)}
+  if (atomic_inc(&dlg_counters[{exit_word}u]) == P - 1u) {{  /* the last one out resets the counters */
+    for (uint i = 0u; i < {exit_word + _LINE}u; ++i) dlg_counters[i] = 0u;
+  }}
+}}
+"""

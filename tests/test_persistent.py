@@ -1,0 +1,136 @@
+"""Persistent kernels (delegate/runtime/persistent.py): the nodes of a context run by one kernel
+whose work-groups walk them in order must give exactly what the same kernels give launched one
+by one, whatever the number of work-groups and however often it runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from delegate import Runtime
+from delegate.runtime import persistent
+from delegate.runtime import runtime as runtime_module
+from delegate.runtime.persistent import NodeKernel
+from delegate.runtime.source import KernelSource, Param
+
+from .helpers import shared_path
+from .runtime_helpers import chain
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _compiled(name: str) -> bytes:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import kernel_profile
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return kernel_profile.compiled_context(shared_path("models", f"{name}.tflite"), [])
+
+
+def _inputs(rt: Runtime, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for shape in rt.input_shapes]
+
+
+@pytest.fixture
+def units(monkeypatch):
+    """Make the runtime see ``n`` compute units (more than this machine's workers: the extra
+    work-groups start late, when the others may be done)."""
+
+    def set_units(n: int) -> None:
+        real = runtime_module.describe
+
+        def describe(device):
+            return dataclasses.replace(real(device), compute_units=n)
+
+        monkeypatch.setattr(runtime_module, "describe", describe)
+
+    return set_units
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "elementwise_mix", "unet_small", "mobilenet_v2"])
+def test_a_persistent_kernel_gives_what_the_kernels_give_one_by_one(name, tmp_path):
+    payload = _compiled(name)
+    with Runtime.load(payload, cache_dir=tmp_path, persistent=False) as one_by_one:
+        xs = _inputs(one_by_one, 1)
+        expected = one_by_one.run(xs)
+        assert not one_by_one.persistent
+    with Runtime.load(payload, cache_dir=tmp_path) as rt:
+        assert rt.persistent and rt.persistent_error is None
+        assert any(label.startswith("persistent ") for label in rt.launch_names)
+        for _ in range(3):  # the counters are reset by each run for the next
+            for got, want in zip(rt.run(xs), expected, strict=True):
+                np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_any_number_of_work_groups_gives_the_same_result(n, units, tmp_path):
+    ctx = chain(5)
+    with Runtime.load(ctx, cache_dir=tmp_path, persistent=False) as one_by_one:
+        x = np.random.default_rng(2).standard_normal(one_by_one.input_shapes[0]).astype(np.float32)
+        (expected,) = one_by_one.run([x])
+    units(n)
+    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+        assert rt.launches()[1][1:] == ((n,), (1,))
+        for _ in range(5):
+            np.testing.assert_array_equal(rt.run([x])[0], expected)
+    np.testing.assert_allclose(expected, x + 5.0 + (x + 1.0), rtol=1e-6)
+
+
+def test_a_node_it_cannot_take_splits_the_run(tmp_path):
+    ctx = chain(5)
+    # a barrier without the WORK_GROUP_SERIAL marker: its work-items must run as a work-group
+    op = ctx.nodes[2].gpu_op
+    op.code = op.code.replace("MAIN_FUNCTION($0) {", "MAIN_FUNCTION($0) {\n  barrier(CLK_LOCAL_MEM_FENCE);", 1)
+    assert "barrier" in op.code
+    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+        assert rt.launch_names == [
+            "input 0",
+            "persistent inc0 .. inc1",
+            "inc2",
+            "persistent inc3 .. residual",
+            "output 6",
+        ]
+        x = np.random.default_rng(4).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        np.testing.assert_allclose(rt.run([x])[0], x + 5.0 + (x + 1.0), rtol=1e-6)
+
+
+def test_tuning_rebuilds_the_persistent_kernel_with_the_chosen_sizes(tmp_path):
+    ctx = chain(3)
+    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+        x = np.random.default_rng(0).random(rt.input_shapes[0], dtype=np.float32)
+        before = rt.run([x])[0]
+        report = rt.tune("fast", repeats=1)
+        assert [n.name for n in report.nodes] == ["inc0", "inc1", "inc2", "residual"]
+        assert rt.persistent
+        np.testing.assert_array_equal(rt.run([x])[0], before)
+
+
+def test_profiling_and_persistent_false_launch_node_by_node(tmp_path):
+    ctx = chain(2)
+    for kwargs in ({"profiling": True}, {"persistent": False}):
+        with Runtime.load(ctx, cache_dir=tmp_path, **kwargs) as rt:
+            assert not rt.persistent
+            assert rt.launch_names == ["input 0", "inc0", "inc1", "residual", "output 3"]
+
+
+def _node(code: str, params: list[Param]) -> NodeKernel:
+    body = f"__kernel void main_function({', '.join(p.decl for p in params)}) {{\n{code}\n}}\n"
+    return NodeKernel(KernelSource(body, params, body=body), [None] * len(params), (8,), (8,))
+
+
+def test_which_kernels_a_persistent_kernel_can_take():
+    buffer = Param("__global float4* t_buf", "tensor_buffer", "t")
+    image = Param("__read_only image2d_t t_img", "tensor_image", "t")
+    assert persistent.eligible(_node("  t_buf[get_global_id(0)] = (float4)(1.0f);", [buffer]))
+    assert not persistent.eligible(_node("  ;", [buffer, image]))  # images are not passed in
+    assert not persistent.eligible(_node("  barrier(CLK_LOCAL_MEM_FENCE);", [buffer]))
+    assert not persistent.eligible(_node("  __local float s[8];\n  s[0] = 1.0f;", [buffer]))
+    serial = "  /* WORK_GROUP_SERIAL */\n  __local float8 s[8];\n  s[0] = 1.0f;\n  barrier(CLK_LOCAL_MEM_FENCE);"
+    assert persistent.eligible(_node(serial, [buffer]))
+    assert not persistent.eligible(_node(serial.replace("float8", "double"), [buffer]))  # a type it cannot size
