@@ -475,3 +475,23 @@ def test_tuning_is_stored_with_the_serialized_partition(tmp_path, programs):
     assert len(list(tmp_path.glob("*.ctx"))) == 2
     with pytest.raises(ValueError, match="tuning must be none, fast or exhaustive"):
         delegate.load_delegate(tuning="always")
+
+
+def test_the_persistent_option_switches_persistent_kernels(programs):
+    from delegate.plugin.callbacks import _kernels
+
+    path = _model("small_cnn")
+    outputs, modes = [], []
+    for value in ("true", "false"):
+        interpreter = delegate.Interpreter(path, persistent=value, program_cache=programs)
+        interpreter.allocate_tensors()
+        _feed(interpreter, seed=3)
+        interpreter.invoke()
+        outputs.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy())
+        modes.append([k.runtime.persistent for k in _kernels.values()][-1])
+        del interpreter
+        gc.collect()
+    assert modes == [True, False]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    with pytest.raises(ValueError, match="persistent must be true or false"):
+        delegate.load_delegate(persistent="sometimes")

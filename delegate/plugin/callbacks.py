@@ -369,7 +369,11 @@ def _load_partition(
         program_cache = Path(options.program_cache)
     if folder is None:
         ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-        runtime = _ready(Runtime.load(ctx_model, device=device, cache_dir=program_cache), options, tune=True)
+        runtime = _ready(
+            _load_runtime(ctx_model, device, program_cache, options),
+            options,
+            tune=True,
+        )
         return runtime, "off"
     model_id = options.model_token.encode() if options.model_token else prep.constants_digest(context)
     key = _cache_key(graph, nodes, options, info.key, model_id)
@@ -379,19 +383,31 @@ def _load_partition(
     if path.exists():
         try:
             payload = unseal(path.read_bytes(), f"cache entry {path}")
-            return _ready(Runtime.load(payload, device=device, cache_dir=program_cache), options, tune=False), "hit"
+            return _ready(
+                _load_runtime(payload, device, program_cache, options),
+                options,
+                tune=False,
+            ), "hit"
         except ContextFormatError as exc:
             warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
         except CacheIntegrityError as exc:
             warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
     ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-    runtime = _ready(Runtime.load(ctx_model, device=device, cache_dir=program_cache), options, tune=True)
+    runtime = _ready(
+        _load_runtime(ctx_model, device, program_cache, options),
+        options,
+        tune=True,
+    )
     try:
         write_cache_entry(runtime.model, path)  # with the tuned work-group sizes
     except BaseException:
         runtime.close()
         raise
     return runtime, "miss"
+
+
+def _load_runtime(source: Any, device: Any, program_cache: Any, options: DelegateOptions) -> Runtime:
+    return Runtime.load(source, device=device, cache_dir=program_cache, persistent=options.persistent)
 
 
 def _ready(runtime: Runtime, options: DelegateOptions, *, tune: bool) -> Runtime:

@@ -49,6 +49,9 @@ class DelegateOptions:
     #: run each partition once on zeros in Prepare, so a driver that compiles at a kernel's first
     #: launch (PoCL without its kernel cache) does it in Prepare rather than in the first invoke
     warm_up: bool = False
+    #: on devices that are not GPUs, run consecutive nodes as one persistent kernel (no launch
+    #: between them; runtime/persistent.py); false launches every node by itself
+    persistent: bool = True
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -78,7 +81,7 @@ class DelegateOptions:
                     values[key] = Tuning(text.lower())
                 except ValueError:
                     raise OptionsError(f"tuning must be none, fast or exhaustive, not {text!r}") from None
-            elif key in ("fuse", "enable_quantized_inference", "compile_fallback", "warm_up"):
+            elif key in ("fuse", "enable_quantized_inference", "compile_fallback", "warm_up", "persistent"):
                 if text.lower() not in ("true", "false", "1", "0"):
                     raise OptionsError(f"{key} must be true or false, not {text!r}")
                 values[key] = text.lower() in ("true", "1")
