@@ -14,7 +14,6 @@ import pytest
 from delegate import Runtime
 from delegate.runtime import persistent
 from delegate.runtime import runtime as runtime_module
-from delegate.runtime.persistent import NodeKernel
 from delegate.runtime.source import KernelSource, Param
 
 from .helpers import shared_path
@@ -119,9 +118,9 @@ def test_profiling_and_persistent_false_launch_node_by_node(tmp_path):
             assert rt.launch_names == ["input 0", "inc0", "inc1", "residual", "output 3"]
 
 
-def _node(code: str, params: list[Param]) -> NodeKernel:
+def _node(code: str, params: list[Param]) -> KernelSource:
     body = f"__kernel void main_function({', '.join(p.decl for p in params)}) {{\n{code}\n}}\n"
-    return NodeKernel(KernelSource(body, params, body=body), [None] * len(params), (8,), (8,))
+    return KernelSource(body, params, body=body)
 
 
 def test_which_kernels_a_persistent_kernel_can_take():

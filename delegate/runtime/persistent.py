@@ -96,6 +96,10 @@ class PersistentKernel:
     name: str = "dlg_persistent"
 
 
+def _has_barrier(code: str) -> bool:
+    return "barrier" in code and _BARRIER.search(code) is not None  # the substring test is the fast path
+
+
 def _local_bytes(code: str) -> int:
     total = 0
     for type_name, _, count in _LOCAL_DECL.findall(code):
@@ -107,14 +111,14 @@ def _local_bytes(code: str) -> int:
     return total
 
 
-def eligible(node: NodeKernel) -> bool:
-    """Can ``node`` run inside a persistent kernel (see the module docstring)?"""
-    if any(p.kind in ("tensor_image", "object_image") for p in node.src.params):
+def eligible(src: KernelSource) -> bool:
+    """Can the node kernel of ``src`` run inside a persistent kernel (see the module docstring)?"""
+    if any(p.kind in ("tensor_image", "object_image") for p in src.params):
         return False
-    if not node.src.body or "main_function" not in node.src.body:
+    if not src.body or "main_function" not in src.body:
         return False
-    code = node.src.body
-    shared = _BARRIER.search(code) is not None or "__local" in code
+    code = src.body
+    shared = _has_barrier(code) or "__local" in code
     if not shared:
         return True
     if SERIAL_MARKER not in code:
@@ -165,7 +169,7 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
     steps: list[str] = []
     for k, node in enumerate(nodes):
         body = node.src.body
-        serial = _BARRIER.search(body) is not None or "__local" in body
+        serial = _has_barrier(body) or "__local" in body
         if body not in functions:
             functions[body] = f"n{len(functions)}"
             texts.append(_function(body, functions[body], serial))

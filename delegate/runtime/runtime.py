@@ -8,6 +8,7 @@ inputs, enqueues every kernel and downloads the outputs with no Python per node.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -21,7 +22,8 @@ from .._native import ffi, lib
 from ..context import ContextFile, model
 from ..context.model import CalculationsPrecision, DataType, TensorStorageType, TensorToGrid
 from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, ProgramBuildError
-from . import driver, memory, persistent
+from . import driver, memory
+from . import persistent as persistent_kernels
 from .device import DeviceInfo, describe, select_device
 from .driver import CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, Device, MemObject, OpenCLError
 from .geometry import Grid, Tuning, candidates
@@ -31,6 +33,7 @@ from .persistent import ArenaSlice
 from .programs import BuildStats, ProgramBuilder, default_cache_dir
 from .source import KernelSource, SourceError, assemble, effective_precision
 
+_REQUIRED_SIZE = re.compile(r"reqd_work_group_size\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 _STAGES = {1: "uploading input", 2: "launching", 3: "downloading output", 4: "finishing", 5: "profiling"}
 _DEFAULT_WORK_GROUP = (8, 4, 1)
 
@@ -314,10 +317,20 @@ class Runtime:
         # the nodes as a persistent kernel reads them: constants as places in the arena
         self._node_values = [list(launches[i][0].values) for i in self._node_launches]
         self._seal_arena([pending for pending, _, _ in launches])
-        self._make_kernels([pending for pending, _, _ in launches])
         self._node_sources = [launches[i][0].src for i in self._node_launches]
+        # When one persistent kernel will run every node, the node kernels are built only if a
+        # tool, tuning or a failed persistent build needs them: a warm start then loads one
+        # program binary of the node code instead of two.
+        lazy = (
+            self._arena is not None
+            and len(ctx.nodes) >= 2
+            and all(map(persistent_kernels.eligible, self._node_sources))
+        )
+        self._pending_nodes = [launches[i][0] for i in self._node_launches] if lazy else None
+        self._make_kernels([p for i, (p, _, _) in enumerate(launches) if not lazy or i not in self._node_launches])
         launches = [(pending.kernel, global_size, local_size) for pending, global_size, local_size in launches]
-        self._required_sizes = self._required_work_groups(launches)  # node positions tuning leaves alone
+        # node positions tuning leaves alone
+        self._required_sizes = self._required_in_source(launches) if lazy else self._required_work_groups(launches)
         self._staging_args = {ptr: (pending.kernel, index) for ptr, (pending, index) in self._staging_args.items()}
         #: every launch one by one (conversions and nodes); the plan runs these or persistent kernels
         self._launches = launches
@@ -611,6 +624,34 @@ class Runtime:
             self._keep.append(self._arena_buffer)
         self._arena = []  # the bytes are on the device now
 
+    def _ensure_node_kernels(self) -> None:
+        """Build the node kernels a persistent load left for later (see ``_load``)."""
+        pending, self._pending_nodes = self._pending_nodes, None
+        if pending:
+            self._make_kernels(pending)
+            for index, p in zip(self._node_launches, pending, strict=True):
+                self._launches[index] = (p.kernel, *self._launches[index][1:])
+
+    def _required_in_source(self, launches: list[tuple]) -> set[int]:
+        """``_required_work_groups`` read from the sources (``reqd_work_group_size``), for node
+        kernels not built yet."""
+        fixed: set[int] = set()
+        for k, (src, index) in enumerate(zip(self._node_sources, self._node_launches, strict=True)):
+            match = _REQUIRED_SIZE.search(src.body) if "reqd_work_group_size" in src.body else None
+            if match is None:
+                continue
+            fixed.add(k)
+            required = tuple(int(v) for v in match.groups())
+            local_size = launches[index][2]
+            launched = tuple(local_size) + (1,) * (3 - len(local_size))
+            if launched != required:
+                raise _semantic(
+                    f"node {self._node_names[k]!r}: its kernel requires work-group size {required} "
+                    f"(reqd_work_group_size) but the context launches it with {launched}; the context "
+                    "was edited or damaged: compile the model again (delete the cache entry)"
+                )
+        return fixed
+
     def _install_plan(self) -> None:
         """Build the plan from ``_launches``: runs of consecutive nodes a persistent kernel can
         take become one launch each when persistent kernels are on."""
@@ -621,6 +662,7 @@ class Runtime:
                 launches, labels = self._persistent_launches()
             except ProgramBuildError as exc:
                 self.persistent_error = f"the persistent kernel did not build: {exc}"
+                self._ensure_node_kernels()
                 launches, labels = list(self._launches), self._one_by_one_names()
         if getattr(self, "_plan", None) is not None:
             lib.dlg_plan_release(self._plan)
@@ -630,10 +672,10 @@ class Runtime:
     def _persistent_launches(self) -> tuple[list[tuple], list[str]]:
         first, stop = self._node_launches.start, self._node_launches.stop
         nodes = [
-            persistent.NodeKernel(src, values, tuple(self._launches[i][1]), tuple(self._launches[i][2]))
+            persistent_kernels.NodeKernel(src, values, tuple(self._launches[i][1]), tuple(self._launches[i][2]))
             for src, values, i in zip(self._node_sources, self._node_values, self._node_launches, strict=True)
         ]
-        ok = [persistent.eligible(n) for n in nodes]
+        ok = [persistent_kernels.eligible(n.src) for n in nodes]
         launches, labels = list(self._launches[:first]), self._one_by_one_names()[:first]
         k = 0
         while k < len(nodes):
@@ -645,6 +687,7 @@ class Runtime:
                 labels.append(f"persistent {self._node_names[k]} .. {self._node_names[end - 1]}")
                 k = end
             else:
+                self._ensure_node_kernels()
                 launches.append(self._launches[first + k])
                 labels.append(self._node_names[k])
                 k += 1
@@ -652,9 +695,9 @@ class Runtime:
         labels += self._one_by_one_names()[stop:]
         return launches, labels
 
-    def _persistent_kernel(self, nodes: list[persistent.NodeKernel], names: list[str]) -> tuple:
-        built = persistent.build(nodes, names)
-        units = min(self.device_info.compute_units, persistent.MAX_UNITS)
+    def _persistent_kernel(self, nodes: list[persistent_kernels.NodeKernel], names: list[str]) -> tuple:
+        built = persistent_kernels.build(nodes, names)
+        units = min(self.device_info.compute_units, persistent_kernels.MAX_UNITS)
         program = self._builder.build(built.source, "-cl-std=CL1.2", f"persistent kernel of {names[0]} .. {names[-1]}")
         api = cl_api()
         err = ffi.new("int32_t *")
@@ -1004,6 +1047,7 @@ class Runtime:
         if self._model.variable_ids_and_refs:
             return TuningReport(mode.value, [], 0.0, "the context has variable tensors")
         device = self._cl_context.device
+        self._ensure_node_kernels()
         queue = driver.Queue(self._cl_context, profiling=True)
         self._run_on_zeros()  # real data in every tensor
         tuned: list[TunedNode] = []
