@@ -54,15 +54,26 @@ _TYPE_BYTES = {
     "short": 2,
     "ushort": 2,
 }
-_VIRTUAL_IDS = """#define get_global_id(d) ((size_t)((d) == 0 ? dlg_g.x * dlg_ls.x + dlg_l.x : (d) == 1 ? \
-dlg_g.y * dlg_ls.y + dlg_l.y : dlg_g.z * dlg_ls.z + dlg_l.z))
-#define get_local_id(d) ((size_t)((d) == 0 ? dlg_l.x : (d) == 1 ? dlg_l.y : dlg_l.z))
-#define get_group_id(d) ((size_t)((d) == 0 ? dlg_g.x : (d) == 1 ? dlg_g.y : dlg_g.z))
-#define get_local_size(d) ((size_t)((d) == 0 ? dlg_ls.x : (d) == 1 ? dlg_ls.y : dlg_ls.z))
-#define get_global_size(d) ((size_t)((d) == 0 ? dlg_gs.x : (d) == 1 ? dlg_gs.y : dlg_gs.z))
-#define get_num_groups(d) (get_global_size(d) / get_local_size(d))
+#: the work-item functions inside a node function: dlg_g group id, dlg_l local id, dlg_ls the local
+#: size the code sees (1 for a serial work-group), dlg_st the launched local size (global ids and
+#: group counts follow it), dlg_gs the launched global size
+_VIRTUAL_IDS = """#define DLG_PICK(v, d) ((size_t)((d) == 0 ? (v).x : (d) == 1 ? (v).y : (v).z))
+#define get_global_id(d) (DLG_PICK(dlg_g, d) * DLG_PICK(dlg_st, d) + DLG_PICK(dlg_l, d))
+#define get_local_id(d) DLG_PICK(dlg_l, d)
+#define get_group_id(d) DLG_PICK(dlg_g, d)
+#define get_local_size(d) DLG_PICK(dlg_ls, d)
+#define get_global_size(d) DLG_PICK(dlg_gs, d)
+#define get_num_groups(d) (DLG_PICK(dlg_gs, d) / DLG_PICK(dlg_st, d))
 """
-_ID_FUNCTIONS = ("get_global_id", "get_local_id", "get_group_id", "get_local_size", "get_global_size", "get_num_groups")
+_ID_FUNCTIONS = (
+    "get_global_id",
+    "get_local_id",
+    "get_group_id",
+    "get_local_size",
+    "get_global_size",
+    "get_num_groups",
+    "DLG_PICK",
+)
 
 
 @dataclass(frozen=True)
@@ -153,7 +164,7 @@ def _function(body: str, name: str, serial: bool) -> str:
     head, rest = text.split(f"__kernel void {name}(", 1)
     signature, after = rest.split(")", 1)
     signature = signature.replace("__constant ", "__global const ")
-    virtual = "__local char* dlg_local, int4 dlg_g, int4 dlg_l, int4 dlg_ls, int4 dlg_gs,"
+    virtual = "__local char* dlg_local, int4 dlg_g, int4 dlg_l, int4 dlg_ls, int4 dlg_st, int4 dlg_gs,"
     return f"{head}void {name}({virtual}{signature}){after}"
 
 
@@ -189,9 +200,9 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
         gs = tuple(node.global_size) + (1,) * (3 - len(node.global_size))
         ls = tuple(node.local_size) + (1,) * (3 - len(node.local_size))
         groups = [gs[a] // ls[a] for a in range(3)]
-        if serial:  # one work-item per work-group: local size 1, global ids of the group's first item
-            gs, ls = tuple(groups), (1, 1, 1)
-        steps.append(_step(k, names[k], functions[body], args, groups, gs, ls))
+        # a serial work-group is one work-item: local size 1, the global ids of the group's first item
+        seen = (1, 1, 1) if serial else ls
+        steps.append(_step(k, names[k], functions[body], args, groups, gs, ls, seen))
     nodes_count = len(nodes)
     # counters: per node, one range counter per work-group (P of them, up to MAX_UNITS) and a done
     # counter; then the exit counter
@@ -215,15 +226,19 @@ def _counter_words(nodes: int) -> int:
     return (nodes * (MAX_UNITS + 1) + 1) * _LINE
 
 
-def _step(k: int, name: str, function: str, args: list[str], groups: list[int], gs: tuple, ls: tuple) -> str:
+def _step(
+    k: int, name: str, function: str, args: list[str], groups: list[int], gs: tuple, ls: tuple, seen: tuple
+) -> str:
+    """Node ``k``: take rows of its groups (its longest grid axis), run each group's work-items
+    (``seen``: the local size the code sees) one after another, then wait for the node's end."""
     axis = max(range(3), key=lambda a: groups[a])
     others = [a for a in range(3) if a != axis]
     inner = groups[others[0]] * groups[others[1]]
     component = {axis: "s", others[0]: f"o % {groups[others[0]]}u", others[1]: f"o / {groups[others[0]]}u"}
-    items = ls[0] * ls[1] * ls[2]
+    items = seen[0] * seen[1] * seen[2]
     call = (
-        f"{function}(dlg_local, dg, dl, (int4)({ls[0]}, {ls[1]}, {ls[2]}, 0), "
-        f"(int4)({gs[0]}, {gs[1]}, {gs[2]}, 0), {', '.join(args)});"
+        f"{function}(dlg_local, dg, dl, (int4)({seen[0]}, {seen[1]}, {seen[2]}, 0), "
+        f"(int4)({ls[0]}, {ls[1]}, {ls[2]}, 0), (int4)({gs[0]}, {gs[1]}, {gs[2]}, 0), {', '.join(args)});"
     )
     base = k * (MAX_UNITS + 1) * _LINE
     label = re.sub(r"[^\w+.-]", "_", name)[:80]
@@ -240,7 +255,7 @@ def _step(k: int, name: str, function: str, args: list[str], groups: list[int], 
         for (uint o = 0u; o < {inner}u; ++o) {{
           const int4 dg = (int4)({component[0]}, {component[1]}, {component[2]}, 0);
           for (uint v = 0u; v < {items}u; ++v) {{
-            const int4 dl = (int4)(v % {ls[0]}u, (v / {ls[0]}u) % {ls[1]}u, v / {ls[0] * ls[1]}u, 0);
+            const int4 dl = (int4)(v % {seen[0]}u, (v / {seen[0]}u) % {seen[1]}u, v / {seen[0] * seen[1]}u, 0);
             {call}
           }}
         }}

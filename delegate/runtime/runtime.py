@@ -334,7 +334,6 @@ class Runtime:
         self._staging_args = {ptr: (pending.kernel, index) for ptr, (pending, index) in self._staging_args.items()}
         #: every launch one by one (conversions and nodes); the plan runs these or persistent kernels
         self._launches = launches
-        self._persistent_kernels: dict[tuple, Any] = {}
         self._install_plan()
         self.memory = MemoryReport(
             tensor_bytes=self._tensor_bytes,
