@@ -133,3 +133,37 @@ def test_which_kernels_a_persistent_kernel_can_take():
     serial = "  /* WORK_GROUP_SERIAL */\n  __local float8 s[8];\n  s[0] = 1.0f;\n  barrier(CLK_LOCAL_MEM_FENCE);"
     assert persistent.eligible(_node(serial, [buffer]))
     assert not persistent.eligible(_node(serial.replace("float8", "double"), [buffer]))  # a type it cannot size
+
+
+_REVERSE_TILES = """
+__attribute__((reqd_work_group_size(4, 4, 1))) MAIN_FUNCTION($0) {
+  /* WORK_GROUP_SERIAL: the 4x4 tile's pixels are shared among the work-group's work-items */
+  __local FLT4 tile[16];
+  int lanes = GROUP_SIZE_0 * GROUP_SIZE_1;
+  int lane = LOCAL_ID_1 * GROUP_SIZE_0 + LOCAL_ID_0;
+  int X0 = GLOBAL_ID_0 - LOCAL_ID_0;
+  int Y0 = GLOBAL_ID_1 - LOCAL_ID_1;
+  int S = GLOBAL_ID_2;
+  for (int i = lane; i < 16; i += lanes) {
+    tile[i] = args.src_tensor.Read(X0 + i % 4, Y0 + i / 4, S);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = lane; i < 16; i += lanes) {
+    args.dst_tensor.Write(tile[15 - i] + (FLT)(1.0f), X0 + i % 4, Y0 + i / 4, S);
+  }
+}
+"""
+
+
+def test_a_serial_work_group_sees_its_first_work_items_ids(tmp_path):
+    # A WORK_GROUP_SERIAL kernel run as one work-item per work-group: GLOBAL_ID is the group's first
+    # work-item's (group id x launched local size), so the tile it covers is the launched one.
+    ctx = chain(5)
+    ctx.nodes[2].gpu_op.code = _REVERSE_TILES
+    x = np.random.default_rng(6).standard_normal((1, 16, 16, 8)).astype(np.float32)
+    tiles = x.reshape(1, 4, 4, 4, 4, 8)[:, :, ::-1, :, ::-1, :].reshape(x.shape)  # each 4x4 tile reversed
+    expected = (x + 1.0) + (tiles + 5.0)
+    for flag in (False, True):
+        with Runtime.load(ctx, cache_dir=tmp_path, persistent=flag) as rt:
+            assert rt.persistent is flag
+            np.testing.assert_allclose(rt.run([x])[0], expected, rtol=1e-6)
