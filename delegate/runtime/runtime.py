@@ -34,6 +34,14 @@ from .programs import BuildStats, ProgramBuilder, default_cache_dir
 from .source import KernelSource, SourceError, assemble, effective_precision
 
 _REQUIRED_SIZE = re.compile(r"reqd_work_group_size\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def _required_in_source(src: KernelSource) -> tuple[int, ...] | None:
+    """The ``reqd_work_group_size`` a kernel's source declares, if any."""
+    match = _REQUIRED_SIZE.search(src.body) if "reqd_work_group_size" in src.body else None
+    return None if match is None else tuple(int(v) for v in match.groups())
+
+
 _STAGES = {1: "uploading input", 2: "launching", 3: "downloading output", 4: "finishing", 5: "profiling"}
 _DEFAULT_WORK_GROUP = (8, 4, 1)
 
@@ -313,7 +321,6 @@ class Runtime:
         self._node_launches = range(first_node, first_node + len(ctx.nodes))
         for t, staging in zip(self._outputs, self._output_staging, strict=True):
             launches.append(self._conversion(t, staging, _FROM_DEVICE, f"output {t.tensor_id}"))
-        self._launch_count = len(launches)
         # the nodes as a persistent kernel reads them: constants as places in the arena
         self._node_values = [list(launches[i][0].values) for i in self._node_launches]
         self._seal_arena([pending for pending, _, _ in launches])
@@ -330,7 +337,7 @@ class Runtime:
         self._make_kernels([p for i, (p, _, _) in enumerate(launches) if not lazy or i not in self._node_launches])
         launches = [(pending.kernel, global_size, local_size) for pending, global_size, local_size in launches]
         # node positions tuning leaves alone
-        self._required_sizes = self._required_in_source(launches) if lazy else self._required_work_groups(launches)
+        self._required_sizes = self._required_work_groups(launches, from_source=lazy)
         self._staging_args = {ptr: (pending.kernel, index) for ptr, (pending, index) in self._staging_args.items()}
         #: every launch one by one (conversions and nodes); the plan runs these or persistent kernels
         self._launches = launches
@@ -631,26 +638,6 @@ class Runtime:
             for index, p in zip(self._node_launches, pending, strict=True):
                 self._launches[index] = (p.kernel, *self._launches[index][1:])
 
-    def _required_in_source(self, launches: list[tuple]) -> set[int]:
-        """``_required_work_groups`` read from the sources (``reqd_work_group_size``), for node
-        kernels not built yet."""
-        fixed: set[int] = set()
-        for k, (src, index) in enumerate(zip(self._node_sources, self._node_launches, strict=True)):
-            match = _REQUIRED_SIZE.search(src.body) if "reqd_work_group_size" in src.body else None
-            if match is None:
-                continue
-            fixed.add(k)
-            required = tuple(int(v) for v in match.groups())
-            local_size = launches[index][2]
-            launched = tuple(local_size) + (1,) * (3 - len(local_size))
-            if launched != required:
-                raise _semantic(
-                    f"node {self._node_names[k]!r}: its kernel requires work-group size {required} "
-                    f"(reqd_work_group_size) but the context launches it with {launched}; the context "
-                    "was edited or damaged: compile the model again (delete the cache entry)"
-                )
-        return fixed
-
     def _install_plan(self) -> None:
         """Build the plan from ``_launches``: runs of consecutive nodes a persistent kernel can
         take become one launch each when persistent kernels are on."""
@@ -839,15 +826,19 @@ class Runtime:
         self._grids.append(grid)
         return (kernel, *self._geometry(op, grid))
 
-    def _required_work_groups(self, launches: list[tuple]) -> set[int]:
+    def _required_work_groups(self, launches: list[tuple], *, from_source: bool = False) -> set[int]:
         """The positions of the nodes whose kernel requires a work-group size
         (``reqd_work_group_size``); a node the context launches with another size is refused: it
-        could not run."""
+        could not run. ``from_source``: read the attribute from the kernel sources (node kernels
+        a persistent load has not built) rather than from the built kernels."""
         device = self._cl_context.device
         fixed: set[int] = set()
         for k, index in enumerate(self._node_launches):
             kernel, _, local_size = launches[index]
-            required = driver.kernel_required_work_group_size(kernel, device)
+            if from_source:
+                required = _required_in_source(self._node_sources[k])
+            else:
+                required = driver.kernel_required_work_group_size(kernel, device)
             if required is None:
                 continue
             fixed.add(k)
