@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .source import KernelSource
+from .programs import renamed_kernel
+from .source import KernelSource, float_literal
 
 #: the marker of a kernel that one work-item may run a whole work-group of (see the docstring)
 SERIAL_MARKER = "WORK_GROUP_SERIAL"
@@ -107,8 +108,10 @@ class PersistentKernel:
     name: str = "dlg_persistent"
 
 
-def _has_barrier(code: str) -> bool:
-    return "barrier" in code and _BARRIER.search(code) is not None  # the substring test is the fast path
+def _shares_work_group(code: str) -> bool:
+    """Do the kernel's work-items share a work-group (barriers or local arrays)?"""
+    has_barrier = "barrier" in code and _BARRIER.search(code) is not None  # the substring test is the fast path
+    return has_barrier or "__local" in code
 
 
 def _local_bytes(code: str) -> int:
@@ -129,8 +132,7 @@ def eligible(src: KernelSource) -> bool:
     if not src.body or "main_function" not in src.body:
         return False
     code = src.body
-    shared = _has_barrier(code) or "__local" in code
-    if not shared:
+    if not _shares_work_group(code):
         return True
     if SERIAL_MARKER not in code:
         return False
@@ -146,16 +148,13 @@ def _literal(decl_type: str, value: np.ndarray) -> str:
     if v.dtype.kind in "iu":
         items = ", ".join(str(int(x)) for x in v)
     else:
-        items = ", ".join(f"{float(x).hex()}f" if np.isfinite(x) else ("NAN" if np.isnan(x) else
-                          ("INFINITY" if x > 0 else "(-INFINITY)")) for x in v.astype(np.float64))  # fmt: skip
+        items = ", ".join(float_literal(float(x)) for x in v)
     return f"({decl_type})({items})"
 
 
 def _function(body: str, name: str, serial: bool) -> str:
     """``body`` (a kernel's selector macros and code) as a device function ``name`` taking the
     virtual ids first, its local arrays hoisted onto ``dlg_local``."""
-    from .programs import renamed_kernel
-
     text = renamed_kernel(body, name)
     text = _REQD.sub("", text)
     if serial:
@@ -180,7 +179,7 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
     steps: list[str] = []
     for k, node in enumerate(nodes):
         body = node.src.body
-        serial = _has_barrier(body) or "__local" in body
+        serial = _shares_work_group(body)
         if body not in functions:
             functions[body] = f"n{len(functions)}"
             texts.append(_function(body, functions[body], serial))

@@ -92,7 +92,8 @@ def effective_precision(requested: CalculationsPrecision, device: DeviceInfo) ->
     return requested
 
 
-def _float_literal(value: float) -> str:
+def float_literal(value: float) -> str:
+    """``value`` as an OpenCL float literal (rounded to float32; NAN and the infinities by name)."""
     v = float(np.float32(value))
     if np.isnan(v):
         return "NAN"
@@ -185,11 +186,11 @@ class _Assembler:
         a = self.args
         groups = [
             ("int", a.int_values, lambda v: str(int(v.value)), np.int32, self.result.int4s),
-            ("float", a.float_values, lambda v: _float_literal(v.value), np.float32, self.result.float4s),
+            ("float", a.float_values, lambda v: float_literal(v.value), np.float32, self.result.float4s),
         ]
         half_as = "half" if self.device.fp16 else "float"
         half_dtype = np.float16 if self.device.fp16 else np.float32
-        groups.append(("half", a.half_values, lambda v: _float_literal(v.value), half_dtype, self.result.half4s))
+        groups.append(("half", a.half_values, lambda v: float_literal(v.value), half_dtype, self.result.half4s))
         for kind, values, literal, dtype, vectors in groups:
             active = [v for v in values if v.active]
             for v in values:
