@@ -135,6 +135,26 @@ def test_which_kernels_a_persistent_kernel_can_take():
     assert not persistent.eligible(_node(serial.replace("float8", "double"), [buffer]))  # a type it cannot size
 
 
+def test_each_node_is_a_function_of_its_own_with_its_scalars_as_constants():
+    # Two nodes of one kernel source: each gets its own function with its shapes declared inside,
+    # so the compiler specialises it (loop bounds, index arithmetic); only buffers are passed.
+    out = Param("__global float4* t_buf", "tensor_buffer", "t")
+    shape = Param("int4 shape", "int4", "shape")
+    src = _node("  t_buf[get_global_id(0)] = (float4)((float)shape.x);", [out, shape])
+    buffer = object()
+    sizes = (3, 5)
+    nodes = [persistent.NodeKernel(src, [buffer, np.array([n, 0, 0, 0], np.int32)], (8,), (8,)) for n in sizes]
+    kernel = persistent.build(nodes, ["first", "second"])
+    functions = kernel.source.split("__attribute__((noinline)) void ")[1:]
+    assert [f.split("(", 1)[0] for f in functions] == ["n0", "n1"]
+    for function, n in zip(functions, sizes, strict=True):
+        signature, body = function.split("{", 1)
+        assert "int4 shape" not in signature and "__global float4* t_buf" in signature
+        assert f"int4 shape = (int4)({n}, 0, 0, 0);" in body
+    assert kernel.tensor_buffers == [buffer]
+    assert "(int4)(3, 0, 0, 0)" not in kernel.source.split("void dlg_persistent", 1)[1]  # not passed in calls
+
+
 _REVERSE_TILES = """
 __attribute__((reqd_work_group_size(4, 4, 1))) MAIN_FUNCTION($0) {
   /* WORK_GROUP_SERIAL: the 4x4 tile's pixels are shared among the work-group's work-items */
