@@ -59,9 +59,10 @@ _TYPE_BYTES = {
     "short": 2,
     "ushort": 2,
 }
-#: the work-item functions inside a node function: dlg_g group id, dlg_l local id, dlg_ls the local
-#: size the code sees (1 for a serial work-group), dlg_st the launched local size (global ids and
-#: group counts follow it), dlg_gs the launched global size
+#: the work-item functions inside a node function: dlg_g group id, dlg_l local id (its
+#: arguments), dlg_ls the local size the code sees (1 for a serial work-group), dlg_st the launched
+#: local size (global ids and group counts follow it), dlg_gs the launched global size (constants
+#: declared in it)
 _VIRTUAL_IDS = """#define DLG_PICK(v, d) ((size_t)((d) == 0 ? (v).x : (d) == 1 ? (v).y : (v).z))
 #define get_global_id(d) (DLG_PICK(dlg_g, d) * DLG_PICK(dlg_st, d) + DLG_PICK(dlg_l, d))
 #define get_local_id(d) DLG_PICK(dlg_l, d)
@@ -70,6 +71,8 @@ _VIRTUAL_IDS = """#define DLG_PICK(v, d) ((size_t)((d) == 0 ? (v).x : (d) == 1 ?
 #define get_global_size(d) DLG_PICK(dlg_gs, d)
 #define get_num_groups(d) (DLG_PICK(dlg_gs, d) / DLG_PICK(dlg_st, d))
 """
+#: the launch sizes a node function declares (see _VIRTUAL_IDS)
+_SIZES = ("dlg_ls", "dlg_st", "dlg_gs")
 _ID_FUNCTIONS = (
     "get_global_id",
     "get_local_id",
@@ -158,9 +161,9 @@ def _literal(decl_type: str, value: np.ndarray) -> str:
 
 def _function(body: str, name: str, serial: bool, params: list[str], constants: list[str]) -> str:
     """``body`` (a kernel's selector macros and code) as a device function ``name`` taking the
-    virtual ids and ``params`` (declarations), with ``constants`` (declarations with values:
-    the node's scalars and shapes) at the top of its body, its local arrays hoisted onto
-    ``dlg_local``. Kept out of line (one function per node: what a profiler shows)."""
+    virtual group and local ids and ``params`` (declarations), with ``constants`` (declarations
+    with values: the node's launch sizes, scalars and shapes) at the top of its body, its local
+    arrays hoisted onto ``dlg_local``. Kept out of line (one function per node: what a profiler shows)."""
     text = renamed_kernel(body, name)
     text = _REQD.sub("", text)
     if serial:
@@ -169,7 +172,7 @@ def _function(body: str, name: str, serial: bool, params: list[str], constants: 
     head, rest = text.split(f"__kernel void {name}(", 1)
     _, after = rest.split(")", 1)
     opening, code = after.split("{", 1)
-    virtual = "__local char* dlg_local, int4 dlg_g, int4 dlg_l, int4 dlg_ls, int4 dlg_st, int4 dlg_gs"
+    virtual = "__local char* dlg_local, int4 dlg_g, int4 dlg_l"
     signature = ", ".join([virtual, *params])
     declarations = "".join(f"  {c};\n" for c in constants)
     return f"{head}__attribute__((noinline)) void {name}({signature}){opening}{{\n{declarations}{code}"
@@ -206,13 +209,14 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
                 if index == len(tensor_list):
                     tensor_list.append(value)
                 args.append(f"({decl_type})dlg_t{index}")
-        texts.append(_function(body, name, serial, params, constants))
         gs = tuple(node.global_size) + (1,) * (3 - len(node.global_size))
         ls = tuple(node.local_size) + (1,) * (3 - len(node.local_size))
         groups = [gs[a] // ls[a] for a in range(3)]
         # a serial work-group is one work-item: local size 1, the global ids of the group's first item
         seen = (1, 1, 1) if serial else ls
-        steps.append(_step(k, names[k], name, args, groups, gs, ls, seen))
+        sizes = [f"int4 {v} = (int4)({x}, {y}, {z}, 0)" for v, (x, y, z) in zip(_SIZES, (seen, ls, gs), strict=True)]
+        texts.append(_function(body, name, serial, params, sizes + constants))
+        steps.append(_step(k, names[k], name, args, groups, seen))
     nodes_count = len(nodes)
     # counters: per node, one range counter per work-group (P of them, up to MAX_UNITS) and a done
     # counter; then the exit counter
@@ -236,9 +240,7 @@ def _counter_words(nodes: int) -> int:
     return (nodes * (MAX_UNITS + 1) + 1) * _LINE
 
 
-def _step(
-    k: int, name: str, function: str, args: list[str], groups: list[int], gs: tuple, ls: tuple, seen: tuple
-) -> str:
+def _step(k: int, name: str, function: str, args: list[str], groups: list[int], seen: tuple) -> str:
     """Node ``k``: take rows of its groups (its longest grid axis), run each group's work-items
     (``seen``: the local size the code sees) one after another, then wait for the node's end."""
     axis = max(range(3), key=lambda a: groups[a])
@@ -246,10 +248,7 @@ def _step(
     inner = groups[others[0]] * groups[others[1]]
     component = {axis: "s", others[0]: f"o % {groups[others[0]]}u", others[1]: f"o / {groups[others[0]]}u"}
     items = seen[0] * seen[1] * seen[2]
-    call = (
-        f"{function}(dlg_local, dg, dl, (int4)({seen[0]}, {seen[1]}, {seen[2]}, 0), "
-        f"(int4)({ls[0]}, {ls[1]}, {ls[2]}, 0), (int4)({gs[0]}, {gs[1]}, {gs[2]}, 0){''.join(', ' + a for a in args)});"
-    )
+    call = f"{function}(dlg_local, dg, dl{''.join(', ' + a for a in args)});"
     base = k * (MAX_UNITS + 1) * _LINE
     label = re.sub(r"[^\w+.-]", "_", name)[:80]
     return f"""  /* {label} */
