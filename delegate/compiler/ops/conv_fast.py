@@ -357,8 +357,8 @@ def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "
     for k, lane in enumerate("xyzw"[:lanes]):
         for g in range(G):
             L.append(f"{indent}ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read({wbase}{g} + {k}));\n")
-        for g in range(G):
-            for p in range(P):
+        for p in range(P):
+            for g in range(G):
                 L.append(f"{indent}a{g}{p} += v{p}.{lane} * k{g}{k};\n")
     for g in range(G):
         L.append(f"{indent}{wbase}{g} += 4;\n")
