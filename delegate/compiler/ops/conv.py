@@ -27,12 +27,12 @@ from .conv_fast import (
     DEPTHWISE_MAX_TAPS,
     DEPTHWISE_PIXELS,
     GEMM_GROUPS,
-    GEMM_PIXELS,
     THIRDS_GROUPS,
     THIRDS_PIXELS,
     depthwise_code,
     gemm_conv_code,
     gemm_groups,
+    gemm_pixels,
     odd_thirds,
     pack_depthwise_weights,
     pack_gemm_biases,
@@ -264,9 +264,9 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     b, h, w, c = layout.bhwc(dst.shape)
     npix, groups = b * h * w, gemm_groups(c)
     _, ih, iw, cin = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
-    pixels = GEMM_PIXELS if (npix if flat else iw if phases else w) >= GEMM_PIXELS else 1
+    pixels = gemm_pixels(npix if flat else iw if phases else w)
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
-    if flat and pixels == GEMM_PIXELS and odd_thirds(groups):
+    if flat and pixels > 1 and odd_thirds(groups):
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
     code = gemm_conv_code(
         node.params.get("activation", 0),

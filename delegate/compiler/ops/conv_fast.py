@@ -30,10 +30,15 @@ import numpy as np
 from .. import layout
 from .base import WRITE, WRITE_AT, activation_code
 
-#: Default blocking of the matrix-product kernel: 5 pixels x 2 groups of 8 output channels, ten
-#: FLT8 accumulators (measured on PoCL against 3x2, 4x2, 4x3, 2x4, 6x2 and 8x1: 5x2 was fastest or
-#: level on every MobileNetV2 and UNet layer, 10-20% ahead of 4x2 on the 3x3 ones).
-GEMM_PIXELS = 5
+#: Default blocking of the matrix-product kernel: 6 (or 5, see gemm_pixels) pixels x 2 groups of 8
+#: output channels, 12 FLT8 accumulators. Session 9 measured 5x2 fastest or level on every
+#: MobileNetV2 and UNet layer against 3x2, 4x2, 4x3, 2x4, 6x2 and 8x1 (10-20% ahead of 4x2 on the
+#: 3x3 ones), but then a lane's FMAs went group by group and blocks of 6x2 or 4x3 spilled an
+#: accumulator; pixel by pixel (slice_step) they fit AVX2's 16 registers, and 6x2 ran MobileNetV2
+#: and UNet-small 1-1.5% faster than 5x2 (races of whole calls, session 11).
+GEMM_PIXELS = 6
+#: The other pixel count ``gemm_pixels`` may pick.
+GEMM_PIXELS_ALT = 5
 GEMM_GROUPS = 2
 #: Windows up to this many taps are unrolled in the matrix-product kernel (about 1.6x faster for
 #: UNet's 3x3 layers on PoCL than the compiler's own choice).
@@ -60,6 +65,18 @@ def pack_gemm_biases(bias: bytes, dtype: np.dtype) -> bytes:
     values = np.frombuffer(bias, dtype)
     extra = (-len(values)) % 8
     return np.concatenate([values, np.zeros(extra, dtype)]).tobytes()
+
+
+def gemm_pixels(pixels: int) -> int:
+    """Pixels per work-item for a row (or flat run) of ``pixels``: GEMM_PIXELS, unless its last
+    block pads more than 2% over what GEMM_PIXELS_ALT's would (49 pixels: 9 x 6 = 54 slots
+    against 10 x 5 = 50), or 1 for rows shorter than a block."""
+    if pixels < GEMM_PIXELS_ALT:
+        return 1
+    if pixels < GEMM_PIXELS:
+        return GEMM_PIXELS_ALT
+    slots, alt_slots = (-(-pixels // p) * p for p in (GEMM_PIXELS, GEMM_PIXELS_ALT))
+    return GEMM_PIXELS_ALT if slots > 1.02 * alt_slots else GEMM_PIXELS
 
 
 def gemm_groups(channels: int) -> int:
