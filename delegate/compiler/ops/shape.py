@@ -340,6 +340,22 @@ class Reduce:
         mapping = "".join(f"    int {name} = {expr};\n" for name, expr in zip(_IN, exprs, strict=True))
         count = " * ".join(f"args.src_tensor.{_SIZE[j]}()" for j in sorted(reduced)) or "1"
         finish = f"acc / (float)({count})" if node.op == Builtin.MEAN else "acc"
+        if exprs[3] == _OUT[3]:
+            # The output's channel is the input's: reduce whole slices (float4 lanes at once), as a
+            # global average pool does; 4x fewer reads than lane by lane and vector arithmetic.
+            mapping = "".join(f"      int {name} = {expr};\n" for name, expr in zip(_IN[:3], exprs[:3], strict=True))
+            code = (
+                HEAD
+                + f"  float4 acc = (float4)({init});\n"
+                + "".join(loops).replace("    for", "  for")
+                + "  {\n"
+                + mapping
+                + "      float4 v = convert_float4(args.src_tensor.Read(xi, yi, S, bi));\n"
+                + f"      {update}\n  }}\n"
+                + f"  FLT4 result = TO_FLT4({finish});\n"
+                + "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
+            )
+            return operation(code, srcs=["src_tensor"])
         code = (
             LANES
             + HEAD
