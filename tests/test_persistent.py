@@ -155,6 +155,18 @@ def test_each_node_is_a_function_of_its_own_with_its_scalars_as_constants():
     assert "(int4)(3, 0, 0, 0)" not in kernel.source.split("void dlg_persistent", 1)[1]  # not passed in calls
 
 
+def test_work_items_past_a_nodes_grid_are_skipped_not_called():
+    # A node whose 5 work-items launch as one work-group of 8: the other 3 are not called, when the
+    # runtime says any local size serves it (grid given); without a grid all 8 are called.
+    out = Param("__global float4* t_buf", "tensor_buffer", "t")
+    src = _node("  t_buf[get_global_id(0)] = (float4)(1.0f);", [out])
+    buffer = object()
+    guarded = persistent.build([persistent.NodeKernel(src, [buffer], (8,), (8,), (5,))], ["a"]).source
+    assert "if (dg.x * 8 + dl.x < 5) n0(" in guarded
+    plain = persistent.build([persistent.NodeKernel(src, [buffer], (8,), (8,))], ["a"]).source
+    assert "dl.x < 5" not in plain and "n0(dlg_local, dg, dl" in plain
+
+
 _REVERSE_TILES = """
 __attribute__((reqd_work_group_size(4, 4, 1))) MAIN_FUNCTION($0) {
   /* WORK_GROUP_SERIAL: the 4x4 tile's pixels are shared among the work-group's work-items */

@@ -101,6 +101,9 @@ class NodeKernel:
     values: list[Any]
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
+    #: the work-items the node needs per axis (its grid, not rounded up to whole work-groups),
+    #: when any local size serves it (no reqd_work_group_size); None: launch as sized above
+    grid: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -214,9 +217,11 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
         groups = [gs[a] // ls[a] for a in range(3)]
         # a serial work-group is one work-item: local size 1, the global ids of the group's first item
         seen = (1, 1, 1) if serial else ls
+        # work-items past the grid (rounding it up to whole work-groups) are skipped, not called
+        grid = None if serial or node.grid is None else tuple(node.grid) + (1,) * (3 - len(node.grid))
         sizes = [f"int4 {v} = (int4)({x}, {y}, {z}, 0)" for v, (x, y, z) in zip(_SIZES, (seen, ls, gs), strict=True)]
         texts.append(_function(body, name, serial, params, sizes + constants))
-        steps.append(_step(k, names[k], name, args, groups, seen))
+        steps.append(_step(k, names[k], name, args, groups, seen, ls, grid))
     nodes_count = len(nodes)
     # counters: per node, one range counter per work-group (P of them, up to MAX_UNITS) and a done
     # counter; then the exit counter
@@ -240,15 +245,22 @@ def _counter_words(nodes: int) -> int:
     return (nodes * (MAX_UNITS + 1) + 1) * _LINE
 
 
-def _step(k: int, name: str, function: str, args: list[str], groups: list[int], seen: tuple) -> str:
+def _step(
+    k: int, name: str, function: str, args: list[str], groups: list[int], seen: tuple, ls: tuple, grid: tuple | None
+) -> str:
     """Node ``k``: take rows of its groups (its longest grid axis), run each group's work-items
-    (``seen``: the local size the code sees) one after another, then wait for the node's end."""
+    (``seen``: the local size the code sees; launched ``ls``) one after another, those inside
+    ``grid`` when given, then wait for the node's end."""
     axis = max(range(3), key=lambda a: groups[a])
     others = [a for a in range(3) if a != axis]
     inner = groups[others[0]] * groups[others[1]]
     component = {axis: "s", others[0]: f"o % {groups[others[0]]}u", others[1]: f"o / {groups[others[0]]}u"}
     items = seen[0] * seen[1] * seen[2]
     call = f"{function}(dlg_local, dg, dl{''.join(', ' + a for a in args)});"
+    if grid is not None:
+        inside = [f"dg.{c} * {ls[a]} + dl.{c} < {grid[a]}" for a, c in enumerate("xyz") if groups[a] * ls[a] > grid[a]]
+        if inside:
+            call = f"if ({' && '.join(inside)}) {call}"
     base = k * (MAX_UNITS + 1) * _LINE
     label = re.sub(r"[^\w+.-]", "_", name)[:80]
     return f"""  /* {label} */

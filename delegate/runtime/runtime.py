@@ -655,11 +655,23 @@ class Runtime:
         self._plan_labels = labels
         self._build_plan(self._model, launches)
 
+    def _free_grid(self, k: int) -> tuple[int, ...] | None:
+        """Node ``k``'s grid (work-items per launch axis) when its kernel takes any work-group size
+        (none required) and its axes launch in order; else None."""
+        grid = self._grids[k]
+        if k in self._required_sizes or grid.order != (0, 1, 2):
+            return None
+        return grid.size[: grid.dims]
+
     def _persistent_launches(self) -> tuple[list[tuple], list[str]]:
         first, stop = self._node_launches.start, self._node_launches.stop
         nodes = [
-            persistent_kernels.NodeKernel(src, values, tuple(self._launches[i][1]), tuple(self._launches[i][2]))
-            for src, values, i in zip(self._node_sources, self._node_values, self._node_launches, strict=True)
+            persistent_kernels.NodeKernel(
+                src, values, tuple(self._launches[i][1]), tuple(self._launches[i][2]), self._free_grid(k)
+            )
+            for k, (src, values, i) in enumerate(
+                zip(self._node_sources, self._node_values, self._node_launches, strict=True)
+            )
         ]
         ok = [persistent_kernels.eligible(n.src) for n in nodes]
         launches, labels = list(self._launches[:first]), self._one_by_one_names()[:first]
