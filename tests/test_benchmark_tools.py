@@ -3,6 +3,7 @@ every launch (they are not part of the measured targets; benchmarks/ holds those
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,3 +63,38 @@ def test_chain_profile_reports_every_launch(chain_profile, capsys):
 def test_chain_profile_refuses_no_rounds(chain_profile):
     with pytest.raises(SystemExit):
         chain_profile.main(["unused.tflite", "--runs", "0"])
+
+
+@pytest.fixture(scope="module")
+def persistent_profile():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import persistent_profile as module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def test_persistent_profile_maps_the_persistent_launch_to_its_nodes(persistent_profile):
+    launches = ["input 0", "persistent b .. d", "output 5"]
+    assert persistent_profile.persistent_nodes(launches, ["a", "b", "c", "d", "e"]) == ["b", "c", "d"]
+    with pytest.raises(SystemExit, match="one persistent kernel; the model runs 0"):
+        persistent_profile.persistent_nodes(["input 0", "a", "output 1"], ["a"])
+
+
+def _can_sample() -> bool:
+    paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
+    return shutil.which("perf") is not None and paranoid.exists() and int(paranoid.read_text()) <= 2
+
+
+@pytest.mark.skipif(not _can_sample(), reason="needs Linux perf, allowed to sample own processes")
+def test_persistent_profile_names_every_node(persistent_profile, capsys):
+    model = shared_path("models", "small_cnn.tflite")
+    assert persistent_profile.main([str(model), "--seconds", "1"]) == 0
+    out = capsys.readouterr().out
+    payload = persistent_profile.kernel_profile.compiled_context(model, [])
+    with Runtime.load(payload) as rt:
+        nodes = rt.node_names
+    rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
+    assert rows == nodes
+    assert "all nodes" in out

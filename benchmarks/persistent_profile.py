@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Where a persistent kernel's time goes, node by node, from `perf` samples.
+
+OpenCL profiling times a launch, and a persistent kernel is one launch for the whole model. But
+each of its nodes is a function of its own, ``n0`` for the first (delegate/runtime/persistent.py),
+so a sampling profiler names the node every sample falls in. This script compiles MODEL as the
+delegate does (``kernel_profile.compiled_context``), runs it for ``--seconds`` in a child process
+under ``perf record``, and prints per node its share of the child's samples and its CPU time per
+call (all worker threads together: on two busy cores about twice its share of the wall time).
+The rest of the samples are the waits between nodes (the persistent kernel's own function), the
+conversion launches, the driver and Python.
+
+    python benchmarks/persistent_profile.py MODEL [--option K=V ...] [--seconds S] [--frequency HZ]
+
+Needs Linux `perf` and permission to sample one's own processes (kernel.perf_event_paranoid <= 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import kernel_profile  # noqa: E402
+
+#: run in the child under perf: load the context, call it for the given seconds, report
+_CHILD = """
+import json, sys, time
+import numpy as np
+from delegate.runtime import Runtime
+with Runtime.load(open(sys.argv[1], "rb").read()) as rt:
+    inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
+    for _ in range(5):
+        rt.run(inputs)
+    calls, end = 0, time.perf_counter() + float(sys.argv[2])
+    while time.perf_counter() < end:
+        rt.run(inputs)
+        calls += 1
+    print(json.dumps({"calls": calls, "launches": rt.launch_names, "nodes": rt.node_names}))
+"""
+_ROW = re.compile(r"^\s*([\d.]+)%\s+(\d+)\s+\[\.\]\s+(\S+)\s*$")
+
+
+def persistent_nodes(launches: list[str], nodes: list[str]) -> list[str]:
+    """The nodes of the one persistent launch ("persistent FIRST .. LAST"), in order."""
+    spans = [name.removeprefix("persistent ").split(" .. ") for name in launches if name.startswith("persistent ")]
+    if len(spans) != 1:
+        raise SystemExit(f"this profiles one persistent kernel; the model runs {len(spans)}: {launches}")
+    first, last = spans[0]
+    return nodes[nodes.index(first) : nodes.index(last) + 1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long the child calls the model")
+    parser.add_argument("--frequency", type=int, default=2000, help="samples per second per thread")
+    args = parser.parse_args(argv)
+    perf = shutil.which("perf")
+    if perf is None:
+        raise SystemExit("perf is not installed (Debian/Ubuntu: apt-get install linux-perf)")
+    with tempfile.TemporaryDirectory() as folder:
+        context, data = Path(folder) / "model.ctx", Path(folder) / "perf.data"
+        context.write_bytes(kernel_profile.compiled_context(args.model, args.option))
+        child = [sys.executable, "-c", _CHILD, str(context), str(args.seconds)]
+        run = subprocess.run(
+            [perf, "record", "-F", str(args.frequency), "-o", str(data), "--", *child],
+            capture_output=True,
+            text=True,
+        )
+        if run.returncode != 0:
+            raise SystemExit(f"perf record failed ({run.returncode}): {run.stderr.strip()[-2000:]}")
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        report = subprocess.run(
+            [perf, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "sym", "-F", "overhead,sample,sym"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    names = persistent_nodes(result["launches"], result["nodes"])
+    calls = result["calls"]
+    per_node: dict[int, tuple[float, int]] = {}
+    others: list[tuple[float, str]] = []
+    for line in report.splitlines():
+        row = _ROW.match(line)
+        if row is None:
+            continue
+        share, samples, symbol = float(row.group(1)), int(row.group(2)), row.group(3)
+        if re.fullmatch(r"n\d+", symbol) and int(symbol[1:]) < len(names):
+            per_node[int(symbol[1:])] = (share, samples)
+        else:
+            others.append((share, symbol))
+    print(f"{args.model.name}: {calls} calls in {args.seconds:g} s, {len(names)} nodes in the persistent kernel")
+    print(f"  {'node':44s} {'share':>7s} {'CPU us/call':>12s}")
+    for k, name in enumerate(names):
+        share, samples = per_node.get(k, (0.0, 0))
+        print(f"  {name:44s} {share:6.2f}% {samples / args.frequency / max(calls, 1) * 1e6:12.1f}")
+    total = sum(share for share, _ in per_node.values())
+    print(f"  {'all nodes':44s} {total:6.2f}%")
+    for share, symbol in sorted(others, reverse=True)[:5]:
+        print(f"  {symbol[:44]:44s} {share:6.2f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
