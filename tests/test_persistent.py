@@ -136,8 +136,9 @@ def test_which_kernels_a_persistent_kernel_can_take():
 
 
 def test_each_node_is_a_function_of_its_own_with_its_scalars_as_constants():
-    # Two nodes of one kernel source: each gets its own function with its shapes declared inside,
-    # so the compiler specialises it (loop bounds, index arithmetic); only buffers are passed.
+    # Two nodes of one kernel source: each gets its own functions with its shapes declared inside,
+    # so the compiler specialises it (loop bounds, index arithmetic); only buffers are passed. The
+    # work-item code is inlined into an out-of-line function per work-group (what perf names).
     out = Param("__global float4* t_buf", "tensor_buffer", "t")
     shape = Param("int4 shape", "int4", "shape")
     src = _node("  t_buf[get_global_id(0)] = (float4)((float)shape.x);", [out, shape])
@@ -145,12 +146,16 @@ def test_each_node_is_a_function_of_its_own_with_its_scalars_as_constants():
     sizes = (3, 5)
     nodes = [persistent.NodeKernel(src, [buffer, np.array([n, 0, 0, 0], np.int32)], (8,), (8,)) for n in sizes]
     kernel = persistent.build(nodes, ["first", "second"])
-    functions = kernel.source.split("__attribute__((noinline)) void ")[1:]
-    assert [f.split("(", 1)[0] for f in functions] == ["n0", "n1"]
-    for function, n in zip(functions, sizes, strict=True):
-        signature, body = function.split("{", 1)
-        assert "int4 shape" not in signature and "__global float4* t_buf" in signature
-        assert f"int4 shape = (int4)({n}, 0, 0, 0);" in body
+    groups = kernel.source.split("__attribute__((noinline)) void ")[1:]
+    items = kernel.source.split("__attribute__((always_inline)) void ")[1:]
+    assert [f.split("(", 1)[0] for f in groups] == ["n0", "n1"]
+    assert [f.split("(", 1)[0] for f in items] == ["n0_item", "n1_item"]
+    for group, item, n in zip(groups, items, sizes, strict=True):
+        for function in (group, item):
+            signature = function.split("{", 1)[0]
+            assert "int4 shape" not in signature and "__global float4* t_buf" in signature
+        assert f"int4 shape = (int4)({n}, 0, 0, 0);" in item.split("{", 1)[1]
+        assert "(int4)(" not in group.split("{", 1)[1].split("_item(", 1)[1].split(";", 1)[0]  # not passed on
     assert kernel.tensor_buffers == [buffer]
     assert "(int4)(3, 0, 0, 0)" not in kernel.source.split("void dlg_persistent", 1)[1]  # not passed in calls
 
@@ -162,9 +167,9 @@ def test_work_items_past_a_nodes_grid_are_skipped_not_called():
     src = _node("  t_buf[get_global_id(0)] = (float4)(1.0f);", [out])
     buffer = object()
     guarded = persistent.build([persistent.NodeKernel(src, [buffer], (8,), (8,), (5,))], ["a"]).source
-    assert "if (dg.x * 8 + dl.x < 5) n0(" in guarded
+    assert "if (dlg_g.x * 8 + dl.x < 5) n0_item(" in guarded
     plain = persistent.build([persistent.NodeKernel(src, [buffer], (8,), (8,))], ["a"]).source
-    assert "dl.x < 5" not in plain and "n0(dlg_local, dg, dl" in plain
+    assert "dl.x < 5" not in plain and "    n0_item(dlg_local, dlg_g, dl, t_buf);" in plain
 
 
 _REVERSE_TILES = """

@@ -23,9 +23,11 @@ work-items and synchronises them only with barriers; it runs as one work-item pe
 (local size 1, local id 0, group ids as launched), its barriers removed. Constants come from one
 buffer (the runtime's constant arena).
 
-Each node is a function of its own with its scalars and shapes declared inside it as constants,
-so the compiler specialises it to its shapes: 7% faster on MobileNetV2 than one function per
-distinct kernel source taking them as arguments, for about 3 s more compilation on a cold start.
+Each node is a function of its own, called once per virtual work-group, with its work-item code
+inlined into the loop over the group's work-items and its scalars and shapes declared inside as
+constants, so the compiler specialises it to its shapes and computes what the work-items share
+once: MobileNetV2 7% + 2% faster than one function per distinct kernel source taking them as
+arguments, for a longer cold compile and a larger binary (docs/runtime.md, Persistent kernels).
 """
 
 from __future__ import annotations
@@ -163,10 +165,11 @@ def _literal(decl_type: str, value: np.ndarray) -> str:
 
 
 def _function(body: str, name: str, serial: bool, params: list[str], constants: list[str]) -> str:
-    """``body`` (a kernel's selector macros and code) as a device function ``name`` taking the
-    virtual group and local ids and ``params`` (declarations), with ``constants`` (declarations
-    with values: the node's launch sizes, scalars and shapes) at the top of its body, its local
-    arrays hoisted onto ``dlg_local``. Kept out of line (one function per node: what a profiler shows)."""
+    """``body`` (a kernel's selector macros and code) as the device function ``name`` of one
+    work-item, taking the virtual group and local ids and ``params`` (declarations), with
+    ``constants`` (declarations with values: the node's launch sizes, scalars and shapes) at the
+    top of its body, its local arrays hoisted onto ``dlg_local``. Inlined into its node's group
+    function (``_group_function``)."""
     text = renamed_kernel(body, name)
     text = _REQD.sub("", text)
     if serial:
@@ -178,7 +181,28 @@ def _function(body: str, name: str, serial: bool, params: list[str], constants: 
     virtual = "__local char* dlg_local, int4 dlg_g, int4 dlg_l"
     signature = ", ".join([virtual, *params])
     declarations = "".join(f"  {c};\n" for c in constants)
-    return f"{head}__attribute__((noinline)) void {name}({signature}){opening}{{\n{declarations}{code}"
+    return f"{head}__attribute__((always_inline)) void {name}({signature}){opening}{{\n{declarations}{code}"
+
+
+def _group_function(name: str, item: str, params: list[str], seen: tuple, ls: tuple, grid: tuple | None) -> str:
+    """The device function ``name`` of one virtual work-group: its work-items (``seen``: the
+    local size the code sees; launched ``ls``) one after another through ``item``, those inside
+    ``grid`` when given (the launch rounds the grid up to whole work-groups). Kept out of line:
+    one function per node, what a profiler names (the item code inlined into its loop, so what
+    the work-items share is computed once per group)."""
+    call = f"{item}(dlg_local, dlg_g, dl{''.join(', ' + p.rsplit(None, 1)[1] for p in params)});"
+    if grid is not None:
+        inside = [f"dlg_g.{c} * {ls[a]} + dl.{c} < {grid[a]}" for a, c in enumerate("xyz") if grid[a] % ls[a]]
+        if inside:
+            call = f"if ({' && '.join(inside)}) {call}"
+    signature = ", ".join(["__local char* dlg_local, int4 dlg_g", *params])
+    return f"""__attribute__((noinline)) void {name}({signature}) {{
+  for (uint v = 0u; v < {seen[0] * seen[1] * seen[2]}u; ++v) {{
+    const int4 dl = (int4)(v % {seen[0]}u, (v / {seen[0]}u) % {seen[1]}u, v / {seen[0] * seen[1]}u, 0);
+    {call}
+  }}
+}}
+"""
 
 
 def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel:
@@ -220,8 +244,9 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
         # work-items past the grid (rounding it up to whole work-groups) are skipped, not called
         grid = None if serial or node.grid is None else tuple(node.grid) + (1,) * (3 - len(node.grid))
         sizes = [f"int4 {v} = (int4)({x}, {y}, {z}, 0)" for v, (x, y, z) in zip(_SIZES, (seen, ls, gs), strict=True)]
-        texts.append(_function(body, name, serial, params, sizes + constants))
-        steps.append(_step(k, names[k], name, args, groups, seen, ls, grid))
+        texts.append(_function(body, f"{name}_item", serial, params, sizes + constants))
+        texts.append(_group_function(name, f"{name}_item", params, seen, ls, grid))
+        steps.append(_step(k, names[k], name, args, groups))
     nodes_count = len(nodes)
     # counters: per node, one range counter per work-group (P of them, up to MAX_UNITS) and a done
     # counter; then the exit counter
@@ -245,22 +270,15 @@ def _counter_words(nodes: int) -> int:
     return (nodes * (MAX_UNITS + 1) + 1) * _LINE
 
 
-def _step(
-    k: int, name: str, function: str, args: list[str], groups: list[int], seen: tuple, ls: tuple, grid: tuple | None
-) -> str:
-    """Node ``k``: take rows of its groups (its longest grid axis), run each group's work-items
-    (``seen``: the local size the code sees; launched ``ls``) one after another, those inside
-    ``grid`` when given, then wait for the node's end."""
+def _step(k: int, name: str, function: str, args: list[str], groups: list[int]) -> str:
+    """Node ``k``: take rows of its groups (its longest grid axis), run each group through its
+    group ``function``, then wait for the node's end."""
     axis = max(range(3), key=lambda a: groups[a])
     others = [a for a in range(3) if a != axis]
     inner = groups[others[0]] * groups[others[1]]
     component = {axis: "s", others[0]: f"o % {groups[others[0]]}u", others[1]: f"o / {groups[others[0]]}u"}
-    items = seen[0] * seen[1] * seen[2]
-    call = f"{function}(dlg_local, dg, dl{''.join(', ' + a for a in args)});"
-    if grid is not None:
-        inside = [f"dg.{c} * {ls[a]} + dl.{c} < {grid[a]}" for a, c in enumerate("xyz") if groups[a] * ls[a] > grid[a]]
-        if inside:
-            call = f"if ({' && '.join(inside)}) {call}"
+    group = f"(int4)({component[0]}, {component[1]}, {component[2]}, 0)"
+    call = f"{function}(dlg_local, {group}{''.join(', ' + a for a in args)});"
     base = k * (MAX_UNITS + 1) * _LINE
     label = re.sub(r"[^\w+.-]", "_", name)[:80]
     return f"""  /* {label} */
@@ -274,11 +292,7 @@ def _step(
            s = lo + atomic_inc(&dlg_counters[{base} + range * {_LINE}u])) {{
         ++taken;
         for (uint o = 0u; o < {inner}u; ++o) {{
-          const int4 dg = (int4)({component[0]}, {component[1]}, {component[2]}, 0);
-          for (uint v = 0u; v < {items}u; ++v) {{
-            const int4 dl = (int4)(v % {seen[0]}u, (v / {seen[0]}u) % {seen[1]}u, v / {seen[0] * seen[1]}u, 0);
-            {call}
-          }}
+          {call}
         }}
       }}
     }}
