@@ -164,24 +164,36 @@ def _literal(decl_type: str, value: np.ndarray) -> str:
     return f"({decl_type})({items})"
 
 
-def _function(body: str, name: str, serial: bool, params: list[str], constants: list[str]) -> str:
-    """``body`` (a kernel's selector macros and code) as the device function ``name`` of one
-    work-item, taking the virtual group and local ids and ``params`` (declarations), with
-    ``constants`` (declarations with values: the node's launch sizes, scalars and shapes) at the
-    top of its body, its local arrays hoisted onto ``dlg_local``. Inlined into its node's group
-    function (``_group_function``)."""
-    text = renamed_kernel(body, name)
+#: the name a node function's text is prepared under, replaced by the node's own (_function)
+_PLACEHOLDER = "dlg_node_function"
+
+
+def _prepared(body: str, serial: bool) -> tuple[str, str, str]:
+    """``body`` as a function named _PLACEHOLDER, split into what precedes its signature, what
+    follows the signature up to its opening brace, and its code: the barriers of a serial node
+    removed, its local arrays hoisted onto ``dlg_local``."""
+    text = renamed_kernel(body, _PLACEHOLDER)
     text = _REQD.sub("", text)
     if serial:
         text = _BARRIER.sub(";", text)
     text = _LOCAL_DECL.sub(lambda m: f"  __local {m.group(1)}* {m.group(2)} = (__local {m.group(1)}*)dlg_local;", text)
-    head, rest = text.split(f"__kernel void {name}(", 1)
+    head, rest = text.split(f"__kernel void {_PLACEHOLDER}(", 1)
     _, after = rest.split(")", 1)
     opening, code = after.split("{", 1)
+    return head, opening, code
+
+
+def _function(prepared: tuple[str, str, str], name: str, params: list[str], constants: list[str]) -> str:
+    """A node's ``prepared`` body (``_prepared``) as the device function ``name`` of one
+    work-item, taking the virtual group and local ids and ``params`` (declarations), with
+    ``constants`` (declarations with values: the node's launch sizes, scalars and shapes) at the
+    top of its body. Static and inlined into its node's group function (``_group_function``): no
+    copy of its own in the program."""
+    head, opening, code = (part.replace(_PLACEHOLDER, name) for part in prepared)
     virtual = "__local char* dlg_local, int4 dlg_g, int4 dlg_l"
     signature = ", ".join([virtual, *params])
     declarations = "".join(f"  {c};\n" for c in constants)
-    return f"{head}__attribute__((always_inline)) void {name}({signature}){opening}{{\n{declarations}{code}"
+    return f"{head}static __attribute__((always_inline)) void {name}({signature}){opening}{{\n{declarations}{code}"
 
 
 def _group_function(name: str, item: str, params: list[str], seen: tuple, ls: tuple, grid: tuple | None) -> str:
@@ -214,6 +226,7 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
     tensor_list: list[Any] = []
     local_bytes = 0
     steps: list[str] = []
+    prepared: dict[tuple[str, bool], tuple[str, str, str]] = {}  # nodes of one source share the text work
     for k, node in enumerate(nodes):
         body = node.src.body
         serial = _shares_work_group(body)
@@ -244,7 +257,9 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
         # work-items past the grid (rounding it up to whole work-groups) are skipped, not called
         grid = None if serial or node.grid is None else tuple(node.grid) + (1,) * (3 - len(node.grid))
         sizes = [f"int4 {v} = (int4)({x}, {y}, {z}, 0)" for v, (x, y, z) in zip(_SIZES, (seen, ls, gs), strict=True)]
-        texts.append(_function(body, f"{name}_item", serial, params, sizes + constants))
+        if (body, serial) not in prepared:
+            prepared[body, serial] = _prepared(body, serial)
+        texts.append(_function(prepared[body, serial], f"{name}_item", params, sizes + constants))
         texts.append(_group_function(name, f"{name}_item", params, seen, ls, grid))
         steps.append(_step(k, names[k], name, args, groups))
     nodes_count = len(nodes)
