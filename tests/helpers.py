@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -169,3 +172,15 @@ def shared_path(*parts: str) -> Path:
             pytest.fail(f"{path} is missing: CI runs with ../shared beside the checkout")
         pytest.skip(f"{path} is not beside this checkout")
     return path
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """The script ``benchmarks/<name>.py`` imported as a module (benchmarks/ is not a package)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))

@@ -4,26 +4,18 @@ every launch (they are not part of the measured targets; benchmarks/ holds those
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from delegate.runtime import Runtime
 
-from .helpers import shared_path
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from .helpers import benchmark_module, shared_path
 
 
 @pytest.fixture(scope="module")
 def chain_profile():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import chain_profile as module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return benchmark_module("chain_profile")
 
 
 def test_launch_names_follow_the_launches(chain_profile):
@@ -67,12 +59,7 @@ def test_chain_profile_refuses_no_rounds(chain_profile):
 
 @pytest.fixture(scope="module")
 def persistent_profile():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import persistent_profile as module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return benchmark_module("persistent_profile")
 
 
 def test_persistent_profile_maps_the_persistent_launch_to_its_nodes(persistent_profile):

@@ -5,8 +5,6 @@ by one, whatever the number of work-groups and however often it runs."""
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,19 +14,12 @@ from delegate.runtime import persistent
 from delegate.runtime import runtime as runtime_module
 from delegate.runtime.source import KernelSource, Param
 
-from .helpers import shared_path
+from .helpers import benchmark_module, shared_path
 from .runtime_helpers import chain
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def _compiled(name: str) -> bytes:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import kernel_profile
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return kernel_profile.compiled_context(shared_path("models", f"{name}.tflite"), [])
+    return benchmark_module("kernel_profile").compiled_context(shared_path("models", f"{name}.tflite"), [])
 
 
 def _inputs(rt: Runtime, seed: int) -> list[np.ndarray]:
