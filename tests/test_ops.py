@@ -627,10 +627,27 @@ def test_softmax_runs_inside_a_convolution_holding_every_channel(op, k, cout, ac
     conv = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": act})
     options = ("SoftmaxOptions", {"Beta": 0.7}) if op == Builtin.SOFTMAX else None
     ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], conv), Op(op, [3], [4], options)]
-    state = check(tensors, ops, [0], [4], [rand(src, rng)])
+    state = check(tensors, ops, [0], [4], [rand(src, rng)], vector_width="8")
     # a log-softmax is negative: the convolution's clamp, applied again in its write, would change it
     linked = linked and not (op == Builtin.LOG_SOFTMAX and act)
     assert [p.kernels for p in state.partitions] == [1 if linked else 2]
+
+
+@pytest.mark.parametrize("op", [Builtin.SOFTMAX, Builtin.LOG_SOFTMAX], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize(("k", "cout"), [(1, 9), (3, 16), (1, 25), (3, 32)])
+def test_softmax_runs_inside_a_convolution_of_16_channel_groups(op, k, cout):
+    # With 16-channel groups a work-item holds up to 32 channels of a pixel (2 groups).
+    if _device_vector_floats() != 16:
+        pytest.skip("16-channel groups are built only for CPU devices compiling for AVX-512 (this one does not)")
+    rng = np.random.default_rng(cout * 10 + k + 1)
+    src = (1, 5, 9, 8)
+    tensors = [T(src), T((cout, k, k, 8), rand((cout, k, k, 8), rng)), T((cout,), rand((cout,), rng))]
+    tensors += [T((1, 5, 9, cout)), T((1, 5, 9, cout))]
+    conv = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 0})
+    options = ("SoftmaxOptions", {"Beta": 1.3}) if op == Builtin.SOFTMAX else None
+    ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], conv), Op(op, [3], [4], options)]
+    state = check(tensors, ops, [0], [4], [rand(src, rng)], vector_width="16")
+    assert [p.kernels for p in state.partitions] == [1]
 
 
 def test_softmax_is_not_moved_before_ops_already_linked():
@@ -1200,3 +1217,94 @@ def test_a_context_launching_a_pair_kernel_with_another_size_is_refused_at_load(
     node.gpu_op.work_group_size = model.Int3(4, 1, 1)
     with pytest.raises(ContextFormatError, match=r"requires work-group size \(8, 1, 1\).*compile the model again"):
         Runtime.load(ctx)
+
+
+# ------------------------------------------------------------------ vector widths of the matrix products
+
+
+def _device_vector_floats() -> int:
+    from delegate.runtime.device import describe, select_device
+    from delegate.runtime.pocl_cpu import vector_floats
+
+    info = describe(select_device())
+    return 8 if info.is_gpu else vector_floats(info.compiler_cpu)
+
+
+def _conv_model(src, cout, k, stride, act, rng, padding=1):
+    b, h, w, cin = src
+    oh, ow = _out(h, k, stride, 1, padding), _out(w, k, stride, 1, padding)
+    tensors = [T(src), T((cout, k, k, cin), rand((cout, k, k, cin), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((b, oh, ow, cout)))
+    params = {"Padding": padding - 1, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act}
+    return tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], ("Conv2DOptions", params))], [0], [3]
+
+
+def _width_pair_model(src, cout, stride, rng):
+    """A 3x3 depthwise convolution and the 1x1 convolution reading it: the pair kernel."""
+    b, h, w, c = src
+    oh, ow = -(-h // stride), -(-w // stride)
+    tensors = [
+        T(src),
+        T((1, 3, 3, c), rand((1, 3, 3, c), rng)),
+        T((c,), rand((c,), rng)),
+        T((b, oh, ow, c)),
+        T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)),
+        T((cout,), rand((cout,), rng)),
+        T((b, oh, ow, cout)),
+    ]
+    dw = {"Padding": 0, "StrideW": stride, "StrideH": stride, "DepthMultiplier": 1, "FusedActivationFunction": 3}
+    pw = {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 0}
+    ops = [
+        Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
+        Op(Builtin.CONV_2D, [3, 4, 5], [6], ("Conv2DOptions", pw)),
+    ]
+    return tensors, ops, [0], [6]
+
+
+def _fc_model(rows, cin, cout, rng):
+    tensors = [T((rows, cin)), T((cout, cin), rand((cout, cin), rng)), T((cout,), rand((cout,), rng)), T((rows, cout))]
+    return tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], ("FullyConnectedOptions", {}))], [0], [3]
+
+
+_WIDTH_CASES = {
+    # 1x1 convolutions (the flat kernel): whole groups of 16, a last partial pixel block, 24 channels
+    # (groups of 8 in either width), 1000 channels (a partial group of 16), 48 channels (thirds)
+    "1x1-64": lambda rng: _conv_model((1, 9, 7, 20), 64, 1, 1, 3, rng),
+    "1x1-24": lambda rng: _conv_model((1, 6, 6, 16), 24, 1, 1, 0, rng),
+    "1x1-48": lambda rng: _conv_model((2, 5, 5, 12), 48, 1, 1, 1, rng),
+    "fc-1000": lambda rng: _fc_model(2, 40, 1000, rng),
+    # windows (the row kernel), strides 1 and 2, rows ending in partial blocks, a first layer
+    "3x3-32": lambda rng: _conv_model((1, 11, 13, 8), 32, 3, 1, 1, rng),
+    "3x3s2-80": lambda rng: _conv_model((2, 9, 15, 3), 80, 3, 2, 3, rng),
+    "5x5-valid-16": lambda rng: _conv_model((1, 12, 12, 5), 16, 5, 1, 0, rng, padding=2),
+    # depthwise + 1x1 pairs (MIN_ROWS and MIN_WIDTH 14)
+    "pair-32": lambda rng: _width_pair_model((1, 16, 17, 24), 32, 1, rng),
+    "pair-s2-96": lambda rng: _width_pair_model((1, 30, 29, 40), 96, 2, rng),
+}
+
+
+@pytest.mark.parametrize("width", [8, 16])
+@pytest.mark.parametrize("case", sorted(_WIDTH_CASES))
+@pytest.mark.parametrize("precision", ["F32", "F32_F16"])
+def test_matrix_products_in_both_vector_widths(case, width, precision):
+    """The matrix-product kernels (1x1, windowed, fully connected, depthwise pairs) in groups of 8
+    and of 16 output channels against TFLite; the default picks 16 only where the device compiles
+    for AVX-512, which is also the only place it is allowed."""
+    if width == 16 and _device_vector_floats() != 16:
+        pytest.skip("16-channel groups are built only for CPU devices compiling for AVX-512 (this one does not)")
+    rng = np.random.default_rng(len(case) * 7 + width)
+    tensors, ops, inputs, outputs = _WIDTH_CASES[case](rng)
+    feeds = [rand(tensors[i].shape, rng) for i in inputs]
+    state = check(tensors, ops, inputs, outputs, feeds, precision, vector_width=str(width))
+    if case.startswith("pair"):  # the two convolutions ran as one kernel
+        assert [p.kernels for p in state.partitions] == [1]
+
+
+def test_vector_width_16_is_refused_where_the_device_does_not_compile_for_avx512():
+    if _device_vector_floats() == 16:
+        pytest.skip("this device compiles for AVX-512, where vector_width=16 is allowed")
+    rng = np.random.default_rng(3)
+    tensors, ops, inputs, outputs = _WIDTH_CASES["1x1-64"](rng)
+    model = build_model(tensors, ops, inputs, outputs)
+    with pytest.raises(Exception, match="vector_width=16 needs a CPU device compiling for AVX-512"):
+        run_both(model, [rand(tensors[0].shape, rng)], vector_width="16")

@@ -27,6 +27,10 @@ class CompileOptions:
     #: local memory a depthwise + 1x1 pair kernel may hold (ops/conv_pair.py); 0 (the default)
     #: keeps every pair as two kernels. The plugin sets it for CPU devices only (with ``fuse``).
     pair_local_bytes: int = 0
+    #: floats per vector register of the device's compiler target: 16 makes the matrix-product
+    #: kernels use 16-channel (AVX-512) accumulators where the channel counts suit them
+    #: (conv_fast.gemm_width). The plugin sets it for CPU devices compiling for AVX-512.
+    vector_width: int = 8
 
 
 def _fusion_target(
@@ -139,7 +143,7 @@ def compile_partition(
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
     ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
-    emit = EmitContext(graph, options.precision, options.storage)
+    emit = EmitContext(graph, options.precision, options.storage, vector_width=options.vector_width)
     used: list[int] = []
     readers: dict[int, int] = {}
     for index in nodes:

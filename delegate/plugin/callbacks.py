@@ -30,6 +30,7 @@ from ..compiler.partition import CompileOptions, compile_partition, op_name, uns
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..runtime import Runtime, Tuning
 from ..runtime.device import describe, select_device
+from ..runtime.pocl_cpu import vector_floats
 from .capture import capture_graph, capture_tensor, execution_plan, hash_constants, int_array
 from .options import DelegateOptions
 
@@ -296,6 +297,7 @@ def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_ke
                 options.fuse,
                 options.enable_quantized_inference,
                 options.tuning.value,
+                options.vector_width,
                 compiler_fingerprint(),
             ]
         ).encode()
@@ -349,6 +351,21 @@ def _pair_local_bytes(info: Any) -> int:
     return 0 if info.is_gpu else min(PAIR_LOCAL_BYTES, info.local_mem_bytes)
 
 
+def _vector_width(info: Any, options: DelegateOptions) -> int:
+    """Floats per vector register the compiler shapes matrix products for (option vector_width):
+    by default 16 on CPU devices whose compiler targets AVX-512 (runtime/pocl_cpu.py), else 8,
+    GPUs included. 16 is refused elsewhere: PoCL's LLVM 15 crashes compiling some of those kernels
+    for AVX2, and on GPUs they are untested."""
+    native = 8 if info.is_gpu else vector_floats(info.compiler_cpu)
+    if options.vector_width == 16 and native != 16:
+        target = "a GPU" if info.is_gpu else f"compiles for {info.compiler_cpu or 'an unknown CPU model'}"
+        raise DelegateError(
+            f"vector_width=16 needs a CPU device compiling for AVX-512, and {info.name} {target}; "
+            "use vector_width=auto or 8"
+        )
+    return options.vector_width or native
+
+
 def _load_partition(
     context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState, prep: _Preparing
 ) -> tuple[Runtime, str]:
@@ -357,7 +374,9 @@ def _load_partition(
     graph = _partition_graph(context, nodes, prep.graph, options)
     device = select_device(options.device or None)
     info = describe(device)
-    compile_options = CompileOptions(options.precision, options.storage_type, options.fuse, _pair_local_bytes(info))
+    compile_options = CompileOptions(
+        options.precision, options.storage_type, options.fuse, _pair_local_bytes(info), _vector_width(info, options)
+    )
     folder = Path(options.serialization_dir) if options.serialization_dir else None
     if folder is not None:
         program_cache: Any = folder / "programs"

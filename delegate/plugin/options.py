@@ -52,6 +52,9 @@ class DelegateOptions:
     #: on devices that are not GPUs, run consecutive nodes as one persistent kernel (no launch
     #: between them; runtime/persistent.py); false launches every node by itself
     persistent: bool = True
+    #: floats per vector the matrix-product kernels group output channels by: 0 (auto: 16 on CPU
+    #: devices compiling for AVX-512, else 8), 8, or 16 (only on such devices)
+    vector_width: int = 0
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -76,6 +79,10 @@ class DelegateOptions:
                     raise OptionsError(f"max_delegated_partitions must be an integer, not {text!r}") from None
                 if values[key] < 0:  # type: ignore[operator]
                     raise OptionsError("max_delegated_partitions must be >= 0")
+            elif key == "vector_width":
+                if text.lower() not in ("auto", "8", "16"):
+                    raise OptionsError(f"vector_width must be auto, 8 or 16, not {text!r}")
+                values[key] = 0 if text.lower() == "auto" else int(text)
             elif key == "tuning":
                 try:
                     values[key] = Tuning(text.lower())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DeviceNotFoundError
-from . import driver
+from . import driver, pocl_cpu
 from .driver import Device
 
 
@@ -36,11 +36,15 @@ class DeviceInfo:
     host_unified_memory: bool = False
     #: CL_DEVICE_MAX_COMPUTE_UNITS (PoCL: its worker threads, one per core)
     compute_units: int = 1
+    #: the CPU model PoCL compiles kernels for (pocl_cpu.target_name); "" for other drivers
+    compiler_cpu: str = ""
 
     @property
     def key(self) -> str:
-        """What identifies compiled programs for this device (platform, device, driver)."""
-        return f"{self.platform}|{self.name}|{self.vendor}|{self.driver_version}|{self.version}"
+        """What identifies compiled programs for this device (platform, device, driver, and the CPU
+        model PoCL compiles for)."""
+        key = f"{self.platform}|{self.name}|{self.vendor}|{self.driver_version}|{self.version}"
+        return f"{key}|{self.compiler_cpu}" if self.compiler_cpu else key
 
 
 def describe(device: Device) -> DeviceInfo:
@@ -73,6 +77,7 @@ def describe(device: Device) -> DeviceInfo:
         image_buffer_max_pixels=int(get("image_max_buffer_size")) if images else 0,
         host_unified_memory=bool(get("host_unified_memory")),
         compute_units=max(int(get("max_compute_units")), 1),
+        compiler_cpu=pocl_cpu.target_name(driver.handle_int(device.handle), device.platform_name),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from .._native import ffi
 from ..errors import DelegateError
+from . import pocl_cpu
 from .opencl import cl_api, error_name
 
 # cl.h constants (OpenCL 1.2), by the name the specification gives them
@@ -158,7 +159,9 @@ def devices() -> list[tuple[int, int, Device]]:
         ids = ffi.new("cl_device_id[]", n[0])
         if api.get_device_ids(platform, CL_DEVICE_TYPE_ALL, n[0], ids, ffi.NULL) != 0:
             continue
-        found.extend((p_index, d_index, Device(ids[d_index], platform, name)) for d_index in range(n[0]))
+        for d_index in range(n[0]):
+            pocl_cpu.repair_device(handle_int(ids[d_index]), name)
+            found.append((p_index, d_index, Device(ids[d_index], platform, name)))
     return found
 
 

@@ -23,6 +23,9 @@ class EmitContext:
     #: CONCATENATION outputs that are never written: their only reader (a matrix-product CONV_2D)
     #: reads the concatenation's inputs instead, in order (partition.py decides which)
     concat_sources: dict[int, list[int]] = field(default_factory=dict)
+    #: floats per register-sized vector the matrix-product kernels group output channels by: 8
+    #: (AVX2, GPUs), or 16 on CPU devices whose compiler targets AVX-512 (CompileOptions)
+    vector_width: int = 8
 
     @property
     def dtype(self) -> np.dtype:

@@ -33,6 +33,7 @@ from .conv_fast import (
     gemm_conv_code,
     gemm_groups,
     gemm_pixels,
+    gemm_width,
     odd_thirds,
     pack_depthwise_weights,
     pack_gemm_biases,
@@ -262,7 +263,8 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     g = ctx.graph
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
-    npix, groups = b * h * w, gemm_groups(c)
+    width = gemm_width(c, ctx.vector_width)
+    npix, groups = b * h * w, gemm_groups(c, width)
     _, ih, iw, cin = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
     pixels = gemm_pixels(npix if flat else iw if phases else w)
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
@@ -279,16 +281,17 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         whole_pixels=per_item >= groups,
         pixels=pixels,
         groups=per_item,
+        width=width,
     )
     window = {} if flat or phases else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
-    biases = pack_gemm_biases(_bias(node, g, c, ctx) if biases is None else biases, ctx.dtype)
+    biases = pack_gemm_biases(_bias(node, g, c, ctx) if biases is None else biases, ctx.dtype, width)
     op = operation(
         code,
         srcs=source_names(sources),
         literals=window,
         buffer_objects=[
-            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
-            buffer_object("biases", biases, ctx.dtype, element_size=8),
+            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, width), ctx.dtype, element_size=width),
+            buffer_object("biases", biases, ctx.dtype, element_size=width),
         ],
     )
     op.tensor_to_grid = model.TensorToGrid.CUSTOM

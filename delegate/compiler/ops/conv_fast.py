@@ -49,21 +49,22 @@ DEPTHWISE_PIXELS = 8
 DEPTHWISE_MAX_TAPS = 49
 
 
-def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype) -> bytes:
-    """OHWI filters as FLT8 rows: (group of 8 output channels, ky, kx, input channel padded to a
-    multiple of 4) -> the group's 8 output channels. Missing output channels are zero."""
+def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8) -> bytes:
+    """OHWI filters as FLT8 (``width`` 16: FLT16) rows: (group of ``width`` output channels, ky,
+    kx, input channel padded to a multiple of 4) -> the group's output channels. Missing output
+    channels are zero."""
     _, kh, kw, _ = filters.shape
     f = layout.pad_channels(filters.astype(np.float32), 3)
-    f = layout.pad_channels(f, 0, 8)
-    groups = f.shape[0] // 8
-    f = f.reshape(groups, 8, kh, kw, f.shape[3])  # (g, o8, ky, kx, ci)
+    f = layout.pad_channels(f, 0, width)
+    groups = f.shape[0] // width
+    f = f.reshape(groups, width, kh, kw, f.shape[3])  # (g, o, ky, kx, ci)
     return np.ascontiguousarray(f.transpose(0, 2, 3, 4, 1)).astype(dtype).tobytes()
 
 
-def pack_gemm_biases(bias: bytes, dtype: np.dtype) -> bytes:
-    """Per-channel biases (as laid out by layout.linear) padded to a multiple of 8 channels."""
+def pack_gemm_biases(bias: bytes, dtype: np.dtype, width: int = 8) -> bytes:
+    """Per-channel biases (as laid out by layout.linear) padded to a multiple of ``width`` channels."""
     values = np.frombuffer(bias, dtype)
-    extra = (-len(values)) % 8
+    extra = (-len(values)) % width
     return np.concatenate([values, np.zeros(extra, dtype)]).tobytes()
 
 
@@ -79,8 +80,28 @@ def gemm_pixels(pixels: int) -> int:
     return GEMM_PIXELS_ALT if slots > 1.02 * alt_slots else GEMM_PIXELS
 
 
-def gemm_groups(channels: int) -> int:
-    return -(-channels // 8)
+def gemm_groups(channels: int, width: int = 8) -> int:
+    return -(-channels // width)
+
+
+def gemm_width(channels: int, vector_width: int) -> int:
+    """Output channels per group of a matrix-product kernel writing ``channels``: 16 when the
+    device wants 16-wide vectors (``EmitContext.vector_width``) and there are more than 8 channels,
+    else 8. Padding costs less than half-width vectors: MobileNetV2's 24-channel layers as groups
+    of 16 (a third of the lanes padding) ran the model 2.5% faster than as 3 groups of 8 (a race
+    of whole calls, session 12)."""
+    if vector_width < 16:
+        return 8
+    return 16 if channels > 8 else 8
+
+
+#: Components of an accumulator of ``width`` channels, one FLT4 (slice) each, in order.
+SLICE_PARTS = {8: ("lo", "hi"), 16: ("s0123", "s4567", "s89ab", "scdef")}
+
+
+def spill_slices(accumulator: str, first: int, parts: tuple[str, ...]) -> str:
+    """Copy ``accumulator``'s slices (``parts``) into ``outs[first]``, ``outs[first + 1]``, ..."""
+    return "  " + " ".join(f"outs[{first + h}] = TO_FLT4({accumulator}.{part});" for h, part in enumerate(parts)) + "\n"
 
 
 #: Items of an output that ``odd_thirds`` picks: pixels x groups of 8 channels.
@@ -96,19 +117,22 @@ def odd_thirds(groups: int) -> bool:
     return groups % 2 == 1 and groups % 3 == 0
 
 
-#: Opening of every matrix-product kernel: output batch, width, slices and groups of two slices.
-_GEMM_HEAD = """
-MAIN_FUNCTION($0) {
+def _gemm_head(width: int) -> str:
+    """Opening of every matrix-product kernel: output batch, width, slices and groups of
+    ``width`` / 4 slices."""
+    per = width // 4
+    return f"""
+MAIN_FUNCTION($0) {{
   int B = args.dst_tensor.Batch();
   int W = args.dst_tensor.Width();
   int dst_slices = args.dst_tensor.Slices();
-  int ngroups = (dst_slices + 1) / 2;
+  int ngroups = (dst_slices + {per - 1}) / {per};
 """
 
 
 def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed: bool = False,
                    phases: bool = False, sources: int = 1, lanes: int = 4, whole_pixels: bool = False,
-                   pixels: int = GEMM_PIXELS, groups: int = GEMM_GROUPS) -> str:  # fmt: skip
+                   pixels: int = GEMM_PIXELS, groups: int = GEMM_GROUPS, width: int = 8) -> str:  # fmt: skip
     """The matrix-product convolution; ``act`` is the fused activation (TFLite's enum).
 
     Scalar arguments: ``stride_h/w``, ``dilation_h/w``, ``pad_h/w`` (ignored when ``flat``).
@@ -136,13 +160,19 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
 
     ``whole_pixels``: the work-item holds every output channel of its pixels (the grid has one
     group block); the code then carries a ``PIXEL_OPS`` marker after the accumulation, where an op
-    over a pixel's channels (softmax, see ``pixel_softmax_code``) can be linked in.
+    over a pixel's channels (softmax, see ``pixel_softmax_code``) can be linked in (``width`` 8).
+
+    ``width``: output channels per group, 8 (FLT8 accumulators: one AVX2 register) or 16 (FLT16:
+    one AVX-512 register); the weights and biases are packed for it.
     """
     kh, kw = kernel
-    P, G = pixels, groups
+    P, G, V = pixels, groups, width
+    parts = SLICE_PARTS[V]
+    per = len(parts)
+    head = _gemm_head(V)
     if phases:
         L = [
-            _GEMM_HEAD
+            head
             + f"""  int gx = GLOBAL_ID_0;
   int yi = GLOBAL_ID_1;
   int g0 = (GLOBAL_ID_2 / {kh * kw}) * {G};
@@ -157,7 +187,7 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
         ]
     elif flat:
         L = [
-            _GEMM_HEAD
+            head
             + f"""  int npix = W * args.dst_tensor.Height() * B;
   int p0 = GLOBAL_ID_0 * {P};
   int g0 = GLOBAL_ID_1 * {G};
@@ -166,7 +196,7 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
         ]
     else:
         L = [
-            _GEMM_HEAD
+            head
             + f"""  int gx = GLOBAL_ID_0;
   int Y = GLOBAL_ID_1;
   int g0 = GLOBAL_ID_2 * {G};
@@ -185,47 +215,47 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
     )
     for g in range(G):
         L.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
-        L.append(f"  ACCUM_FLT8 bias{g} = TO_ACCUM_FLT8(args.biases.Read(w{g} / group_size));\n")
+        L.append(f"  ACCUM_FLT{V} bias{g} = TO_ACCUM_FLT{V}(args.biases.Read(w{g} / group_size));\n")
         for p in range(P):
-            L.append(f"  ACCUM_FLT8 a{g}{p} = bias{g};\n")
+            L.append(f"  ACCUM_FLT{V} a{g}{p} = bias{g};\n")
         if phases:
             L.append(f"  w{g} += tap * src_slices * 4;\n")
     if phases:
         L.append("  int row = args.src_tensor.Offset(0, yi, 0, b);\n")
         for p in range(P):
             L.append(f"  int o{p} = row + (x0 + {p} < iw ? x0 + {p} : iw - 1) * B;\n")
-        L += _slice_loop("  ", P, G, "w", masked=False, names=names, lanes=lanes)
+        L += _slice_loop("  ", P, G, "w", masked=False, names=names, lanes=lanes, width=V)
     elif flat:
         for p in range(P):
             L.append(f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n")
-        L += _slice_loop("  ", P, G, "w", masked=False, names=names, lanes=lanes)
+        L += _slice_loop("  ", P, G, "w", masked=False, names=names, lanes=lanes, width=V)
     elif transposed:
-        L += _row_window(P, G, kh, kw, names, lanes, transposed=True, interior=False)
+        L += _row_window(P, G, kh, kw, names, lanes, transposed=True, interior=False, width=V)
     else:
         # Work-items whose window columns are all inside the input (most of them) skip the checks
         # and masks: 4-15% faster on UNet's 3x3 layers.
         last = f"(X0 + {P - 1}) * args.stride_w + {kw - 1} * args.dilation_w - args.pad_w"
         L.append(f"  if (X0 * args.stride_w - args.pad_w >= 0 && {last} < iw) {{\n")
-        L += _row_window(P, G, kh, kw, names, lanes, transposed=False, interior=True)
+        L += _row_window(P, G, kh, kw, names, lanes, transposed=False, interior=True, width=V)
         L.append("  } else {\n")
-        L += _row_window(P, G, kh, kw, names, lanes, transposed=False, interior=False)
+        L += _row_window(P, G, kh, kw, names, lanes, transposed=False, interior=False, width=V)
         L.append("  }\n")
     if whole_pixels:
-        L.append(pixel_ops_marker(P, G, act))
-    row_setup = "    int at0 = args.dst_tensor.Offset(X0, Y, g0 * 2, b);\n    int X = X0;\n"
+        L.append(pixel_ops_marker(P, G, act, V))
+    row_setup = f"    int at0 = args.dst_tensor.Offset(X0, Y, g0 * {per}, b);\n    int X = X0;\n"
     if phases:
-        L += _gemm_fast_epilogue(act, P, G, f"x0 + {P - 1} < iw", row_setup, f"{kw} * B", f"    X += {kw};\n")
+        L += _gemm_fast_epilogue(act, P, G, f"x0 + {P - 1} < iw", row_setup, f"{kw} * B", f"    X += {kw};\n", V)
     elif flat:
-        setup = "    int at0 = p0 + g0 * 2 * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
+        setup = f"    int at0 = p0 + g0 * {per} * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
         setup += "    int Y = p0 / (B * W);\n"
-        L += _gemm_fast_epilogue(act, P, G, f"p0 + {P - 1} < npix", setup, "1", _STEP_PIXEL)
+        L += _gemm_fast_epilogue(act, P, G, f"p0 + {P - 1} < npix", setup, "1", _STEP_PIXEL, V)
     else:
-        L += _gemm_fast_epilogue(act, P, G, f"X0 + {P - 1} < W", row_setup, "B", "    X += 1;\n")
-    L.append(f"  FLT4 outs[{2 * G * P}];\n")
+        L += _gemm_fast_epilogue(act, P, G, f"X0 + {P - 1} < W", row_setup, "B", "    X += 1;\n", V)
+    L.append(f"  FLT4 outs[{per * G * P}];\n")
     for g in range(G):
         for p in range(P):
-            i = p * 2 * G + g * 2
-            L.append(f"  outs[{i}] = TO_FLT4(a{g}{p}.lo); outs[{i + 1}] = TO_FLT4(a{g}{p}.hi);\n")
+            i = p * per * G + g * per
+            L.append(spill_slices(f"a{g}{p}", i, parts))
     activation = activation_code(act)
     if flat:  # coordinates of the first pixel, then stepped: no division per output
         L.append(
@@ -239,10 +269,10 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
     else:
         L.append(f"  for (int p = 0; p < {P}; ++p) {{\n    int X = X0 + p;\n    if (X >= W) break;\n")
     L.append(
-        f"""    for (int j = 0; j < {2 * G}; ++j) {{
-    int S = g0 * 2 + j;
+        f"""    for (int j = 0; j < {per * G}; ++j) {{
+    int S = g0 * {per} + j;
     if (S >= dst_slices) continue;
-    FLT4 result = outs[p * {2 * G} + j];
+    FLT4 result = outs[p * {per * G} + j];
     {activation}
   args.dst_tensor.Write(result, X, Y, S, b);
 }}
@@ -254,25 +284,25 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
     return "".join(L)
 
 
-_PIXEL_OPS = re.compile(r"  /\* pixel ops: pixels=(\d+) groups=(\d+) activation=(\d+) \*/\n")
+_PIXEL_OPS = re.compile(r"  /\* pixel ops: pixels=(\d+) groups=(\d+) activation=(\d+) width=(\d+) \*/\n")
 
 
-def pixel_ops_marker(P: int, G: int, act: int) -> str:
-    return f"  /* pixel ops: pixels={P} groups={G} activation={act} */\n"
+def pixel_ops_marker(P: int, G: int, act: int, width: int = 8) -> str:
+    return f"  /* pixel ops: pixels={P} groups={G} activation={act} width={width} */\n"
 
 
-def _pixel_ops(code: str, channels: int, log: bool) -> tuple[re.Match[str], int, int, int] | None:
-    """The ``PIXEL_OPS`` marker of ``code`` and its (pixels, groups, activation), when a softmax
+def _pixel_ops(code: str, channels: int, log: bool) -> tuple[re.Match[str], int, int, int, int] | None:
+    """The ``PIXEL_OPS`` marker of ``code`` and its (pixels, groups, activation, width), when a softmax
     over ``channels`` can run there: the work-item holds them all, and a log-softmax meets no
     activation (the epilogue applies the kernel's activation again, which leaves softmax values,
     in [0, 1], unchanged but not log-softmax ones, negative)."""
     found = _PIXEL_OPS.search(code)
     if found is None:
         return None
-    P, G, act = (int(v) for v in found.groups())
-    if channels > 8 * G or (log and act != 0):
+    P, G, act, V = (int(v) for v in found.groups())
+    if channels > V * G or (log and act != 0):
         return None
-    return found, P, G, act
+    return found, P, G, act, V
 
 
 def accepts_pixel_softmax(code: str, channels: int, log: bool) -> bool:
@@ -285,30 +315,30 @@ def pixel_softmax_code(code: str, channels: int, beta: float, log: bool) -> str:
     ops = _pixel_ops(code, channels, log)
     if ops is None:
         raise ValueError("the kernel cannot run a softmax over its pixels' channels")
-    found, P, G, act = ops
+    found, P, G, act, V = ops
     lo, hi = {1: ("0.0f", None), 2: ("-1.0f", "1.0f"), 3: ("0.0f", "6.0f")}.get(act, (None, None))
     L = [f"  // softmax over {channels} channels, beta {beta!r}\n"]
     for p in range(P):
         L.append("  {\n")
         for g in range(G):
-            L.append(f"    float8 x{g} = convert_float8(a{g}{p});\n")
+            L.append(f"    float{V} x{g} = convert_float{V}(a{g}{p});\n")
             if lo is not None:
-                L.append(f"    x{g} = x{g} < (float8)({lo}) ? (float8)({lo}) : x{g};\n")
+                L.append(f"    x{g} = x{g} < (float{V})({lo}) ? (float{V})({lo}) : x{g};\n")
             if hi is not None:
-                L.append(f"    x{g} = x{g} > (float8)({hi}) ? (float8)({hi}) : x{g};\n")
+                L.append(f"    x{g} = x{g} > (float{V})({hi}) ? (float{V})({hi}) : x{g};\n")
         L.append("    float m = x0.s0;\n")
         for c in range(1, channels):
-            g, lane = divmod(c, 8)
-            L.append(f"    m = x{g}.s{lane} > m ? x{g}.s{lane} : m;\n")
+            g, lane = divmod(c, V)
+            L.append(f"    m = x{g}.s{lane:x} > m ? x{g}.s{lane:x} : m;\n")
         for g in range(G):
-            L.append(f"    float8 z{g} = (x{g} - m) * {float(beta)!r}f;\n    float8 e{g} = exp(z{g});\n")
-        terms = [f"e{c // 8}.s{c % 8}" for c in range(channels)]
+            L.append(f"    float{V} z{g} = (x{g} - m) * {float(beta)!r}f;\n    float{V} e{g} = exp(z{g});\n")
+        terms = [f"e{c // V}.s{c % V:x}" for c in range(channels)]
         L.append(f"    float sum = {' + '.join(terms)};\n")
         L.append("    float inv = 1.0f / sum;\n    float log_sum = log(sum);\n")
         for g in range(G):
             value = f"z{g} - log_sum" if log else f"e{g} * inv"
-            mask = ", ".join("1.0f" if g * 8 + lane < channels else "0.0f" for lane in range(8))
-            L.append(f"    a{g}{p} = TO_ACCUM_FLT8(({value}) * (float8)({mask}));\n")
+            mask = ", ".join("1.0f" if g * V + lane < channels else "0.0f" for lane in range(V))
+            L.append(f"    a{g}{p} = TO_ACCUM_FLT{V}(({value}) * (float{V})({mask}));\n")
         L.append("  }\n")
     return code.replace(found.group(0), "".join(L), 1)
 
@@ -317,28 +347,31 @@ def pixel_softmax_code(code: str, channels: int, beta: float, log: bool) -> str:
 _STEP_PIXEL = "    b += 1;\n    if (b == B) { b = 0; X += 1; if (X == W) { X = 0; Y += 1; } }\n"
 
 
-def _gemm_fast_epilogue(act: int, P: int, G: int, full: str, setup: str, step: str, next_pixel: str) -> list[str]:
+def _gemm_fast_epilogue(act: int, P: int, G: int, full: str, setup: str, step: str, next_pixel: str,
+                        width: int = 8) -> list[str]:  # fmt: skip
     """Write a whole block (every pixel and output slice of the work-item inside the tensor: the
     condition ``full``) at linear indices, straight from the accumulators, the activation applied
     to each FLT8: about 1.6x faster than the general write on MobileNetV2's wide 1x1 layers.
     ``setup`` defines ``at0`` (index of the first pixel's first slice) and (X, Y, b); pixels are
     ``step`` indices apart and ``next_pixel`` advances (X, Y, b), which stay defined for linked
-    ops; the compiler drops them when nothing reads them."""
+    ops; the compiler drops them when nothing reads them. ``width``: channels per group."""
+    parts = SLICE_PARTS[width]
+    per = len(parts)
     L = [
-        f"  if ({full} && g0 * 2 + {2 * G - 1} < dst_slices) {{\n",
+        f"  if ({full} && g0 * {per} + {per * G - 1} < dst_slices) {{\n",
         "    int dstride = args.dst_tensor.Offset(0, 0, 1, 0);\n",
         setup,
     ]
     for p in range(P):
         for g in range(G):
-            L.append(f"    FLT8 r{g}{p} = TO_FLT8(a{g}{p});\n")
-            activation = activation_code(act, f"r{g}{p}", width=8)
+            L.append(f"    FLT{width} r{g}{p} = TO_FLT{width}(a{g}{p});\n")
+            activation = activation_code(act, f"r{g}{p}", width=width)
             if activation:
                 L.append(f"    {activation}\n")
-            for h, half in enumerate(("lo", "hi")):
-                j = 2 * g + h
+            for h, half in enumerate(parts):
+                j = per * g + h
                 L.append(
-                    f"  {{\n    int S = g0 * 2 + {j};\n    int at = at0 + {j} * dstride + {p} * {step};\n"
+                    f"  {{\n    int S = g0 * {per} + {j};\n    int at = at0 + {j} * dstride + {p} * {step};\n"
                     f"    FLT4 result = r{g}{p}.{half};\n" + WRITE_AT
                 )
         if p < P - 1:
@@ -352,19 +385,21 @@ def source_names(sources: int) -> list[str]:
     return ["src_tensor", *(f"src_tensor_{i}" for i in range(1, sources))]
 
 
-def _slice_loop(indent: str, P: int, G: int, wbase: str, masked: bool, names: list[str], lanes: int = 4) -> list[str]:
+def _slice_loop(indent: str, P: int, G: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
+                width: int = 8) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets)."""
     L = []
     for name in names:
         L.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
         mask = " * m{p}" if masked else ""
-        L += slice_step(f"{indent}  ", P, G, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes)
+        L += slice_step(f"{indent}  ", P, G, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width)
         L.append(f"{indent}}}\n")
     return L
 
 
-def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "", lanes: int = 4) -> list[str]:
+def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "", lanes: int = 4,
+               width: int = 8) -> list[str]:  # fmt: skip
     """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
     p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
     group, read from ``wbase``0.. on, which then step to the next slice."""
@@ -373,7 +408,7 @@ def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "
         L.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)};\n")
     for k, lane in enumerate("xyzw"[:lanes]):
         for g in range(G):
-            L.append(f"{indent}ACCUM_FLT8 k{g}{k} = TO_ACCUM_FLT8(args.weights.Read({wbase}{g} + {k}));\n")
+            L.append(f"{indent}ACCUM_FLT{width} k{g}{k} = TO_ACCUM_FLT{width}(args.weights.Read({wbase}{g} + {k}));\n")
         for p in range(P):
             for g in range(G):
                 L.append(f"{indent}a{g}{p} += v{p}.{lane} * k{g}{k};\n")
@@ -383,7 +418,7 @@ def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "
 
 
 def _row_window(P: int, G: int, kh: int, kw: int, names: list[str], lanes: int, *, transposed: bool,
-                interior: bool) -> list[str]:  # fmt: skip
+                interior: bool, width: int = 8) -> list[str]:  # fmt: skip
     """The window loops of the row mode: per tap, the pixels' input offsets (with a mask for the
     columns outside the input, unless ``interior``), then the slice loop."""
     unroll = "  #pragma unroll\n" if kh * kw <= UNROLL_MAX_TAPS else ""
@@ -408,7 +443,7 @@ def _row_window(P: int, G: int, kh: int, kw: int, names: list[str], lanes: int, 
         L.append("    if (!(" + " || ".join(f"in{p}" for p in range(P)) + ")) continue;\n")
     for g in range(G):
         L.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
-    L += _slice_loop("    ", P, G, "t", masked=not interior, names=names, lanes=lanes)
+    L += _slice_loop("    ", P, G, "t", masked=not interior, names=names, lanes=lanes, width=width)
     L.append("  }\n  }\n")
     return L
 
@@ -464,12 +499,25 @@ def window_row_loads(columns: list[int], load: Callable[[int], str], vtype: str,
     return L
 
 
-def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype) -> bytes:
+def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8) -> bytes:
     """[1, KH, KW, C] filters as FLT8 per (pair of slices, ky, kx): the pair's two FLT4 side by
-    side; a missing last slice is zero."""
+    side; a missing last slice is zero. ``width`` 16: FLT16 per four slices."""
     _, kh, kw, _ = filters.shape
-    f = layout.pad_channels(filters[0].astype(np.float32), 2, 8).reshape(kh, kw, -1, 2, 4)
+    f = layout.pad_channels(filters[0].astype(np.float32), 2, width).reshape(kh, kw, -1, width // 4, 4)
     return np.ascontiguousarray(f.transpose(2, 0, 1, 3, 4)).astype(dtype).tobytes()
+
+
+def slice_pack_load(j: int, width: int) -> str:
+    """Input column ``xi + j`` of window row ``row`` for slices S0 .. S0 + ``width`` / 4 - 1 as
+    one vector (``off1`` .. further on for slice 1 ..: 0 past the last slice, whose weights are
+    then zero)."""
+    if width == 8:
+        return slice_pair_load(j)
+    at = f"row + (xi + {j}) * B"
+    parts = ", ".join(
+        f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at}{f' + off{k}' if k else ''}))" for k in range(width // 4)
+    )
+    return f"(ACCUM_FLT{width})({parts})"
 
 
 def slice_pair_load(j: int) -> str:

@@ -25,16 +25,19 @@ from ..graph import Builtin, Node
 from .base import WRITE, WRITE_AT, EmitContext, activation_code, buffer_object, operation
 from .conv import _bias, _conv_window, _use_gemm
 from .conv_fast import (
+    SLICE_PARTS,
     THIRDS_GROUPS,
     THIRDS_PIXELS,
     _gemm_fast_epilogue,
     gemm_groups,
+    gemm_width,
     odd_thirds,
     pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
-    slice_pair_load,
+    slice_pack_load,
     slice_step,
+    spill_slices,
 )
 
 #: Pixels per depthwise item, pixels and groups of 8 output channels per 1x1 item.
@@ -57,14 +60,21 @@ MIN_WIDTH = 14
 PAIR_LOCAL_BYTES = 32 * 1024
 
 
-def mid_row_bytes(width: int, channels: int) -> int:
+def mid_row_bytes(width: int, channels: int, dw_width: int = 8) -> int:
     """Local memory of a pair kernel whose depthwise row has ``width`` pixels of ``channels``
-    (float, padded to a whole number of slice pairs)."""
-    return width * -(-layout.slices(channels) // 2) * 8 * 4
+    (float, padded to a whole number of ``dw_width`` / 4 slices: pairs, or fours)."""
+    per = dw_width // 4
+    return width * -(-layout.slices(channels) // per) * per * 4 * 4
+
+
+def dw_width(channels: int, vector_width: int) -> int:
+    """Channels per depthwise item of a pair kernel: 16 (four slices, FLT16) when the device
+    wants 16-wide vectors and there are more than 8 channels, else 8 (a pair of slices)."""
+    return 16 if vector_width >= 16 and channels > 8 else 8
 
 
 def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[int, int], pad: tuple[int, int],
-              local_bytes: int, thirds: bool = False) -> str:  # fmt: skip
+              local_bytes: int, thirds: bool = False, width: int = 8, dw: int = 8) -> str:  # fmt: skip
     """The kernel for a depthwise stage with ``kernel``, ``stride``, leading ``pad`` (undilated)
     and activation ``dw_act``, then a 1x1 convolution with activation ``act`` whose items are
     PIXELS x GROUPS, or THIRDS_PIXELS x THIRDS_GROUPS when ``thirds`` (``conv_fast.odd_thirds``); its local
@@ -75,18 +85,22 @@ def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[i
 
     Objects: ``dw_weights`` / ``dw_biases`` (pack_depthwise_weights / pack_gemm_biases of the
     depthwise filters), ``weights`` / ``biases`` (pack_gemm_weights / pack_gemm_biases of the 1x1
-    filters)."""
+    filters, ``width`` output channels per group: conv_fast.gemm_width). ``dw``: channels per
+    depthwise item, 8 (a pair of slices) or 16 (four: ``dw_width``)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
     P, G = (THIRDS_PIXELS, THIRDS_GROUPS) if thirds else (PIXELS, GROUPS)
+    q = dw // 4
+    parts = SLICE_PARTS[width]
+    per = len(parts)
     L = [
         f"""
 __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   /* WORK_GROUP_SERIAL: the work-group's items are shared among GROUP_SIZE_0 work-items */
-  __local FLT8 mid[{local_bytes // 32}];
+  __local FLT{dw} mid[{local_bytes // (4 * dw)}];
   int H = args.dst_tensor.Height();
   int W = args.dst_tensor.Width();
   int mid_slices = args.src_tensor.Slices();
-  int pairs = (mid_slices + 1) / 2;
+  int packs = (mid_slices + {q - 1}) / {q};
   int dw_blocks = (W + {DW_PIXELS - 1}) / {DW_PIXELS};
   int Y = GLOBAL_ID_1 % H;
   int b = GLOBAL_ID_1 / H;
@@ -94,30 +108,33 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int lid = LOCAL_ID_0;
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
   int plane = args.src_tensor.Offset(0, 0, 1, 0);
-  int dw_items = dw_blocks * pairs;
+  int dw_items = dw_blocks * packs;
   int lanes = GROUP_SIZE_0;
   int dw_share = (dw_items + lanes - 1) / lanes;  // each work-item a run of consecutive items
   int dw_end = (lid + 1) * dw_share < dw_items ? (lid + 1) * dw_share : dw_items;
   for (int item = lid * dw_share; item < dw_end; ++item) {{
     int X0 = (item % dw_blocks) * {DW_PIXELS};  // along the row first: the same input rows in turn
-    int pair = item / dw_blocks;
-    int S0 = pair * 2;
+    int pack = item / dw_blocks;
+    int S0 = pack * {q};
     int xi = X0 * {sw} - {pw};
-    int second = S0 + 1 < mid_slices ? plane : 0;
-    ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.dw_biases.Read(pair));
 """
     ]
+    if q == 2:
+        L.append("    int second = S0 + 1 < mid_slices ? plane : 0;\n")
+    else:
+        L += [f"    int off{k} = S0 + {k} < mid_slices ? {k} * plane : 0;\n" for k in range(1, q)]
+    L.append(f"    ACCUM_FLT{dw} bias = TO_ACCUM_FLT{dw}(args.dw_biases.Read(pack));\n")
     for p in range(DW_PIXELS):
-        L.append(f"    ACCUM_FLT8 d{p} = bias;\n")
+        L.append(f"    ACCUM_FLT{dw} d{p} = bias;\n")
     columns = sorted({p * sw + kx for p in range(DW_PIXELS) for kx in range(kw)})
 
     def window_row(checked: bool) -> list[str]:
         out = []
         for j in columns:
-            value = slice_pair_load(j)
+            value = slice_pack_load(j, dw)
             if checked:
-                value = f"((xi + {j} >= 0 && xi + {j} < iw) ? {value} : (ACCUM_FLT8)(0.0f))"
-            out.append(f"        {{\n        ACCUM_FLT8 r = {value};\n")
+                value = f"((xi + {j} >= 0 && xi + {j} < iw) ? {value} : (ACCUM_FLT{dw})(0.0f))"
+            out.append(f"        {{\n        ACCUM_FLT{dw} r = {value};\n")
             for p in range(DW_PIXELS):
                 kx = j - p * sw
                 if 0 <= kx < kw:
@@ -130,7 +147,8 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
         L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
         for kx in range(kw):
             L.append(
-                f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.dw_weights.Read((pair * {kh} + {ky}) * {kw} + {kx}));\n"
+                f"      ACCUM_FLT{dw} k{kx} = "
+                f"TO_ACCUM_FLT{dw}(args.dw_weights.Read((pack * {kh} + {ky}) * {kw} + {kx}));\n"
             )
         L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
         L += window_row(False)
@@ -138,17 +156,17 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
         L += window_row(True)
         L.append("      }\n    }\n    }\n")
     for p in range(DW_PIXELS):
-        L.append(f"    {{\n    FLT8 o = TO_FLT8(d{p});\n")
-        activation = activation_code(dw_act, "o", width=8)
+        L.append(f"    {{\n    FLT{dw} o = TO_FLT{dw}(d{p});\n")
+        activation = activation_code(dw_act, "o", width=dw)
         if activation:
             L.append(f"    {activation}\n")
-        L.append(f"    if (X0 + {p} < W) mid[(X0 + {p}) * pairs + pair] = o;\n    }}\n")
+        L.append(f"    if (X0 + {p} < W) mid[(X0 + {p}) * packs + pack] = o;\n    }}\n")
     L.append("  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n")
     # The 1x1 product over the row in local memory: slice s of pixel x is FLT4 number
-    # x * 2 * pairs + s there (the padding lanes and a missing last slice are zero).
+    # x * {q} * packs + s there (the padding lanes and missing last slices are zero).
     L.append(
         f"""  int dst_slices = args.dst_tensor.Slices();
-  int ngroups = (dst_slices + 1) / 2;
+  int ngroups = (dst_slices + {per - 1}) / {per};
   int items = (ngroups + {G - 1}) / {G};
   __local FLT4 *mid4 = (__local FLT4 *)mid;
   for (int item = lid; item < ((W + {P - 1}) / {P}) * items; item += lanes) {{
@@ -159,31 +177,31 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
     )
     for g in range(G):
         L.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
-        L.append(f"  ACCUM_FLT8 bias{g} = TO_ACCUM_FLT8(args.biases.Read(w{g} / group_size));\n")
+        L.append(f"  ACCUM_FLT{width} bias{g} = TO_ACCUM_FLT{width}(args.biases.Read(w{g} / group_size));\n")
         for p in range(P):
-            L.append(f"  ACCUM_FLT8 a{g}{p} = bias{g};\n")
+            L.append(f"  ACCUM_FLT{width} a{g}{p} = bias{g};\n")
     for p in range(P):
-        L.append(f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * 2 * pairs;\n")
+        L.append(f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * {q} * packs;\n")
     L.append("  for (int s = 0; s < mid_slices; ++s) {\n")
-    L += slice_step("    ", P, G, "w", "mid4[o{p} + s]")
+    L += slice_step("    ", P, G, "w", "mid4[o{p} + s]", width=width)
     L.append("  }\n")
-    setup = "    int at0 = args.dst_tensor.Offset(X0, Y, g0 * 2, b);\n    int X = X0;\n"
-    epilogue = _gemm_fast_epilogue(act, P, G, f"X0 + {P - 1} < W", setup, "B", "    X += 1;\n")
+    setup = f"    int at0 = args.dst_tensor.Offset(X0, Y, g0 * {per}, b);\n    int X = X0;\n"
+    epilogue = _gemm_fast_epilogue(act, P, G, f"X0 + {P - 1} < W", setup, "B", "    X += 1;\n", width)
     assert epilogue[-1] == "    return;\n  }\n"
     L += [*epilogue[:-1], "    continue;\n  }\n"]  # the next item, not the end of the kernel
-    L.append(f"  FLT4 outs[{2 * G * P}];\n")
+    L.append(f"  FLT4 outs[{per * G * P}];\n")
     for g in range(G):
         for p in range(P):
-            i = p * 2 * G + g * 2
-            L.append(f"  outs[{i}] = TO_FLT4(a{g}{p}.lo); outs[{i + 1}] = TO_FLT4(a{g}{p}.hi);\n")
+            i = p * per * G + g * per
+            L.append(spill_slices(f"a{g}{p}", i, parts))
     L.append(
         f"""  for (int p = 0; p < {P}; ++p) {{
     int X = X0 + p;
     if (X >= W) break;
-    for (int j = 0; j < {2 * G}; ++j) {{
-    int S = g0 * 2 + j;
+    for (int j = 0; j < {per * G}; ++j) {{
+    int S = g0 * {per} + j;
     if (S >= dst_slices) continue;
-    FLT4 result = outs[p * {2 * G} + j];
+    FLT4 result = outs[p * {per * G} + j];
     {activation_code(act)}
 """
         + WRITE
@@ -216,7 +234,8 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
     if filters.shape[1:] != (1, 1, mid.shape[3]) or conv_ints["stride_h"] != 1 or conv_ints["stride_w"] != 1:
         return False
     b, h, w, _ = dst.shape
-    return b * h >= MIN_ROWS and w >= MIN_WIDTH and mid_row_bytes(w, mid.shape[3]) <= local_bytes
+    row_bytes = mid_row_bytes(w, mid.shape[3], dw_width(mid.shape[3], ctx.vector_width))
+    return b * h >= MIN_ROWS and w >= MIN_WIDTH and row_bytes <= local_bytes
 
 
 def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> model.GPUOperation:
@@ -225,21 +244,26 @@ def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> 
     _, mid, dw_filters, ints = _conv_window(dw, ctx)
     _, dst, filters, _ = _conv_window(conv, ctx)
     b, h, _, c = dst.shape
+    width = gemm_width(c, ctx.vector_width)
+    dw_vector = dw_width(mid.shape[3], ctx.vector_width)
     code = pair_code(
         dw_act=dw.params["activation"], act=conv.params["activation"], local_bytes=local_bytes,
         kernel=(ints["kernel_h"], ints["kernel_w"]),
         stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
-        thirds=odd_thirds(gemm_groups(c)),
+        thirds=odd_thirds(gemm_groups(c, width)), width=width, dw=dw_vector,
     )  # fmt: skip
-    dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype)
+    dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype, dw_vector)
+    dw_weights = pack_depthwise_weights(dw_filters, ctx.dtype, dw_vector)
     op = operation(
         code,
         srcs=["src_tensor"],
         buffer_objects=[
-            buffer_object("dw_weights", pack_depthwise_weights(dw_filters, ctx.dtype), ctx.dtype, element_size=8),
-            buffer_object("dw_biases", dw_biases, ctx.dtype, element_size=8),
-            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
-            buffer_object("biases", pack_gemm_biases(_bias(conv, g, c, ctx), ctx.dtype), ctx.dtype, element_size=8),
+            buffer_object("dw_weights", dw_weights, ctx.dtype, element_size=dw_vector),
+            buffer_object("dw_biases", dw_biases, ctx.dtype, element_size=dw_vector),
+            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, width), ctx.dtype, element_size=width),
+            buffer_object(
+                "biases", pack_gemm_biases(_bias(conv, g, c, ctx), ctx.dtype, width), ctx.dtype, element_size=width
+            ),
         ],
     )
     op.tensor_to_grid = model.TensorToGrid.CUSTOM

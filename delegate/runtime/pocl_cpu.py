@@ -1,0 +1,196 @@
+"""Gives PoCL a CPU model its LLVM knows, on x86-64 processors newer than that LLVM.
+
+PoCL asks LLVM for the host CPU's name once, when it sets up its CPU device, and compiles every
+kernel for that name. The PoCL 3.0 of PyPI's ``pocl-binary-distribution`` carries LLVM 15, which
+names no processor newer than AMD's Zen 3 family by its CPUID: on a Zen 5 (family 1Ah) it answers
+``generic``, which its own compiler then rejects, so every program build fails with "unknown
+target CPU 'generic'". That PoCL has no setting for the name (later PoCL reads
+``POCL_LLVM_CPU_NAME``).
+
+``repair_device`` finds the name in PoCL's device object and writes, in its place, the newest
+processor LLVM 15 knows whose instruction sets the host has, as the host's ``/proc/cpuinfo``
+flags show: ``skx`` (LLVM's short name for skylake-avx512) where AVX-512 F/CD/BW/DQ/VL are
+there, as on a Zen 5; else ``znver3`` on AMD processors with Zen 3's instruction sets, ``haswell``
+(AVX2 and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the compiler emits
+16-float vectors as one register, and the compiler's matrix products use them
+(``vector_floats``, ``CompileOptions.vector_width``). Nothing is written unless the object holds
+exactly what is expected: the device's LLVM triple, and right after it a pointer to the string
+``generic``; every read of PoCL's memory is checked first (through a pipe, so a bad address is an
+error, not a crash). Set ``DELEGATE_POCL_CPU`` to ``off`` to leave PoCL alone, or to a name of at
+most 7 characters to use that name instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import platform
+import re
+import struct
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: the value LLVM gives to a CPU it does not know, as PoCL stores it (with its terminator)
+UNKNOWN_CPU = b"generic\0"
+#: how many bytes of PoCL's device object are searched (3.0 keeps the name at offset 640)
+_SEARCH_BYTES = 2048
+#: the replacement is written over "generic" in place: at most 7 characters and a terminator
+MAX_NAME = len(UNKNOWN_CPU) - 1
+#: (name, /proc/cpuinfo flags it needs), best first; each name is one LLVM 15 knows
+_CANDIDATES: tuple[tuple[str, frozenset[str]], ...] = (
+    # LLVM's short name for skylake-avx512: AVX-512 F/CD/BW/DQ/VL, which a Zen 5 runs at full width
+    ("skx", frozenset("avx512f avx512cd avx512bw avx512dq avx512vl avx2 fma bmi1 bmi2 f16c movbe adx".split())),
+    (
+        "znver3",
+        frozenset("avx2 fma bmi1 bmi2 f16c movbe adx sha_ni clzero vaes vpclmulqdq rdpid xsaves".split()),
+    ),
+    ("haswell", frozenset("avx2 fma bmi1 bmi2 f16c movbe".split())),
+    ("nehalem", frozenset("sse4_2 popcnt".split())),
+    ("x86-64", frozenset()),
+)
+
+
+def cpu_flags(cpuinfo: str) -> tuple[str, frozenset[str]]:
+    """The vendor and the flags of the first processor in ``/proc/cpuinfo``'s text."""
+    vendor, flags = "", frozenset[str]()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "vendor_id" and not vendor:
+            vendor = value.strip()
+        elif key == "flags" and not flags:
+            flags = frozenset(value.split())
+    return vendor, flags
+
+
+def replacement_name(vendor: str, flags: frozenset[str]) -> str:
+    """The newest CPU name LLVM 15 knows whose instruction sets the host has."""
+    for name, needed in _CANDIDATES:
+        if name == "znver3" and vendor != "AuthenticAMD":
+            continue
+        if needed <= flags:
+            return name
+    return "x86-64"
+
+
+#: LLVM CPU models (LLVM 15's and later ones') with AVX-512 F/CD/BW/DQ/VL: a PoCL device compiling for
+#: one of them runs 16-float vectors in one register.
+AVX512_MODELS = frozenset(
+    "skx skylake-avx512 cascadelake cooperlake cannonlake icelake-client icelake-server tigerlake rocketlake "
+    "sapphirerapids emeraldrapids graniterapids graniterapids-d znver4 znver5 x86-64-v4".split()
+)
+
+
+def vector_floats(compiler_cpu: str) -> int:
+    """Floats per vector register of code compiled for ``compiler_cpu`` (DeviceInfo.compiler_cpu):
+    16 for an AVX-512 model, else 8 (AVX2; also the value for devices that are not PoCL's)."""
+    return 16 if compiler_cpu in AVX512_MODELS else 8
+
+
+class _MemoryReader:
+    """Reads the process's own memory without trusting an address: ``write`` from it into a pipe
+    fails with EFAULT where nothing is mapped, where a plain load would crash."""
+
+    def __init__(self) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc.write.restype = ctypes.c_ssize_t
+        self._libc.write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+        self._read_fd, self._write_fd = os.pipe()
+
+    def read(self, address: int, size: int) -> bytes | None:
+        if not 0x1000 <= address < 1 << 47:
+            return None
+        if self._libc.write(self._write_fd, address, size) != size:
+            return None  # part or all of it is not mapped
+        return os.read(self._read_fd, size)
+
+    def close(self) -> None:
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+
+
+def _names_after_triples(reader: _MemoryReader, device_address: int) -> dict[int, bytes]:
+    """Address -> first 16 bytes, for each string that a pointer right after a pointer to an
+    x86-64 LLVM triple points at, in the first ``_SEARCH_BYTES`` of the device object."""
+    raw = reader.read(device_address, _SEARCH_BYTES) or reader.read(device_address, _SEARCH_BYTES // 2)
+    if raw is None:
+        return {}
+    words = [value for (value,) in struct.iter_unpack("<Q", raw[: len(raw) // 8 * 8])]
+    found: dict[int, bytes] = {}
+    for index in range(len(words) - 1):
+        triple = reader.read(words[index], 8)
+        if triple is None or not triple.startswith(b"x86_64-"):
+            continue
+        name = reader.read(words[index + 1], 16) or reader.read(words[index + 1], len(UNKNOWN_CPU))
+        if name is not None:
+            found[words[index + 1]] = name
+    return found
+
+
+def _find_name(reader: _MemoryReader, device_address: int) -> int | None:
+    """The address of the device's CPU name when it is ``generic``, else None."""
+    found = {
+        address
+        for address, name in _names_after_triples(reader, device_address).items()
+        if name.startswith(UNKNOWN_CPU)
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def target_name(device_address: int, platform_name: str) -> str:
+    """The CPU name a PoCL device compiles for ("" for other drivers, or where it is not found):
+    part of what identifies its compiled programs."""
+    if "portable computing language" not in platform_name.lower() or platform.machine() != "x86_64":
+        return ""
+    reader = _MemoryReader()
+    try:
+        names = {
+            name.split(b"\0", 1)[0] for name in _names_after_triples(reader, device_address).values() if b"\0" in name
+        }
+    finally:
+        reader.close()
+    if len(names) != 1:
+        return ""
+    name = names.pop()
+    return name.decode() if re.fullmatch(rb"[A-Za-z0-9_-]{1,32}", name) else ""
+
+
+def repair_device(device_address: int, platform_name: str) -> str | None:
+    """Gives a PoCL CPU device whose CPU name is ``generic`` a name its LLVM knows.
+
+    Returns the name written, or None when nothing was done (not PoCL on x86-64, a CPU its LLVM
+    knows, ``DELEGATE_POCL_CPU=off``, or a device object that does not look as expected).
+    """
+    if "portable computing language" not in platform_name.lower() or platform.machine() != "x86_64":
+        return None
+    setting = os.environ.get("DELEGATE_POCL_CPU", "").strip()
+    if setting.lower() == "off":
+        return None
+    if setting and (len(setting) > MAX_NAME or not re.fullmatch(r"[A-Za-z0-9_-]+", setting)):
+        raise ValueError(
+            f"DELEGATE_POCL_CPU={setting!r}: give 'off' or an LLVM CPU name of at most {MAX_NAME} characters"
+        )
+    reader = _MemoryReader()
+    try:
+        address = _find_name(reader, device_address)
+        if address is None:
+            return None
+        if setting:
+            name = setting
+        else:
+            try:
+                cpuinfo = Path("/proc/cpuinfo").read_text()
+            except OSError:
+                cpuinfo = ""
+            name = replacement_name(*cpu_flags(cpuinfo))
+        ctypes.memmove(address, name.encode().ljust(len(UNKNOWN_CPU), b"\0"), len(UNKNOWN_CPU))
+    finally:
+        reader.close()
+    log.info(
+        "PoCL's LLVM does not know this CPU (it named it 'generic', which its compiler rejects); "
+        "compiling for '%s' instead (set DELEGATE_POCL_CPU to choose another name, or 'off')",
+        name,
+    )
+    return name

@@ -1,0 +1,161 @@
+"""PoCL's CPU name on processors its LLVM does not know (delegate.runtime.pocl_cpu).
+
+The repair is tested on fake device objects laid out like PoCL 3.0's (a pointer to the LLVM
+triple, then one to the CPU name), so it runs whatever processor the tests are on; the real
+device is covered by every test that builds a program.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import platform
+import struct
+
+import pytest
+
+from delegate.runtime import device, driver, pocl_cpu
+
+POCL = "Portable Computing Language"
+ZEN5_FLAGS = frozenset(
+    "fpu sse2 sse4_2 popcnt avx avx2 fma bmi1 bmi2 f16c movbe adx sha_ni clzero vaes vpclmulqdq "
+    "rdpid xsaves avx512f".split()
+)
+
+needs_x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="the repair only applies on x86-64")
+
+
+class FakeDevice:
+    """A block of memory with PoCL 3.0's two neighbouring fields at ``offset`` (kept alive here)."""
+
+    def __init__(self, cpu_name: bytes, triple: bytes = b"x86_64-unknown-linux-gnu\0", offset: int = 632) -> None:
+        self.triple = ctypes.create_string_buffer(triple, len(triple))
+        self.name = ctypes.create_string_buffer(cpu_name, len(cpu_name))
+        self.block = ctypes.create_string_buffer(2048)
+        struct.pack_into("<QQ", self.block, offset, ctypes.addressof(self.triple), ctypes.addressof(self.name))
+        # other fields: an unmapped address and a small integer must be read safely
+        struct.pack_into("<QQ", self.block, 8, 0xDEAD00000000, 42)
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.block)
+
+    @property
+    def cpu(self) -> bytes:
+        return self.name.raw
+
+
+def test_cpu_flags_reads_the_first_processor() -> None:
+    text = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nflags\t: sse2\n"
+    assert pocl_cpu.cpu_flags(text) == ("AuthenticAMD", frozenset({"fpu", "avx2", "fma"}))
+    assert pocl_cpu.cpu_flags("") == ("", frozenset())
+
+
+def test_replacement_is_the_newest_name_the_flags_allow() -> None:
+    avx512 = ZEN5_FLAGS | {"avx512cd", "avx512bw", "avx512dq", "avx512vl"}
+    assert pocl_cpu.replacement_name("AuthenticAMD", avx512) == "skx"
+    assert pocl_cpu.replacement_name("GenuineIntel", avx512) == "skx"
+    assert pocl_cpu.vector_floats("skx") == 16
+    # AVX-512 F alone (no VL, BW, DQ) is not enough for skx
+    assert pocl_cpu.replacement_name("AuthenticAMD", ZEN5_FLAGS) == "znver3"
+    assert pocl_cpu.vector_floats("znver3") == 8
+    assert pocl_cpu.vector_floats("") == 8
+    # an Intel processor with the same flags gets the vendor-neutral AVX2 model
+    assert pocl_cpu.replacement_name("GenuineIntel", ZEN5_FLAGS) == "haswell"
+    # an AMD processor missing one of Zen 3's instruction sets
+    assert pocl_cpu.replacement_name("AuthenticAMD", ZEN5_FLAGS - {"vaes"}) == "haswell"
+    assert pocl_cpu.replacement_name("AuthenticAMD", frozenset({"sse4_2", "popcnt", "avx"})) == "nehalem"
+    assert pocl_cpu.replacement_name("", frozenset()) == "x86-64"
+    for name, _ in pocl_cpu._CANDIDATES:
+        assert len(name) <= pocl_cpu.MAX_NAME
+
+
+@needs_x86_64
+def test_generic_is_replaced_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    fake = FakeDevice(b"generic\0")
+    written = pocl_cpu.repair_device(fake.address, POCL)
+    assert written in {name for name, _ in pocl_cpu._CANDIDATES}
+    assert fake.cpu == written.encode() + b"\0" * (8 - len(written))
+    # done once: the name is no longer 'generic'
+    assert pocl_cpu.repair_device(fake.address, POCL) is None
+
+
+@needs_x86_64
+def test_setting_chooses_or_disables(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeDevice(b"generic\0")
+    monkeypatch.setenv("DELEGATE_POCL_CPU", "off")
+    assert pocl_cpu.repair_device(fake.address, POCL) is None
+    assert fake.cpu == b"generic\0"
+    monkeypatch.setenv("DELEGATE_POCL_CPU", "x86-64")
+    assert pocl_cpu.repair_device(fake.address, POCL) == "x86-64"
+    assert fake.cpu == b"x86-64\0\0"
+    for bad in ("icelake-server", "znver3; rm"):
+        monkeypatch.setenv("DELEGATE_POCL_CPU", bad)
+        with pytest.raises(ValueError, match="DELEGATE_POCL_CPU"):
+            pocl_cpu.repair_device(FakeDevice(b"generic\0").address, POCL)
+
+
+@needs_x86_64
+@pytest.mark.parametrize(
+    "fake",
+    [
+        pytest.param(lambda: FakeDevice(b"znver3\0"), id="known-cpu"),
+        pytest.param(lambda: FakeDevice(b"generic\0", triple=b"aarch64-unknown-linux-gnu\0"), id="other-triple"),
+        pytest.param(lambda: FakeDevice(b"generic-ish\0"), id="longer-name"),
+    ],
+)
+def test_nothing_is_written_unless_the_object_is_as_expected(monkeypatch: pytest.MonkeyPatch, fake) -> None:
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    device = fake()
+    before = device.cpu
+    assert pocl_cpu.repair_device(device.address, POCL) is None
+    assert device.cpu == before
+
+
+def test_other_platforms_and_bad_addresses_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    fake = FakeDevice(b"generic\0")
+    assert pocl_cpu.repair_device(fake.address, "NVIDIA CUDA") is None
+    assert fake.cpu == b"generic\0"
+    # an address where nothing is mapped is read as nothing, not dereferenced
+    assert pocl_cpu.repair_device(0xDEAD00000000, POCL) is None
+    assert pocl_cpu.repair_device(0, POCL) is None
+
+
+def test_listed_pocl_devices_build_programs() -> None:
+    """After the device listing, PoCL compiles: on a CPU its LLVM does not know, this is the repair."""
+    found = [dev for _, _, dev in driver.devices() if "portable computing language" in dev.platform_name.lower()]
+    assert found, "PoCL is a dependency of the package: it must be listed"
+    context = driver.Context(found[0])
+    try:
+        program = driver.Program(context, source="__kernel void twice(__global float *a) { a[0] *= 2.0f; }")
+        try:
+            program.build("")
+        finally:
+            program.release()
+    finally:
+        context.release()
+
+
+@needs_x86_64
+def test_target_name_reads_the_cpu_a_device_compiles_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    assert pocl_cpu.target_name(FakeDevice(b"znver3\0").address, POCL) == "znver3"
+    fake = FakeDevice(b"generic\0")
+    assert pocl_cpu.target_name(fake.address, POCL) == "generic"
+    written = pocl_cpu.repair_device(fake.address, POCL)
+    assert pocl_cpu.target_name(fake.address, POCL) == written
+    assert pocl_cpu.target_name(fake.address, "NVIDIA CUDA") == ""
+    assert pocl_cpu.target_name(FakeDevice(b"\x01\x02\0").address, POCL) == ""
+
+
+def test_device_key_names_the_compiler_cpu() -> None:
+    """Programs compiled for one CPU model are never taken for another's (the cache key)."""
+    found = [dev for _, _, dev in driver.devices() if "portable computing language" in dev.platform_name.lower()]
+    info = device.describe(found[0])
+    if platform.machine() == "x86_64":
+        assert info.compiler_cpu and info.compiler_cpu != "generic"
+        assert info.key.endswith("|" + info.compiler_cpu)
+    other = dataclasses.replace(info, compiler_cpu="x86-64")
+    assert other.key != info.key
