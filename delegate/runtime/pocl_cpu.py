@@ -89,20 +89,30 @@ def vector_floats(compiler_cpu: str) -> int:
     return 16 if compiler_cpu in AVX512_MODELS else 8
 
 
+#: Linux's system call number of write(2) on x86-64
+_SYS_WRITE = 1
+
+
 class _MemoryReader:
-    """Reads the process's own memory without trusting an address: ``write`` from it into a pipe
-    fails with EFAULT where nothing is mapped, where a plain load would crash."""
+    """Reads the process's own memory without trusting an address: write(2) from it into a pipe
+    fails with EFAULT where nothing is mapped, where a plain load would crash. The system call is
+    made through ``syscall``, not libc's ``write``, which AddressSanitizer intercepts and would
+    report reading past the end of PoCL's allocation (the search reads a fixed span)."""
 
     def __init__(self) -> None:
         self._libc = ctypes.CDLL(None, use_errno=True)
-        self._libc.write.restype = ctypes.c_ssize_t
-        self._libc.write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+        self._libc.syscall.restype = ctypes.c_long
         self._read_fd, self._write_fd = os.pipe()
 
     def read(self, address: int, size: int) -> bytes | None:
         if not 0x1000 <= address < 1 << 47:
             return None
-        if self._libc.write(self._write_fd, address, size) != size:
+        written = self._libc.syscall(
+            ctypes.c_long(_SYS_WRITE), ctypes.c_long(self._write_fd), ctypes.c_void_p(address), ctypes.c_size_t(size)
+        )
+        if written != size:
+            if written > 0:
+                os.read(self._read_fd, written)  # keep the pipe empty for the next read
             return None  # part or all of it is not mapped
         return os.read(self._read_fd, size)
 
