@@ -44,6 +44,10 @@ from .conv_fast import (
 DW_PIXELS = 8
 PIXELS = 5
 GROUPS = 2
+#: Pixels per 1x1 item when the output is a single group (16 channels in groups of 16): the item
+#: holds one group, not a copy of it, in as many accumulators. MobileNetV2 ran 1% faster than
+#: with the copy; 6, 8, 10 and 12 pixels were level (races of whole calls, session 12).
+SINGLE_GROUP_PIXELS = 10
 #: Work-items per work-group (the kernel requires it; its code shares items over GROUP_SIZE_0
 #: work-items, so a persistent kernel may run a work-group as one work-item, see
 #: runtime/persistent.py).
@@ -74,7 +78,8 @@ def dw_width(channels: int, vector_width: int) -> int:
 
 
 def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[int, int], pad: tuple[int, int],
-              local_bytes: int, thirds: bool = False, width: int = 8, dw: int = 8) -> str:  # fmt: skip
+              local_bytes: int, thirds: bool = False, width: int = 8, dw: int = 8,
+              single_group: bool = False) -> str:  # fmt: skip
     """The kernel for a depthwise stage with ``kernel``, ``stride``, leading ``pad`` (undilated)
     and activation ``dw_act``, then a 1x1 convolution with activation ``act`` whose items are
     PIXELS x GROUPS, or THIRDS_PIXELS x THIRDS_GROUPS when ``thirds`` (``conv_fast.odd_thirds``); its local
@@ -86,9 +91,13 @@ def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[i
     Objects: ``dw_weights`` / ``dw_biases`` (pack_depthwise_weights / pack_gemm_biases of the
     depthwise filters), ``weights`` / ``biases`` (pack_gemm_weights / pack_gemm_biases of the 1x1
     filters, ``width`` output channels per group: conv_fast.gemm_width). ``dw``: channels per
-    depthwise item, 8 (a pair of slices) or 16 (four: ``dw_width``)."""
+    depthwise item, 8 (a pair of slices) or 16 (four: ``dw_width``). ``single_group``: the output is
+    one group of ``width`` channels, so an item is SINGLE_GROUP_PIXELS pixels x 1 group (a second
+    group would be a copy of the first: 16-channel projections in groups of 16)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
     P, G = (THIRDS_PIXELS, THIRDS_GROUPS) if thirds else (PIXELS, GROUPS)
+    if single_group:
+        P, G = SINGLE_GROUP_PIXELS, 1
     q = dw // 4
     parts = SLICE_PARTS[width]
     per = len(parts)
@@ -251,6 +260,7 @@ def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> 
         kernel=(ints["kernel_h"], ints["kernel_w"]),
         stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
         thirds=odd_thirds(gemm_groups(c, width)), width=width, dw=dw_vector,
+        single_group=gemm_groups(c, width) == 1,
     )  # fmt: skip
     dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype, dw_vector)
     dw_weights = pack_depthwise_weights(dw_filters, ctx.dtype, dw_vector)
