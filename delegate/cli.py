@@ -225,6 +225,7 @@ def _devices(args: argparse.Namespace) -> int:
         print(
             f"{mark} {p}:{d}  {info.platform} / {info.name}  driver {info.driver_version}, fp16 {info.fp16},"
             f" images {info.images}, {info.global_mem_bytes // 2**20} MiB"
+            + (f", compiles for {info.compiler_cpu}" if info.compiler_cpu else "")
         )
     return 0
 
