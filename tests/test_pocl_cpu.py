@@ -159,3 +159,29 @@ def test_device_key_names_the_compiler_cpu() -> None:
         assert info.key.endswith("|" + info.compiler_cpu)
     other = dataclasses.replace(info, compiler_cpu="x86-64")
     assert other.key != info.key
+
+
+def test_checked_reads_never_trust_the_address() -> None:
+    import os
+
+    from delegate._native import ffi, lib
+
+    read_fd, write_fd = os.pipe()
+    try:
+        source = ctypes.create_string_buffer(b"0123456789abcdef", 16)
+        out = ffi.new("char[]", 4096)
+        assert lib.dlg_read_checked(write_fd, read_fd, ctypes.addressof(source), out, 16) == 0
+        assert ffi.buffer(out, 16)[:] == b"0123456789abcdef"
+        for address, size in (
+            (0, 8),
+            (0xDEAD00000000, 8),
+            (ctypes.addressof(source), 0),
+            (ctypes.addressof(source), 4097),
+        ):
+            assert lib.dlg_read_checked(write_fd, read_fd, address, out, size) == -1
+        # the pipe is left empty: the next read sees its own bytes
+        assert lib.dlg_read_checked(write_fd, read_fd, ctypes.addressof(source) + 8, out, 8) == 0
+        assert ffi.buffer(out, 8)[:] == b"89abcdef"
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)

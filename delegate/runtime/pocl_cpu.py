@@ -22,15 +22,13 @@ most 7 characters to use that name instead.
 
 from __future__ import annotations
 
-import ctypes
-import logging
 import os
 import platform
 import re
 import struct
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from .._native import ffi, lib
 
 #: the value LLVM gives to a CPU it does not know, as PoCL stores it (with its terminator)
 UNKNOWN_CPU = b"generic\0"
@@ -89,32 +87,20 @@ def vector_floats(compiler_cpu: str) -> int:
     return 16 if compiler_cpu in AVX512_MODELS else 8
 
 
-#: Linux's system call number of write(2) on x86-64
-_SYS_WRITE = 1
-
-
 class _MemoryReader:
-    """Reads the process's own memory without trusting an address: write(2) from it into a pipe
-    fails with EFAULT where nothing is mapped, where a plain load would crash. The system call is
-    made through ``syscall``, not libc's ``write``, which AddressSanitizer intercepts and would
-    report reading past the end of PoCL's allocation (the search reads a fixed span)."""
+    """Reads the process's own memory without trusting an address (``dlg_read_checked``: through
+    a pipe with the write system call, which fails where nothing is mapped)."""
 
     def __init__(self) -> None:
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        self._libc.syscall.restype = ctypes.c_long
         self._read_fd, self._write_fd = os.pipe()
+        self._out = ffi.new("char[]", 4096)
 
     def read(self, address: int, size: int) -> bytes | None:
-        if not 0x1000 <= address < 1 << 47:
+        if not 0x1000 <= address < 1 << 47 or not 0 < size <= 4096:
             return None
-        written = self._libc.syscall(
-            ctypes.c_long(_SYS_WRITE), ctypes.c_long(self._write_fd), ctypes.c_void_p(address), ctypes.c_size_t(size)
-        )
-        if written != size:
-            if written > 0:
-                os.read(self._read_fd, written)  # keep the pipe empty for the next read
-            return None  # part or all of it is not mapped
-        return os.read(self._read_fd, size)
+        if lib.dlg_read_checked(self._write_fd, self._read_fd, address, self._out, size) != 0:
+            return None
+        return ffi.buffer(self._out, size)[:]
 
     def close(self) -> None:
         os.close(self._read_fd)
@@ -195,12 +181,7 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
             except OSError:
                 cpuinfo = ""
             name = replacement_name(*cpu_flags(cpuinfo))
-        ctypes.memmove(address, name.encode().ljust(len(UNKNOWN_CPU), b"\0"), len(UNKNOWN_CPU))
+        ffi.memmove(ffi.cast("char *", address), name.encode().ljust(len(UNKNOWN_CPU), b"\0"), len(UNKNOWN_CPU))
     finally:
         reader.close()
-    log.info(
-        "PoCL's LLVM does not know this CPU (it named it 'generic', which its compiler rejects); "
-        "compiling for '%s' instead (set DELEGATE_POCL_CPU to choose another name, or 'off')",
-        name,
-    )
     return name
