@@ -162,7 +162,7 @@ def gemm_conv_code(act: int, *, kernel: tuple[int, int], flat: bool, transposed:
 
     ``whole_pixels``: the work-item holds every output channel of its pixels (the grid has one
     group block); the code then carries a ``PIXEL_OPS`` marker after the accumulation, where an op
-    over a pixel's channels (softmax, see ``pixel_softmax_code``) can be linked in (``width`` 8).
+    over a pixel's channels (softmax, see ``pixel_softmax_code``) can be linked in.
 
     ``width``: output channels per group, 8 (FLT8 accumulators: one AVX2 register) or 16 (FLT16:
     one AVX-512 register); the weights and biases are packed for it.
@@ -511,27 +511,24 @@ def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8)
     return np.ascontiguousarray(f.transpose(2, 0, 1, 3, 4)).astype(dtype).tobytes()
 
 
+def slice_offsets(width: int, present: str) -> list[str]:
+    """Declare ``off1`` .. for ``slice_pack_load``: slice k of the pack is ``off{k}`` indices
+    after slice S0 when ``present`` (formatted with ``k``) holds, else 0 (a missing last slice
+    read again, its weights zero)."""
+    return [
+        f"    int off{k} = {present.format(k=k)} ? {k} * args.src_tensor.Offset(0, 0, 1, 0) : 0;\n"
+        for k in range(1, width // 4)
+    ]
+
+
 def slice_pack_load(j: int, width: int) -> str:
-    """Input column ``xi + j`` of window row ``row`` for slices S0 .. S0 + ``width`` / 4 - 1 as
-    one vector (``off1`` .. further on for slice 1 ..: 0 past the last slice, whose weights are
-    then zero)."""
-    if width == 8:
-        return slice_pair_load(j)
+    """Input column ``xi + j`` of window row ``row`` for slices S0 .. S0 + ``width`` / 4 - 1 (a
+    pair: FLT8, or four: FLT16) as one vector, slice k at ``off{k}`` (``slice_offsets``)."""
     at = f"row + (xi + {j}) * B"
     parts = ", ".join(
         f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at}{f' + off{k}' if k else ''}))" for k in range(width // 4)
     )
     return f"(ACCUM_FLT{width})({parts})"
-
-
-def slice_pair_load(j: int) -> str:
-    """Input column ``xi + j`` of window row ``row`` for slices S0 and S0 + 1 (``second`` indices
-    further on; 0 when there is no second slice, whose weights are then zero) as one FLT8."""
-    at = f"row + (xi + {j}) * B"
-    return (
-        f"(ACCUM_FLT8)(TO_ACCUM_FLT4(args.src_tensor.ReadAt({at})), "
-        f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at} + second)))"
-    )
 
 
 def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int],
@@ -545,13 +542,9 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     """
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, pad
     P = pixels
-    L = [
-        row_block_head(P, sw, pw, "S0", "GLOBAL_ID_2 * 2")
-        + """  bool pair = S0 + 1 < args.dst_tensor.Slices();
-  int second = pair ? args.src_tensor.Offset(0, 0, 1, 0) : 0;
-  ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.biases.Read(S0 / 2));
-"""
-    ]
+    L = [row_block_head(P, sw, pw, "S0", "GLOBAL_ID_2 * 2") + "  bool pair = S0 + 1 < args.dst_tensor.Slices();\n"]
+    L += slice_offsets(8, "pair")
+    L.append("  ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.biases.Read(S0 / 2));\n")
     for p in range(P):
         L.append(f"  ACCUM_FLT8 a{p} = bias;\n")
     columns = sorted({p * sw + kx * dw for p in range(P) for kx in range(kw)})
@@ -559,7 +552,7 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     for ky in range(kh):
         L.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
-        L += window_row_loads(columns, slice_pair_load, "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
+        L += window_row_loads(columns, lambda j: slice_pack_load(j, 8), "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
         for kx in range(kw):
             L.append(
                 f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.weights.Read((S0 / 2 * {kh} + {ky}) * {kw} + {kx}));\n"

@@ -35,6 +35,7 @@ from .conv_fast import (
     pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
+    slice_offsets,
     slice_pack_load,
     slice_step,
     spill_slices,
@@ -116,7 +117,6 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int B = args.dst_tensor.Batch();
   int lid = LOCAL_ID_0;
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  int plane = args.src_tensor.Offset(0, 0, 1, 0);
   int dw_items = dw_blocks * packs;
   int lanes = GROUP_SIZE_0;
   int dw_share = (dw_items + lanes - 1) / lanes;  // each work-item a run of consecutive items
@@ -128,10 +128,7 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
     int xi = X0 * {sw} - {pw};
 """
     ]
-    if q == 2:
-        L.append("    int second = S0 + 1 < mid_slices ? plane : 0;\n")
-    else:
-        L += [f"    int off{k} = S0 + {k} < mid_slices ? {k} * plane : 0;\n" for k in range(1, q)]
+    L += slice_offsets(dw, "S0 + {k} < mid_slices")
     L.append(f"    ACCUM_FLT{dw} bias = TO_ACCUM_FLT{dw}(args.dw_biases.Read(pack));\n")
     for p in range(DW_PIXELS):
         L.append(f"    ACCUM_FLT{dw} d{p} = bias;\n")
@@ -254,13 +251,13 @@ def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> 
     _, dst, filters, _ = _conv_window(conv, ctx)
     b, h, _, c = dst.shape
     width = gemm_width(c, ctx.vector_width)
+    groups = gemm_groups(c, width)
     dw_vector = dw_width(mid.shape[3], ctx.vector_width)
     code = pair_code(
         dw_act=dw.params["activation"], act=conv.params["activation"], local_bytes=local_bytes,
         kernel=(ints["kernel_h"], ints["kernel_w"]),
         stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
-        thirds=odd_thirds(gemm_groups(c, width)), width=width, dw=dw_vector,
-        single_group=gemm_groups(c, width) == 1,
+        thirds=odd_thirds(groups), width=width, dw=dw_vector, single_group=groups == 1,
     )  # fmt: skip
     dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype, dw_vector)
     dw_weights = pack_depthwise_weights(dw_filters, ctx.dtype, dw_vector)
