@@ -107,6 +107,11 @@ class _MemoryReader:
         os.close(self._write_fd)
 
 
+def _applies(platform_name: str) -> bool:
+    """Is this PoCL on x86-64, where the CPU name is looked for at all?"""
+    return "portable computing language" in platform_name.lower() and platform.machine() == "x86_64"
+
+
 def _names_after_triples(reader: _MemoryReader, device_address: int) -> dict[int, bytes]:
     """Address -> first 16 bytes, for each string that a pointer right after a pointer to an
     x86-64 LLVM triple points at, in the first ``_SEARCH_BYTES`` of the device object."""
@@ -138,7 +143,7 @@ def _find_name(reader: _MemoryReader, device_address: int) -> int | None:
 def target_name(device_address: int, platform_name: str) -> str:
     """The CPU name a PoCL device compiles for ("" for other drivers, or where it is not found):
     part of what identifies its compiled programs."""
-    if "portable computing language" not in platform_name.lower() or platform.machine() != "x86_64":
+    if not _applies(platform_name):
         return ""
     reader = _MemoryReader()
     try:
@@ -159,7 +164,7 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
     Returns the name written, or None when nothing was done (not PoCL on x86-64, a CPU its LLVM
     knows, ``DELEGATE_POCL_CPU=off``, or a device object that does not look as expected).
     """
-    if "portable computing language" not in platform_name.lower() or platform.machine() != "x86_64":
+    if not _applies(platform_name):
         return None
     setting = os.environ.get("DELEGATE_POCL_CPU", "").strip()
     if setting.lower() == "off":
