@@ -52,6 +52,23 @@ def _fusion_target(
     return None
 
 
+def _schedule_after_operands(
+    kernels: list[model.CLNode], producer: model.CLNode, node: Node, fused: int, graph: Graph, inputs: list[int]
+) -> None:
+    """Move ``producer`` to the end of ``kernels`` when ``node``, about to be linked into it, reads
+    a runtime tensor that a kernel after ``producer`` writes (the other operand of a binary op
+    whose branch runs later): linked there, the kernel would read that tensor before it is written.
+
+    Moving is always valid: ``producer``'s own inputs are written before its old place, and its
+    output (``fused``) has no reader but ``node``, which is compiled now, after every kernel so far.
+    """
+    position = kernels.index(producer)
+    later = {i for k in kernels[position + 1 :] for i in k.output_ids}
+    others = [i for i in node.inputs if i >= 0 and i != fused and graph.tensor(i).constant is None]
+    if any(i in later and i not in inputs for i in others):
+        kernels.append(kernels.pop(position))
+
+
 def _concats_read_in_place(
     graph: Graph, nodes: list[int], readers: dict[int, int], outputs: list[int], emit: EmitContext
 ) -> dict[int, list[int]]:
@@ -173,6 +190,7 @@ def compile_partition(
             fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
             if fused is not None:
                 producer = producer_of.pop(fused)
+                _schedule_after_operands(ctx.nodes, producer, node, fused, graph, inputs)
                 link(producer, node, fused, emit, producer.gpu_op.linkable_count + 1)
                 producer_of[node.outputs[0]] = producer
                 used += [i for i in dict.fromkeys([*producer.input_ids, *node.outputs]) if i not in used]

@@ -10,8 +10,10 @@ import flatbuffers
 import numpy as np
 
 from .._atomic import atomic_write
+from ..errors import ContextFormatError
 from .fields import Kind, field_specs
 from .model import InferenceContext
+from .schedule import schedule_violation
 
 _PREPEND_SLOT = {
     Kind.BOOL: "PrependBoolSlot",
@@ -66,14 +68,23 @@ def _write_table(builder: flatbuffers.Builder, obj: object) -> int:
     return builder.EndObject()
 
 
-def serialize_context(context: InferenceContext) -> bytes:
-    """The FlatBuffers bytes of ``context`` (no file identifier, as upstream)."""
+def serialize_context(context: InferenceContext, *, check_schedule: bool = True) -> bytes:
+    """The FlatBuffers bytes of ``context`` (no file identifier, as upstream).
+
+    A context whose nodes read a tensor before it is written (schedule.py) is refused with
+    ``ContextFormatError``; ``check_schedule=False`` writes it anyway, for tests of the format
+    itself (the runtime still refuses to load it).
+    """
+    if check_schedule:
+        problem = schedule_violation(context)
+        if problem is not None:
+            raise ContextFormatError(f"refusing to write a context whose {problem}", kind="semantic", source="writer")
     builder = flatbuffers.Builder(1024)
     root = _write_table(builder, context)
     builder.Finish(root)
     return bytes(builder.Output())
 
 
-def write_context(context: InferenceContext, path: str | os.PathLike[str]) -> Path:
-    """Write ``context`` to ``path`` atomically (temporary file, fsync, rename)."""
-    return atomic_write(path, serialize_context(context))
+def write_context(context: InferenceContext, path: str | os.PathLike[str], *, check_schedule: bool = True) -> Path:
+    """Write ``context`` to ``path`` atomically (temporary file, fsync, rename); see ``serialize_context``."""
+    return atomic_write(path, serialize_context(context, check_schedule=check_schedule))

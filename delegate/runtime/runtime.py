@@ -21,6 +21,7 @@ import numpy as np
 from .._native import ffi, lib
 from ..context import ContextFile, model
 from ..context.model import CalculationsPrecision, DataType, TensorStorageType, TensorToGrid
+from ..context.schedule import schedule_violation
 from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, ProgramBuildError
 from . import driver, memory
 from . import persistent as persistent_kernels
@@ -387,6 +388,9 @@ class Runtime:
                     f"node {index} ({node.name}): {len(node.output_ids)} outputs but "
                     f"{len(op.dst_tensors_names)} dst_tensors_names"
                 )
+        problem = schedule_violation(ctx)
+        if problem is not None:
+            raise _semantic(problem)
         return tensors
 
     # ---------------------------------------------------------------- memory
