@@ -11,6 +11,7 @@ extern int64_t dlg_py_create(const char *const *keys, const char *const *values,
 extern void dlg_py_destroy(int64_t id);
 extern int dlg_py_prepare(TfLiteContext *context, TfLiteDelegate *delegate, int64_t id);
 extern int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *params, dlg_kernel *kernel);
+extern int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel);
 extern void dlg_py_kernel_free(int64_t handle);
 
 #define PLUGIN_NAME "tflite-opencl-delegate"
@@ -59,7 +60,7 @@ static void kernel_free(TfLiteContext *context, void *buffer) {
 }
 
 static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
-    const dlg_kernel *k = node->user_data;
+    dlg_kernel *k = node->user_data;
     if (!k) {
         dlg_report(context, PLUGIN_NAME ": out of memory creating the delegate kernel");
         return kTfLiteError;
@@ -68,18 +69,40 @@ static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
         dlg_report(context, k->error);
         return kTfLiteError;
     }
+    /* After a resize TFLite has propagated the new shapes (kTfLiteDelegateFlagsRequirePropagatedShapes):
+       Python compares them with the compiled ones and recompiles the partition when they differ. */
+    if (dlg_py_kernel_prepare(context, k) != 0) {
+        dlg_report(context, k->error);
+        return kTfLiteError;
+    }
     return kTfLiteOk;
 }
 
-static int bind_tensor(TfLiteContext *context, int32_t index, uint64_t bytes, void **out, char *error,
-                       size_t error_size) {
+/* 0 when `dims` are the `expected` ones (rank, then the dims), which `*cursor` points at; advances it. */
+static int dims_differ(const TfLiteIntArray *dims, const int32_t *expected, size_t *cursor) {
+    int32_t rank = expected[(*cursor)++];
+    const int32_t *want = expected + *cursor;
+    *cursor += (size_t)(rank > 0 ? rank : 0);
+    if (!dims || dims->size != rank) return 1;
+    for (int32_t i = 0; i < rank; i++)
+        if (dims->data[i] != want[i]) return 1;
+    return 0;
+}
+
+static int bind_tensor(TfLiteContext *context, int32_t index, uint64_t bytes, const int32_t *dims, size_t *cursor,
+                       void **out, char *error, size_t error_size) {
     if (index < 0 || (size_t)index >= context->tensors_size) {
         snprintf(error, error_size, "%s: tensor index %d out of range", PLUGIN_NAME, index);
         return -1;
     }
     TfLiteTensor *t = &context->tensors[index];
-    if (t->type != kTfLiteFloat32 || t->bytes != bytes || t->data.raw == NULL) {
-        snprintf(error, error_size, "%s: tensor %d is not the float32 tensor of %llu bytes it was compiled for",
+    /* A tensor whose shape changed since compiling (a shape computed at run time) must not be read
+       with the compiled layout, even when its size is the same. */
+    int reshaped = dims_differ(t->dims, dims, cursor);
+    if (t->type != kTfLiteFloat32 || t->bytes != bytes || t->data.raw == NULL || reshaped) {
+        snprintf(error, error_size,
+                 "%s: tensor %d is not the float32 tensor of %llu bytes and the shape it was compiled for "
+                 "(its shape changed at run time: resize the inputs and call allocate_tensors() again)",
                  PLUGIN_NAME, index, (unsigned long long)bytes);
         return -1;
     }
@@ -94,17 +117,20 @@ static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
         dlg_report(context, PLUGIN_NAME ": the delegate kernel was not initialised");
         return kTfLiteError;
     }
+    size_t cursor = 0;
     for (int32_t i = 0; i < k->inputs_count; i++) {
         void *p = NULL;
-        if (bind_tensor(context, k->input_tensors[i], k->input_bytes[i], &p, error, sizeof error)) {
+        if (bind_tensor(context, k->input_tensors[i], k->input_bytes[i], k->input_dims, &cursor, &p, error,
+                        sizeof error)) {
             dlg_report(context, error);
             return kTfLiteError;
         }
         k->input_ptrs[i] = p;
     }
+    cursor = 0;
     for (int32_t i = 0; i < k->outputs_count; i++) {
-        if (bind_tensor(context, k->output_tensors[i], k->output_bytes[i], &k->output_ptrs[i], error,
-                        sizeof error)) {
+        if (bind_tensor(context, k->output_tensors[i], k->output_bytes[i], k->output_dims, &cursor,
+                        &k->output_ptrs[i], error, sizeof error)) {
             dlg_report(context, error);
             return kTfLiteError;
         }
@@ -160,7 +186,10 @@ TfLiteDelegate *tflite_plugin_create_delegate(const char *const *options_keys, c
     data->id = id;
     delegate->data_ = data;
     delegate->Prepare = delegate_prepare;
-    delegate->flags = 0; /* static shapes: the runtime re-runs Prepare after a resize */
+    /* Dynamic tensors allowed: TFLite then applies the delegate to graphs with shapes computed at
+       run time (their nodes stay on CPU, compiler/shapes.py), and keeps the graph mutable; with
+       propagated shapes, a resize reaches the kernel's prepare with the new shapes, which recompiles. */
+    delegate->flags = kTfLiteDelegateFlagsAllowDynamicTensors | kTfLiteDelegateFlagsRequirePropagatedShapes;
     return delegate;
 }
 

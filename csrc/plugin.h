@@ -29,6 +29,9 @@ typedef struct dlg_kernel {
     int32_t outputs_count;
     const int32_t *output_tensors;
     const uint64_t *output_bytes;
+    /* the TFLite dims each was compiled for: per tensor its rank, then that many dims */
+    const int32_t *input_dims;
+    const int32_t *output_dims;
     const void **input_ptrs;        /* scratch for dlg_run, allocated by C after init */
     void **output_ptrs;
     char error[1024];

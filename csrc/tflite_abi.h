@@ -175,6 +175,12 @@ typedef struct TfLiteContext {
     void *ReleaseSubgraphContext;
 } TfLiteContext;
 
+typedef enum TfLiteDelegateFlags {
+    kTfLiteDelegateFlagsNone = 0,
+    kTfLiteDelegateFlagsAllowDynamicTensors = 1,
+    kTfLiteDelegateFlagsRequirePropagatedShapes = 2
+} TfLiteDelegateFlags;
+
 typedef struct TfLiteDelegate {
     void *data_;
     TfLiteStatus (*Prepare)(TfLiteContext *, struct TfLiteDelegate *);
@@ -295,5 +301,20 @@ typedef struct TfLiteTransposeConvParams {
     int stride_height;
     int activation;
 } TfLiteTransposeConvParams;
+
+/* Params of the ops whose int32 shape arithmetic the compiler folds (compiler/shapes.py). */
+typedef struct TfLitePackParams {
+    int values_count;
+    int axis;
+} TfLitePackParams;
+
+typedef struct TfLiteGatherParams {
+    int axis;
+    int batch_dims;
+} TfLiteGatherParams;
+
+typedef struct TfLiteShapeParams {
+    TfLiteType out_type;
+} TfLiteShapeParams;
 
 #endif

@@ -32,6 +32,7 @@ class Builtin(IntEnum):
     SPACE_TO_DEPTH = 26
     TANH = 28
     PAD = 34
+    GATHER = 36
     TRANSPOSE = 39
     MEAN = 40
     SUB = 41
@@ -56,8 +57,10 @@ class Builtin(IntEnum):
     SUM = 74
     SQRT = 75
     RSQRT = 76
+    SHAPE = 77
     POW = 78
     REDUCE_PROD = 81
+    PACK = 83
     REDUCE_MAX = 82
     REDUCE_MIN = 89
     SQUARE = 92

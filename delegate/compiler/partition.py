@@ -9,7 +9,7 @@ from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
 from .fusion import link, linkable
-from .graph import Builtin, Graph, Node
+from .graph import FLOAT32, Builtin, Graph, Node
 from .ops import OPS, EmitContext
 from .ops.base import HEAD, WRITE, constant_tensor, operation
 from .ops.conv import reads_concat_in_place
@@ -182,8 +182,8 @@ def compile_partition(
             op_codes, node_inputs, node_outputs = (node.op, conv.op), [node.inputs[0]], list(conv.outputs)
             name = f"{node.name}+{conv.name}"
         else:
-            if node.op == Builtin.DEQUANTIZE:
-                continue  # folded into a constant (fold.py): no kernel
+            if node.outputs and all(graph.tensor(o).is_constant for o in node.outputs):
+                continue  # folded into a constant (fold.py, shapes.py): no kernel
             if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
                 merged_names[node.outputs[0]] = node.name  # its reader (later in order) takes the name
                 continue  # and reads the inputs in place: no kernel
@@ -224,6 +224,9 @@ def compile_partition(
     written = {i for n in ctx.nodes for i in n.output_ids}
     read = {i for n in ctx.nodes for i in n.input_ids}
     used = [i for i in used if i in written or i in read or i in inputs]
+    # Integer values folded at compile time (shapes.py) that another partition reads: every reader is
+    # delegated and folds them too, so nothing reads what TFLite holds there and they are not written.
+    outputs = [i for i in outputs if i in used or graph.tensor(i).dtype == FLOAT32]
     for i in outputs:
         if i not in used:  # a folded constant the host still wants as an output
             ctx.nodes.append(_constant_output(graph, i, emit))

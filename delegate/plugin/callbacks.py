@@ -27,11 +27,20 @@ from ..compiler.fold import consumers, fold_dequantize
 from ..compiler.graph import Builtin
 from ..compiler.ops.conv_pair import PAIR_LOCAL_BYTES
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
+from ..compiler.shapes import StaticShapes, fold_values, resolve
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..runtime import Runtime, Tuning
 from ..runtime.device import describe, select_device
 from ..runtime.pocl_cpu import vector_floats
-from .capture import capture_graph, capture_tensor, execution_plan, hash_constants, int_array
+from .capture import (
+    capture_graph,
+    capture_tensor,
+    capture_tensors,
+    execution_plan,
+    hash_constants,
+    int_array,
+    undo_unsafe_reason,
+)
 from .options import DelegateOptions
 
 _PLUGIN = "tflite-opencl-delegate"
@@ -48,6 +57,24 @@ class PartitionInfo:
     #: their producer, concatenations read in place by their consumer)
     kernels: int = 0
     fused_ops: int = 0
+    #: times it was compiled for new shapes after a resize
+    recompiles: int = 0
+
+
+@dataclass
+class SubgraphReport:
+    """What one Prepare (one subgraph of a model: the main graph, or the body of an IF, WHILE or
+    CALL_ONCE) delegated."""
+
+    #: position among the subgraphs this delegate was applied to, in the order TFLite prepared them
+    index: int
+    total_nodes: int = 0
+    delegated_nodes: list[int] = field(default_factory=list)
+    #: node name -> why it stays on CPU
+    unsupported: dict[str, str] = field(default_factory=dict)
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    #: partitions that fell back to CPU: {"nodes": [names], "cause": text}
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -55,8 +82,14 @@ class _Preparing:
     """One Prepare in progress (kernel inits run inside it)."""
 
     graph: Any
+    report: SubgraphReport
+    #: the execution plan Prepare saw, and the shapes it resolved (compiler/shapes.py)
+    plan: list[int] = field(default_factory=list)
+    static: StaticShapes | None = None
     #: partitions compiled by Prepare, waiting for their kernel's init: nodes -> (runtime, cache, start)
     pending: dict[frozenset[int], tuple[Any, str, float]] = field(default_factory=dict)
+    #: partitions claimed only to report why they failed (see ``_defer``): nodes -> message
+    deferred: dict[frozenset[int], str] = field(default_factory=dict)
     #: SHA-256 of the model's constants (cache keys without model_token), hashed once per Prepare
     _constants_digest: bytes | None = None
 
@@ -74,23 +107,62 @@ def _address(context: Any) -> int:
 
 @dataclass
 class DelegateState:
-    """What one delegate (one ``load_delegate`` call) knows: its options and what it delegated."""
+    """What one delegate (one ``load_delegate`` call) knows: its options and what it delegated.
+
+    ``subgraphs`` has one report per subgraph the delegate was applied to (a model with IF, WHILE
+    or CALL_ONCE has several; a subgraph prepared again, after a resize, replaces its report);
+    ``total_nodes``, ``delegated_nodes``, ``unsupported``, ``partitions`` and ``fallbacks`` are
+    their totals (node names carry the subgraph, ``sub1/name``, past the first).
+    """
 
     options: DelegateOptions
-    total_nodes: int = 0
-    delegated_nodes: list[int] = field(default_factory=list)
-    #: node name -> why it stays on CPU
-    unsupported: dict[str, str] = field(default_factory=dict)
-    partitions: list[PartitionInfo] = field(default_factory=list)
+    subgraphs: list[SubgraphReport] = field(default_factory=list)
     device: str = ""
     precision: str = ""
     storage_type: str = ""
     prepares: int = 0
-    #: partitions that fell back to CPU: {"nodes": [names], "cause": text}
-    fallbacks: list[dict[str, Any]] = field(default_factory=list)
     #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
     #: prepare at the same time (the GIL is released while the interpreter runs C code)
     preparing: dict[int, _Preparing] = field(default_factory=dict, repr=False, compare=False)
+    #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
+    _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(r.total_nodes for r in self.subgraphs)
+
+    @property
+    def delegated_nodes(self) -> list[int]:
+        return [n for r in self.subgraphs for n in r.delegated_nodes]
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        return {_qualified(r, name): why for r in self.subgraphs for name, why in r.unsupported.items()}
+
+    @property
+    def partitions(self) -> list[PartitionInfo]:
+        return [p for r in self.subgraphs for p in r.partitions]
+
+    @property
+    def fallbacks(self) -> list[dict[str, Any]]:
+        return [{**f, "nodes": [_qualified(r, n) for n in f["nodes"]]} for r in self.subgraphs for f in r.fallbacks]
+
+    def report_for(self, context: Any) -> SubgraphReport:
+        """A fresh report for a Prepare of ``context``, replacing that subgraph's earlier one."""
+        address = _address(context)
+        with _lock:
+            old = self._by_context.get(address)
+            report = SubgraphReport(old.index if old is not None else len(self.subgraphs))
+            if old is not None:
+                self.subgraphs[self.subgraphs.index(old)] = report
+            else:
+                self.subgraphs.append(report)
+            self._by_context[address] = report
+        return report
+
+
+def _qualified(report: SubgraphReport, name: str) -> str:
+    return name if report.index == 0 else f"sub{report.index}/{name}"
 
 
 @dataclass
@@ -99,6 +171,15 @@ class _Kernel:
 
     runtime: Runtime
     arrays: list[Any]  # cffi arrays the C kernel points at
+    #: what recompiling after a resize needs: the delegate, the subgraph's nodes (as Prepare
+    #: captured them: kernel callbacks may not ask TFLite for nodes) and plan, the partition's tensors
+    state: DelegateState | None = None
+    nodes: dict[int, Any] = field(default_factory=dict)
+    plan: list[int] = field(default_factory=list)
+    partition: tuple[list[int], list[int], list[int]] = ((), (), ())  # type: ignore[assignment]
+    #: the TFLite dims of the bound inputs and outputs it was compiled for
+    dims: list[tuple[int, ...]] = field(default_factory=list)
+    report: SubgraphReport | None = None
 
 
 _lock = threading.Lock()
@@ -169,38 +250,49 @@ def _largest_partitions(context: Any, nodes: list[int], limit: int) -> list[int]
     return [n for n in nodes if n in keep]
 
 
-def _supported_nodes(graph: Any, plan: list[int], options: DelegateOptions) -> tuple[list[int], dict[str, str]]:
-    """The nodes to claim, in plan order, and why each other one stays on CPU."""
-    folded = fold_dequantize(graph) if options.enable_quantized_inference else set()
+def _supported_nodes(
+    graph: Any, plan: list[int], options: DelegateOptions, static: StaticShapes
+) -> tuple[list[int], dict[str, str]]:
+    """The nodes to claim, in plan order, and why each other one stays on CPU.
+
+    Nodes the compiler folds into constants (DEQUANTIZE of weights, compiler/fold.py; integer shape
+    arithmetic, compiler/shapes.py) need no kernel: they are claimed only when every consumer is,
+    so that their outputs never have to leave the partition.
+    """
+    dequantized = fold_dequantize(graph) if options.enable_quantized_inference else set()
+    shape_folded = fold_values(graph, static)
     supported, unsupported = [], {}
     for index in plan:
         node = graph.nodes[index]
         if op_name(node.op) in options.exclude_ops:
             unsupported[node.name] = "excluded by the exclude_ops option"
-        elif node.op == Builtin.DEQUANTIZE and index not in folded:
+        elif index in shape_folded:
+            continue
+        elif node.op == Builtin.DEQUANTIZE and index not in dequantized:
             unsupported[node.name] = (
                 "DEQUANTIZE runs on CPU: enable_quantized_inference is off"
                 if not options.enable_quantized_inference
                 else "DEQUANTIZE of a non-constant or unsupported tensor"
             )
-        elif index not in folded:
-            reason = unsupported_reason(node, graph)
+        elif index not in dequantized:
+            reason = static.reason(node) or unsupported_reason(node, graph)
             if reason is None:
                 supported.append(index)
             else:
                 unsupported[node.name] = reason
     readers = consumers(graph)
     claimed = set(supported)
-    for index in folded:
+    folded = [i for i in plan if (i in dequantized or i in shape_folded) and graph.nodes[i].name not in unsupported]
+    for index in reversed(folded):  # a folded chain (SHAPE -> STRIDED_SLICE -> PACK) is claimed from its end
         node = graph.nodes[index]
-        out = node.outputs[0]
-        if node.name in unsupported:
-            continue
-        # With no reader the dequantized tensor is a graph output, which the partition would have to produce.
-        if not readers.get(out) or not all(r in claimed for r in readers[out]):
+        outs = [o for o in node.outputs if o >= 0]
+        # With no reader the folded tensor is a graph output, which the partition would have to produce.
+        if all(readers.get(o) and all(r in claimed for r in readers[o]) for o in outs):
+            claimed.add(index)
+        elif index in dequantized:
             unsupported[node.name] = "DEQUANTIZE folded only when every consumer is delegated"
         else:
-            claimed.add(index)
+            unsupported[node.name] = f"{op_name(node.op)} is not supported by the compiler"
     return [i for i in plan if i in claimed], unsupported
 
 
@@ -218,9 +310,23 @@ def _preview(context: Any, nodes: list[int]) -> list[tuple[list[int], list[int],
     ]
 
 
-def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: DelegateState) -> list[int]:
+def _cause(exc: BaseException) -> str:
+    """The first line of an error, or its type when it has no text: never an empty message."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: DelegateState, unsafe: bool) -> list[int]:
     """Compile every partition now, so that a failure can leave just that partition on CPU
-    (``compile_fallback``) or fail Prepare with the nodes and the cause; the delegated nodes left."""
+    (``compile_fallback``) or fail Prepare with the nodes and the cause; the delegated nodes left.
+
+    ``unsafe``: TFLite could not restore its plan after a failed Prepare (``undo_unsafe_reason``),
+    so without fallback a failing partition is claimed with a kernel that reports the cause when
+    the interpreter allocates its tensors (``_defer``) instead of failing Prepare."""
     if not chosen:
         return chosen
     keep = set(chosen)
@@ -228,20 +334,49 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
         start = time.perf_counter()
         try:
             runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
-        except (DelegateError, ValueError, OSError) as exc:
+        except Exception as exc:  # any stage: capture of weights, compile, build, allocation
             names = [prep.graph.nodes[n].name for n in nodes]
-            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            cause = _cause(exc)
+            if not isinstance(exc, (DelegateError, ValueError, OSError)):
+                cause = f"{type(exc).__name__}: {cause}"
+            message = f"compiling the partition of {_shown(names)} failed: {cause}"
             if not state.options.compile_fallback:
-                raise DelegateError(f"compiling the partition of {shown} failed: {cause}") from exc
-            warnings.warn(f"{_PLUGIN}: {shown} fall back to CPU: {cause}", stacklevel=1)
-            state.fallbacks.append({"nodes": names, "cause": cause})
+                if unsafe:
+                    prep.deferred[frozenset(nodes)] = f"{_PLUGIN}: {message}"
+                    continue
+                raise DelegateError(message) from exc
+            warnings.warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}", stacklevel=1)
+            prep.report.fallbacks.append({"nodes": names, "cause": cause})
             for name in names:
-                state.unsupported[name] = f"compile fallback: {cause}"
+                prep.report.unsupported[name] = f"compile fallback: {cause}"
             keep -= set(nodes)
             continue
         prep.pending[frozenset(nodes)] = (runtime, cache_state, start)
     return [n for n in chosen if n in keep]
+
+
+def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: _Preparing) -> int:
+    """Prepare's work on one subgraph: capture, choose, compile, and replace the chosen nodes."""
+    report, options = prep.report, state.options
+    plan = prep.plan
+    graph = prep.graph = capture_graph(context, plan)
+    prep.static = resolve(graph, plan, lambda n: n.name)
+    supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
+    chosen = _largest_partitions(context, supported, options.max_delegated_partitions)
+    for index in set(supported) - set(chosen):
+        unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
+    report.total_nodes = len(plan)
+    report.unsupported = unsupported
+    chosen = _precompile(context, prep, chosen, state, undo_unsafe_reason(context, plan) is not None)
+    report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
+    if not chosen:
+        return 0
+    return _replace(context, native_delegate, chosen)
+
+
+def _replace(context: Any, native_delegate: Any, nodes: list[int]) -> int:
+    array = ffi.new("int[]", nodes)
+    return 0 if lib.dlg_replace_nodes(context, native_delegate, array, len(nodes)) == lib.kTfLiteOk else 1
 
 
 @ffi.def_extern()
@@ -250,37 +385,59 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
     if state is None:
         _report(context, f"{_PLUGIN}: this delegate was already destroyed")
         return 1
+    prep: _Preparing | None = None
     try:
-        plan = execution_plan(context)
-        graph = capture_graph(context, plan)
-        supported, unsupported = _supported_nodes(graph, plan, state.options)
-        chosen = _largest_partitions(context, supported, state.options.max_delegated_partitions)
-        for index in set(supported) - set(chosen):
-            unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
-        state.total_nodes = len(plan)
-        state.unsupported = unsupported
-        state.partitions = []
-        state.fallbacks = []
         state.prepares += 1
-        prep = _Preparing(graph)
+        plan = execution_plan(context)
+        prep = _Preparing(None, state.report_for(context), plan)
         with _lock:
             state.preparing[_address(context)] = prep
-        try:
-            chosen = _precompile(context, prep, chosen, state)
-            state.delegated_nodes = chosen
-            if not chosen:
-                return 0
-            nodes = ffi.new("int[]", chosen)
-            status = lib.dlg_replace_nodes(context, native_delegate, nodes, len(chosen))
-        finally:
-            with _lock:  # only valid inside this Prepare; do not keep the constants alive
-                state.preparing.pop(_address(context), None)
+        return _claim(context, native_delegate, state, prep)
+    except Exception as exc:
+        return _failed_prepare(context, native_delegate, state, prep, exc)
+    finally:
+        with _lock:  # only valid inside this Prepare; do not keep the constants alive
+            state.preparing.pop(_address(context), None)
+        if prep is not None:
             for runtime, _, _ in prep.pending.values():
                 runtime.close()
-        return 0 if status == lib.kTfLiteOk else 1
-    except Exception as exc:
-        _report(context, f"{_PLUGIN}: Prepare failed: {type(exc).__name__}: {exc}")
+
+
+def _failed_prepare(
+    context: Any, native_delegate: Any, state: DelegateState, prep: _Preparing | None, exc: Exception
+) -> int:
+    """Prepare failed outside a partition's compile (or a partition failed without fallback).
+
+    Returning an error makes TFLite undo the delegation and prepare its original plan again; on
+    graphs where that undo corrupts the plan (``undo_unsafe_reason``: tflite-runtime 2.14 then
+    crashes in DENSIFY's Prepare), the delegate instead claims nothing (with compile fallback:
+    TFLite's CPU kernels run the graph, with a warning) or claims the plan with kernels that report
+    the cause when the interpreter allocates its tensors.
+    """
+    cause = _cause(exc)
+    if not isinstance(exc, DelegateError):
+        cause = f"{type(exc).__name__}: {cause}"
+    message = f"{_PLUGIN}: Prepare failed: {cause}"
+    plan = prep.plan if prep is not None else []
+    if prep is not None:
+        for runtime, _, _ in prep.pending.values():
+            runtime.close()
+        prep.pending.clear()
+        prep.report.delegated_nodes = []
+    if state.options.compile_fallback:
+        warnings.warn(f"{message}; the graph runs on TFLite's CPU kernels", stacklevel=1)
+        if prep is not None:
+            prep.report.fallbacks.append({"nodes": ["(all)"], "cause": cause})
+        return 0
+    try:
+        unsafe = bool(plan) and undo_unsafe_reason(context, plan) is not None
+    except Exception:
+        unsafe = False
+    if not unsafe or prep is None:
+        _report(context, message)
         return 1
+    prep.deferred = {frozenset(plan): message}
+    return _replace(context, native_delegate, plan)
 
 
 def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_key: str, model_id: bytes) -> str:
@@ -454,36 +611,28 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         prep = state.preparing.get(_address(context))
         if prep is None:
             raise DelegateError("a delegate kernel was created outside the delegate's Prepare")
+        deferred = next((m for part, m in prep.deferred.items() if set(nodes) <= part), None)
+        if deferred is not None:
+            _copy_error(deferred, kernel.error, ffi.sizeof(kernel.error))
+            return 1
+        inputs_ = list(int_array(params.input_tensors))
+        outputs_ = list(int_array(params.output_tensors))
         pending = prep.pending.pop(frozenset(nodes), None)
         if pending is not None:
             runtime, cache_state, start = pending
         else:
-            inputs_ = list(int_array(params.input_tensors))
-            outputs_ = list(int_array(params.output_tensors))
             runtime, cache_state = _load_partition(context, nodes, inputs_, outputs_, state, prep)
-        inputs, outputs = runtime.input_ids, runtime.output_ids
-        n_in, n_out = len(inputs), len(outputs)
-        arrays = [
-            ffi.new("int32_t[]", inputs or [0]),
-            ffi.new("uint64_t[]", [_bytes(s) for s in runtime.input_shapes] or [0]),
-            ffi.new("int32_t[]", outputs or [0]),
-            ffi.new("uint64_t[]", [_bytes(s) for s in runtime.output_shapes] or [0]),
-        ]
+        entry = _Kernel(runtime, [], state, dict(prep.graph.nodes), list(prep.plan), (nodes, inputs_, outputs_))
+        entry.report = prep.report
         with _lock:
             handle = next(_ids)
-            _kernels[handle] = _Kernel(runtime, arrays)
-        runtime._plan.keep_wrapped = 1  # TFLite's tensor memory outlives the kernel: zero-copy buffers stay
-        kernel.plan = runtime._plan
-        kernel.inputs_count, kernel.input_tensors, kernel.input_bytes = n_in, arrays[0], arrays[1]
-        kernel.outputs_count, kernel.output_tensors, kernel.output_bytes = n_out, arrays[2], arrays[3]
+            _kernels[handle] = entry
+        _bind(context, entry, kernel)
         kernel.handle = handle
         state.device = f"{runtime.device_info.platform} / {runtime.device_info.name}"
         state.precision = runtime.precision.name
         state.storage_type = state.options.storage_type.name
-        names = runtime.node_names
-        fused = sum(name.count("+") for name in names)
-        info = PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3, len(names), fused)
-        state.partitions.append(info)
+        prep.report.partitions.append(_partition_info(runtime, nodes, cache_state, start))
         return 0
     except Exception as exc:
         detail = str(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {exc}"
@@ -491,6 +640,95 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
             detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
         _copy_error(f"{_PLUGIN}: compiling a partition failed: {detail}", kernel.error, ffi.sizeof(kernel.error))
         return 1
+
+
+def _partition_info(runtime: Runtime, nodes: list[int], cache_state: str, start: float) -> PartitionInfo:
+    names = runtime.node_names
+    fused = sum(name.count("+") for name in names)
+    return PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3, len(names), fused)
+
+
+def _dims(context: Any, index: int) -> tuple[int, ...]:
+    return int_array(context.tensors[index].dims)
+
+
+def _bind(context: Any, entry: _Kernel, kernel: Any) -> None:
+    """Point the C kernel at ``entry``'s runtime: its plan, the tensors it binds, their sizes and the
+    TFLite dims it was compiled for (checked at every invoke)."""
+    runtime = entry.runtime
+    inputs, outputs = runtime.input_ids, runtime.output_ids
+    entry.dims = [_dims(context, i) for i in (*inputs, *outputs)]
+    in_dims, out_dims = entry.dims[: len(inputs)], entry.dims[len(inputs) :]
+    entry.arrays = [
+        ffi.new("int32_t[]", inputs or [0]),
+        ffi.new("uint64_t[]", [_bytes(s) for s in runtime.input_shapes] or [0]),
+        ffi.new("int32_t[]", outputs or [0]),
+        ffi.new("uint64_t[]", [_bytes(s) for s in runtime.output_shapes] or [0]),
+        ffi.new("int32_t[]", [v for d in in_dims for v in (len(d), *d)] or [0]),
+        ffi.new("int32_t[]", [v for d in out_dims for v in (len(d), *d)] or [0]),
+    ]
+    runtime._plan.keep_wrapped = 1  # TFLite's tensor memory outlives the kernel: zero-copy buffers stay
+    kernel.plan = runtime._plan
+    kernel.inputs_count, kernel.input_tensors, kernel.input_bytes = len(inputs), entry.arrays[0], entry.arrays[1]
+    kernel.outputs_count, kernel.output_tensors, kernel.output_bytes = len(outputs), entry.arrays[2], entry.arrays[3]
+    kernel.input_dims, kernel.output_dims = entry.arrays[4], entry.arrays[5]
+
+
+@ffi.def_extern()
+def dlg_py_kernel_prepare(context: Any, kernel: Any) -> int:
+    """The kernel's prepare: nothing to do while the partition's tensors keep the shapes it was
+    compiled for; after a resize (TFLite has propagated the new shapes through the original nodes,
+    kTfLiteDelegateFlagsRequirePropagatedShapes), the partition is compiled again for them."""
+    try:
+        entry = _kernels.get(int(kernel.handle))
+        if entry is None:
+            raise DelegateError("the delegate kernel was already freed")
+        runtime = entry.runtime
+        ids = [*runtime.input_ids, *runtime.output_ids]
+        if [_dims(context, i) for i in ids] == entry.dims:
+            return 0
+        _recompile(context, entry, kernel)
+        return 0
+    except Exception as exc:
+        cause = _cause(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {_cause(exc)}"
+        message = f"{_PLUGIN}: the partition's tensors changed shape and it could not be compiled again: {cause}"
+        _copy_error(message, kernel.error, ffi.sizeof(kernel.error))
+        return 1
+
+
+def _recompile(context: Any, entry: _Kernel, kernel: Any) -> None:
+    """Compile ``entry``'s partition for the shapes its tensors have now, and swap it in."""
+    state = entry.state
+    assert state is not None and entry.report is not None
+    nodes, inputs, outputs = entry.partition
+    graph = capture_tensors(context, entry.nodes)
+    static = resolve(graph, entry.plan, lambda n: n.name)
+    fold_values(graph, static)
+    if state.options.enable_quantized_inference:
+        fold_dequantize(graph)
+    for index in nodes:
+        node = graph.nodes[index]
+        folded = node.outputs and all(graph.tensor(o).is_constant for o in node.outputs)
+        reason = None if folded else static.reason(node) or unsupported_reason(node, graph)
+        if reason is not None:
+            raise DelegateError(f"{node.name} cannot run on the delegate with the new shapes: {reason}")
+    prep = _Preparing(graph, entry.report, entry.plan, static)
+    start = time.perf_counter()
+    runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
+    if (runtime.input_ids, runtime.output_ids) != (entry.runtime.input_ids, entry.runtime.output_ids):
+        runtime.close()
+        raise DelegateError("the recompiled partition binds other tensors than before")
+    old = entry.runtime
+    entry.runtime = runtime
+    _bind(context, entry, kernel)
+    old.close()
+    info = _partition_info(runtime, nodes, cache_state, start)
+    with _lock:
+        partitions = entry.report.partitions
+        for k, p in enumerate(partitions):
+            if p.nodes == nodes:
+                info.recompiles = p.recompiles + 1
+                partitions[k] = info
 
 
 def _bytes(shape: tuple[int, ...]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ from .._native import ffi, lib
 from ..compiler.graph import Builtin, Graph, Node, Tensor
 
 _NUMPY_TYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8, 10: np.float16}
+_FLOAT16 = 10  # kTfLiteFloat16
 #: constants up to this size are read during Prepare (shapes, axes); larger ones when compiling
 SMALL_CONSTANT = 1 << 16
 
@@ -56,6 +58,9 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         Builtin.REDUCE_MIN: "TfLiteReducerParams",
         Builtin.REDUCE_PROD: "TfLiteReducerParams",
         Builtin.BATCH_MATMUL: "TfLiteBatchMatMulParams",
+        Builtin.PACK: "TfLitePackParams",
+        Builtin.GATHER: "TfLiteGatherParams",
+        Builtin.SHAPE: "TfLiteShapeParams",
     }.get(code)
     if struct is None:
         return {}
@@ -104,13 +109,39 @@ def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONS
 
 
 def capture_graph(context: Any, node_indices: list[int], read_limit: int | None = SMALL_CONSTANT) -> Graph:
-    nodes = {i: capture_node(context, i) for i in node_indices}
+    return capture_tensors(context, {i: capture_node(context, i) for i in node_indices}, read_limit)
+
+
+def capture_tensors(context: Any, nodes: dict[int, Node], read_limit: int | None = SMALL_CONSTANT) -> Graph:
+    """The graph of ``nodes`` (captured earlier) with their tensors as they are now: a delegate
+    kernel's prepare may read tensors, but not ask TFLite for nodes."""
     tensors: dict[int, Tensor] = {}
     for node in nodes.values():
         for i in (*node.inputs, *node.outputs):
             if i >= 0 and i not in tensors:
                 tensors[i] = capture_tensor(context, i, read_limit)
-    return Graph(tensors, nodes)
+    return Graph(tensors, {i: copy.copy(node) for i, node in nodes.items()})
+
+
+def undo_unsafe_reason(context: Any, plan: list[int]) -> str | None:
+    """Why TFLite could not restore this plan if the delegate's Prepare failed, or None.
+
+    Undoing a delegation, tflite-runtime 2.14 rewires every float16 input of a node that is not a
+    DEQUANTIZE to the output of the DEQUANTIZE reading that tensor, and to tensor -1 when there is
+    none: a DENSIFY of sparse fp16 weights then crashes the process in its Prepare. Read with as
+    little as possible (node inputs and tensor types), since it is asked when Prepare has failed.
+    """
+    node_p = ffi.new("TfLiteNode **")
+    reg_p = ffi.new("TfLiteRegistration **")
+    for index in plan:
+        if context.GetNodeAndRegistration(context, index, node_p, reg_p) != lib.kTfLiteOk:
+            return f"node {index} could not be read"
+        if int(reg_p[0].builtin_code) == Builtin.DEQUANTIZE:
+            continue
+        for i in int_array(node_p[0].inputs):
+            if 0 <= i < context.tensors_size and int(context.tensors[i].type) == _FLOAT16:
+                return f"node {index} reads the float16 tensor {i} directly"
+    return None
 
 
 def hash_constants(context: Any, graph: Graph, update: Any) -> None:

@@ -6,7 +6,7 @@
  * ReplaceNodeSubsetsWithDelegateKernels runs the delegate kernel's init, prepare, invokes and
  * free as TFLite does. Each cycle creates a delegate, prepares, invokes and destroys it, going
  * through the failure paths too (create refused, kernel init failing, a tensor of the wrong size,
- * a run failing). Built with -fsanitize=address,undefined and run with LeakSanitizer by
+ * a run failing, a tensor of the right size whose shape changed). Built with -fsanitize=address,undefined and run with LeakSanitizer by
  * tests/test_leaks.py: any leak, overflow or UB aborts. Prints the counts at the end.
  *
  *   plugin_mock CYCLES
@@ -45,6 +45,7 @@ static const int32_t input_ids[] = {0};
 static const uint64_t input_bytes[] = {64};
 static const int32_t output_ids[] = {1};
 static const uint64_t output_bytes[] = {64};
+static const int32_t compiled_dims[] = {2, 4, 4}; /* rank 2: 4 x 4 floats */
 static const dlg_plan *const fake_plan = (const dlg_plan *)(const void *)&fake_plan;
 
 int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *params, dlg_kernel *kernel) {
@@ -62,7 +63,14 @@ int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *param
     kernel->outputs_count = 1;
     kernel->output_tensors = output_ids;
     kernel->output_bytes = output_bytes;
+    kernel->input_dims = compiled_dims;
+    kernel->output_dims = compiled_dims;
     return 0;
+}
+
+int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel) {
+    (void)context;
+    return kernel->handle > 0 ? 0 : 1;
 }
 
 void dlg_py_kernel_free(int64_t handle) {
@@ -85,6 +93,9 @@ int32_t dlg_run(const dlg_plan *plan, const void *const *host_inputs, void *cons
 /* --------------------------------------------------------- fake runtime */
 
 static float tensor_data[2][16];
+/* TfLiteIntArray layouts: size, then the dims */
+static int square_dims[] = {2, 4, 4};
+static int wide_dims[] = {2, 2, 8};
 
 static void report(TfLiteContext *context, const char *format, ...) {
     (void)context;
@@ -130,6 +141,7 @@ int main(int argc, char **argv) {
         tensors[i].type = kTfLiteFloat32;
         tensors[i].bytes = 64;
         tensors[i].data.raw = (char *)tensor_data[i];
+        tensors[i].dims = (TfLiteIntArray *)(void *)square_dims;
     }
     TfLiteContext context;
     memset(&context, 0, sizeof context);
@@ -141,7 +153,8 @@ int main(int argc, char **argv) {
     const char *values[] = {"F32", "on purpose"};
     long refused = 0;
     for (long c = 0; c < cycles; c++) {
-        int mode = (int)(c % 5); /* 0 plain, 1 create refused, 2 init fails, 3 wrong tensor size, 4 run fails */
+        /* 0 plain, 1 create refused, 2 init fails, 3 wrong tensor size, 4 run fails, 5 reshaped input */
+        int mode = (int)(c % 6);
         TfLiteDelegate *d = tflite_plugin_create_delegate(keys, values, mode == 1 ? 2 : 1, NULL);
         if (mode == 1) {
             if (d) abort();
@@ -152,9 +165,12 @@ int main(int argc, char **argv) {
         fail_init = mode == 2;
         fail_run = mode == 4;
         tensors[1].bytes = mode == 3 ? 60 : 64;
+        tensors[0].dims = (TfLiteIntArray *)(void *)(mode == 5 ? wide_dims : square_dims);
+        long failed_before = invokes_failed;
         tensor_data[0][c % 16] = (float)c;
         if (d->Prepare(&context, d) != kTfLiteOk) abort();
         if (mode == 0 && tensor_data[1][c % 16] != (float)c) abort();
+        if (mode == 5 && invokes_failed != failed_before + 3) abort(); /* never run with the compiled layout */
         tflite_plugin_destroy_delegate(d);
     }
     if (creates != destroys || inits != kernel_frees) abort();

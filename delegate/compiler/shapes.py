@@ -1,0 +1,321 @@
+"""Shapes known before the graph runs: shape arithmetic folded at compile time, and the tensors
+whose shapes only exist at run time.
+
+TFLite computes some shapes only when a node runs: a RESHAPE whose shape is not a constant, a PAD
+whose paddings are computed, a WHERE: their outputs, and everything computed from them, are
+"dynamic" tensors. Converters emit many such shapes as integer arithmetic on static shapes
+(``SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE`` for a Keras reshape that keeps the batch): with the
+model's shapes fixed, those values are fixed too. ``resolve`` evaluates them (small int32 / int64
+tensors only, a few ops with TFLite's semantics) so the nodes reading them compile like nodes with
+constant shapes, and names every tensor whose shape still depends on values computed at run time,
+with the node that makes it so: nodes touching those stay on TFLite's CPU kernels.
+
+A node whose semantics this module does not know (a custom op, control flow, resource variables)
+counts as making its outputs' shapes dynamic: a static shape must be proven, not assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from .graph import Graph, Node
+
+_INT32, _INT64 = 2, 4  # TfLiteType
+#: integer tensors up to this many elements are evaluated (shape vectors, scalars)
+MAX_ELEMENTS = 64
+
+
+class _Op(IntEnum):
+    """TFLite builtin operator codes (schema BuiltinOperator) this module reasons about."""
+
+    ADD = 0
+    CONCATENATION = 2
+    RESHAPE = 22
+    RESIZE_BILINEAR = 23
+    PAD = 34
+    GATHER = 36
+    BATCH_TO_SPACE_ND = 37
+    SPACE_TO_BATCH_ND = 38
+    TRANSPOSE = 39
+    MEAN = 40
+    SUB = 41
+    SQUEEZE = 43
+    STRIDED_SLICE = 45
+    SPLIT = 49
+    CAST = 53
+    MAXIMUM = 55
+    ARG_MAX = 56
+    MINIMUM = 57
+    PADV2 = 60
+    SLICE = 65
+    TRANSPOSE_CONV = 67
+    TILE = 69
+    EXPAND_DIMS = 70
+    SUM = 74
+    SHAPE = 77
+    ARG_MIN = 79
+    REDUCE_PROD = 81
+    REDUCE_MAX = 82
+    PACK = 83
+    ONE_HOT = 85
+    REDUCE_MIN = 89
+    FLOOR_DIV = 90
+    REDUCE_ANY = 91
+    FILL = 94
+    RANGE = 96
+    RESIZE_NEAREST_NEIGHBOR = 97
+    MIRROR_PAD = 100
+    SPLIT_V = 102
+    UNIQUE = 103
+    WHERE = 109
+    IF = 118
+    WHILE = 119
+    NON_MAX_SUPPRESSION_V4 = 120
+    NON_MAX_SUPPRESSION_V5 = 121
+    SCATTER_ND = 122
+    SEGMENT_SUM = 125
+    CALL_ONCE = 129
+    BROADCAST_TO = 130
+    REDUCE_ALL = 140
+    CONV_3D_TRANSPOSE = 141
+    READ_VARIABLE = 143
+    BROADCAST_ARGS = 145
+    RANDOM_STANDARD_NORMAL = 146
+    RANDOM_UNIFORM = 148
+    MULTINOMIAL = 149
+    UNSORTED_SEGMENT_PROD = 153
+    UNSORTED_SEGMENT_MAX = 154
+    UNSORTED_SEGMENT_SUM = 155
+    UNSORTED_SEGMENT_MIN = 157
+
+
+_REDUCERS = (_Op.MEAN, _Op.SUM, _Op.REDUCE_PROD, _Op.REDUCE_MAX, _Op.REDUCE_MIN, _Op.REDUCE_ANY, _Op.REDUCE_ALL)
+#: op -> the input positions whose values (not shapes) decide the output's shape
+SHAPE_INPUTS: dict[int, tuple[int, ...]] = {
+    _Op.RESHAPE: (1,),
+    _Op.PAD: (1,),
+    _Op.PADV2: (1,),
+    _Op.MIRROR_PAD: (1,),
+    _Op.SLICE: (1, 2),
+    _Op.STRIDED_SLICE: (1, 2, 3),
+    _Op.RESIZE_BILINEAR: (1,),
+    _Op.RESIZE_NEAREST_NEIGHBOR: (1,),
+    _Op.EXPAND_DIMS: (1,),
+    _Op.TRANSPOSE: (1,),
+    **{op: (1,) for op in _REDUCERS},
+    _Op.ARG_MAX: (1,),
+    _Op.ARG_MIN: (1,),
+    _Op.TILE: (1,),
+    _Op.SPLIT: (0,),
+    _Op.SPLIT_V: (1, 2),
+    _Op.FILL: (0,),
+    _Op.BROADCAST_TO: (1,),
+    _Op.BROADCAST_ARGS: (0, 1),
+    _Op.ONE_HOT: (1,),
+    _Op.SPACE_TO_BATCH_ND: (1, 2),
+    _Op.BATCH_TO_SPACE_ND: (1, 2),
+    _Op.TRANSPOSE_CONV: (0,),
+    _Op.CONV_3D_TRANSPOSE: (0,),
+    _Op.SCATTER_ND: (2,),
+    _Op.RANGE: (0, 1, 2),
+    _Op.RANDOM_UNIFORM: (0,),
+    _Op.RANDOM_STANDARD_NORMAL: (0,),
+    _Op.MULTINOMIAL: (1,),
+    _Op.SEGMENT_SUM: (1,),
+    _Op.UNSORTED_SEGMENT_SUM: (2,),
+    _Op.UNSORTED_SEGMENT_MAX: (2,),
+    _Op.UNSORTED_SEGMENT_MIN: (2,),
+    _Op.UNSORTED_SEGMENT_PROD: (2,),
+}
+#: ops whose output shape depends on their data or on state: never static
+VALUE_SHAPED = frozenset(
+    {
+        _Op.WHERE,
+        _Op.UNIQUE,
+        _Op.NON_MAX_SUPPRESSION_V4,
+        _Op.NON_MAX_SUPPRESSION_V5,
+        _Op.IF,
+        _Op.WHILE,
+        _Op.CALL_ONCE,
+        _Op.READ_VARIABLE,
+    }
+)
+_CUSTOM = 32
+#: builtin codes up to this are known to this module's tables; newer ones count as unknown
+_KNOWN_UP_TO = 161
+
+
+@dataclass
+class StaticShapes:
+    """What ``resolve`` found: folded values, and the tensors whose shapes are only known at run time."""
+
+    #: integer tensors computed here from static shapes and constants (TFLite computes them at run time)
+    values: dict[int, np.ndarray] = field(default_factory=dict)
+    #: tensor -> why its shape is only known at run time
+    dynamic: dict[int, str] = field(default_factory=dict)
+
+    def reason(self, node: Node) -> str | None:
+        """Why ``node`` cannot be compiled for static shapes, or None."""
+        for i in (*node.inputs, *node.outputs):
+            if i >= 0 and i in self.dynamic:
+                return f"tensor {i}'s shape is only known at run time: {self.dynamic[i]}"
+        return None
+
+
+def resolve(graph: Graph, plan: list[int], name_of: Callable[[Node], str] = lambda n: n.name) -> StaticShapes:
+    """Walk ``plan`` (execution order): fold shape arithmetic, and mark run-time shapes."""
+    found = StaticShapes()
+
+    def value(i: int) -> np.ndarray | None:
+        if i < 0:
+            return None
+        t = graph.tensor(i)
+        if t.is_constant and t.constant is not None:
+            return np.asarray(t.constant)
+        return found.values.get(i)
+
+    for index in plan:
+        node = graph.nodes[index]
+        inherited = next((found.dynamic[i] for i in node.inputs if i >= 0 and i in found.dynamic), None)
+        reason = inherited
+        if reason is None:
+            reason = _dynamic_reason(node, graph, value, name_of)
+        if reason is not None:
+            for o in node.outputs:
+                found.dynamic.setdefault(o, reason)
+            continue
+        outputs = _evaluate(node, graph, value)
+        if outputs is None:
+            continue
+        for o, result in zip(node.outputs, outputs, strict=True):
+            t = graph.tensor(o)
+            if t.dtype in (_INT32, _INT64) and tuple(result.shape) == tuple(t.shape):
+                found.values[o] = result.astype(np.int32 if t.dtype == _INT32 else np.int64)
+    return found
+
+
+def _dynamic_reason(
+    node: Node, graph: Graph, value: Callable[[int], np.ndarray | None], name_of: Callable[[Node], str]
+) -> str | None:
+    label = name_of(node)
+    if node.op == _CUSTOM or node.op > _KNOWN_UP_TO:
+        return f"{label} is an op whose output shapes are not known before it runs"
+    if node.op in VALUE_SHAPED:
+        return f"{label} computes its output shapes when it runs"
+    for position in SHAPE_INPUTS.get(node.op, ()):
+        if position < len(node.inputs) and node.inputs[position] >= 0 and value(node.inputs[position]) is None:
+            return f"{label} takes its output shape from tensor {node.inputs[position]}, computed at run time"
+    if node.op == _Op.RESHAPE and len(node.inputs) > 1 and node.inputs[1] >= 0:
+        shape = value(node.inputs[1])
+        out = graph.tensor(node.outputs[0]).shape
+        if shape is not None and not _reshape_matches(shape, graph.tensor(node.inputs[0]).shape, out):
+            return f"{label}'s computed shape {shape.tolist()} is not the model's {list(out)}"
+    return None
+
+
+def _reshape_matches(shape: np.ndarray, src: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    dims = [int(d) for d in np.asarray(shape).reshape(-1)]
+    if dims.count(-1) > 1:
+        return False
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or math.prod(src) % known:
+            return False
+        dims[dims.index(-1)] = math.prod(src) // known
+    return tuple(dims) == tuple(out)
+
+
+def _small_ints(arrays: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    if any(a is None for a in arrays):
+        return None
+    out = [np.asarray(a) for a in arrays]  # type: ignore[arg-type]
+    if any(a.dtype.kind not in "iub" or a.size > MAX_ELEMENTS for a in out):
+        return None
+    return [a.astype(np.int64) for a in out]
+
+
+def _evaluate(node: Node, graph: Graph, value: Callable[[int], np.ndarray | None]) -> list[np.ndarray] | None:
+    """The values of ``node``'s outputs when they are small integer tensors it can compute, else None."""
+    outs = [graph.tensor(o) for o in node.outputs]
+    if not outs or any(t.dtype not in (_INT32, _INT64) or math.prod(t.shape) > MAX_ELEMENTS for t in outs):
+        return None
+    if node.op == _Op.SHAPE:
+        return [np.asarray(graph.tensor(node.inputs[0]).shape, np.int64)]
+    args = _small_ints([value(i) if i >= 0 else None for i in node.inputs])
+    if args is None:
+        return None
+    try:
+        result = _compute(node, args, outs[0].shape)
+    except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError):
+        return None  # not what TFLite would accept either: leave it to TFLite
+    return None if result is None else [result]
+
+
+def _compute(node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+    op, p = node.op, node.params
+    if op in (_Op.RESHAPE, _Op.SQUEEZE, _Op.EXPAND_DIMS, _Op.CAST):
+        return args[0].reshape(out_shape)
+    if op == _Op.PACK:
+        return np.stack(args, axis=int(p.get("axis", 0)))
+    if op == _Op.CONCATENATION:
+        return np.concatenate(args, axis=int(p.get("axis", 0)))
+    if op == _Op.GATHER and int(p.get("batch_dims", 0)) == 0:
+        data, indices = args
+        axis = int(p.get("axis", 0))
+        if np.any(indices < 0) or np.any(indices >= data.shape[axis]):
+            return None
+        return np.take(data, indices, axis=axis)
+    if op in (_Op.ADD, _Op.SUB, _Op.MAXIMUM, _Op.MINIMUM) and not p.get("activation", 0):
+        fn = {_Op.ADD: np.add, _Op.SUB: np.subtract, _Op.MAXIMUM: np.maximum, _Op.MINIMUM: np.minimum}[_Op(op)]
+        return fn(args[0], args[1])
+    if op == _Op.FLOOR_DIV:
+        return None if np.any(args[1] == 0) else np.floor_divide(args[0], args[1])
+    if op == _Op.REDUCE_PROD:
+        axes = tuple(int(a) % args[0].ndim for a in args[1].reshape(-1))
+        return np.prod(args[0], axis=axes, keepdims=bool(p.get("keep_dims", False)))
+    if op == _Op.SLICE:
+        begin, size = args[1].reshape(-1), args[2].reshape(-1)
+        index = tuple(slice(int(b), None if s < 0 else int(b + s)) for b, s in zip(begin, size, strict=True))
+        return args[0][index]
+    if op == _Op.STRIDED_SLICE:
+        return _strided_slice(args[0], args[1], args[2], args[3], p)
+    return None
+
+
+def _strided_slice(
+    data: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, p: dict
+) -> np.ndarray | None:
+    """TFLite's STRIDED_SLICE with positive strides and no ellipsis or new axes (the shape arithmetic
+    converters emit); begin and end clamp into the axis as in TFLite, which Python's slices also do."""
+    if p.get("ellipsis_mask", 0) or p.get("new_axis_mask", 0) or p.get("offset", False):
+        return None
+    begin, end, strides = begin.reshape(-1), end.reshape(-1), strides.reshape(-1)
+    if not len(begin) == len(end) == len(strides) <= data.ndim or np.any(strides <= 0):
+        return None
+    index: list[slice | int] = []
+    for axis in range(len(begin)):
+        size, step = data.shape[axis], int(strides[axis])
+        if p.get("shrink_axis_mask", 0) >> axis & 1:
+            b = int(begin[axis]) + (size if begin[axis] < 0 else 0)
+            if not 0 <= b < size:
+                return None
+            index.append(b)
+            continue
+        b = None if p.get("begin_mask", 0) >> axis & 1 else int(begin[axis])
+        e = None if p.get("end_mask", 0) >> axis & 1 else int(end[axis])
+        index.append(slice(b, e, step))
+    return np.asarray(data[tuple(index)])
+
+
+def fold_values(graph: Graph, found: StaticShapes) -> set[int]:
+    """Make ``found``'s values constants of ``graph`` (the compiler reads them like weights and
+    shapes stored in the model); the nodes all of whose outputs are such values, which need no kernel."""
+    for i, v in found.values.items():
+        t = graph.tensor(i)
+        t.is_constant, t.constant = True, v
+    return {n.index for n in graph.nodes.values() if n.outputs and all(o >= 0 and o in found.values for o in n.outputs)}
