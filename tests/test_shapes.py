@@ -1,0 +1,145 @@
+"""Shapes known before the graph runs (delegate/compiler/shapes.py): shape arithmetic folded at
+compile time, and nodes touching shapes only known at run time left on TFLite's CPU kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import delegate
+from delegate.api import host_runtime
+from delegate.compiler.graph import FLOAT32, INT32, Builtin, Graph, Node, Tensor
+from delegate.compiler.shapes import fold_values, resolve
+
+from .tflite_builder import Op, T, build_model
+
+SHAPE = (1, 4, 6, 2)
+
+
+def _shape_arithmetic_graph(flat: int = 48) -> Graph:
+    """x -> SHAPE -> STRIDED_SLICE (the batch) -> PACK with a constant -> RESHAPE(x) -> ADD."""
+    tensors = {
+        0: Tensor(0, FLOAT32, SHAPE),
+        1: Tensor(1, INT32, (4,)),
+        2: Tensor(2, INT32, (1,), is_constant=True, constant=np.array([0], np.int32)),
+        3: Tensor(3, INT32, (1,), is_constant=True, constant=np.array([1], np.int32)),
+        4: Tensor(4, INT32, ()),
+        5: Tensor(5, INT32, (), is_constant=True, constant=np.array(flat, np.int32)),
+        6: Tensor(6, INT32, (2,)),
+        7: Tensor(7, FLOAT32, (1, 48)),
+        8: Tensor(8, FLOAT32, (1, 48)),
+    }
+    nodes = {
+        0: Node(0, Builtin.SHAPE, 1, (0,), (1,)),
+        1: Node(1, Builtin.STRIDED_SLICE, 1, (1, 2, 3, 3), (4,), {"shrink_axis_mask": 1}),
+        2: Node(2, Builtin.PACK, 1, (4, 5), (6,), {"values_count": 2, "axis": 0}),
+        3: Node(3, Builtin.RESHAPE, 1, (0, 6), (7,)),
+        4: Node(4, Builtin.ABS, 1, (7,), (8,)),
+    }
+    return Graph(tensors, nodes)
+
+
+def test_shape_arithmetic_is_folded():
+    graph = _shape_arithmetic_graph()
+    found = resolve(graph, list(graph.nodes))
+    assert found.dynamic == {}
+    assert found.values[1].tolist() == [1, 4, 6, 2]
+    assert found.values[4].tolist() == 1 and found.values[6].tolist() == [1, 48]
+    assert fold_values(graph, found) == {0, 1, 2}
+    assert graph.tensor(6).is_constant and graph.tensor(6).constant.dtype == np.int32
+
+
+def test_a_computed_shape_that_disagrees_with_the_model_is_not_trusted():
+    graph = _shape_arithmetic_graph(flat=24)  # PACK computes [1, 24]; the model says (1, 48)
+    found = resolve(graph, list(graph.nodes))
+    assert "computed shape [1, 24] is not the model's [1, 48]" in found.dynamic[7]
+    assert 8 in found.dynamic  # and what is computed from it
+    assert "reshape_3" in found.reason(graph.nodes[4])
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "expected"),
+    [
+        (Builtin.RESHAPE, (0, 1), "takes its output shape from tensor 1, computed at run time"),
+        (109, (0,), "computes its output shapes when it runs"),  # WHERE
+        (32, (0,), "not known before it runs"),  # a custom op
+    ],
+)
+def test_run_time_shapes_name_the_node_that_makes_them(op, inputs, expected):
+    tensors = {0: Tensor(0, FLOAT32, SHAPE), 1: Tensor(1, INT32, (2,)), 2: Tensor(2, FLOAT32, (1, 48))}
+    tensors[3] = Tensor(3, FLOAT32, (1, 48))
+    graph = Graph(tensors, {0: Node(0, op, 1, inputs, (2,)), 1: Node(1, Builtin.RELU, 1, (2,), (3,))})
+    found = resolve(graph, [0, 1])
+    assert expected in found.dynamic[2] and found.dynamic[3] == found.dynamic[2]
+    assert found.reason(graph.nodes[1]).startswith("tensor 2's shape is only known at run time")
+
+
+# ----------------------------------------------------------------- through TFLite
+
+
+def _run(model: bytes, feeds: list[np.ndarray], programs) -> tuple:
+    host = host_runtime()
+    d = delegate.load_delegate(program_cache=str(programs))
+    gpu = host.Interpreter(model_content=model, experimental_delegates=[d])
+    cpu = host.Interpreter(
+        model_content=model, experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    )
+    results = []
+    for interpreter in (gpu, cpu):
+        interpreter.allocate_tensors()
+        for detail, value in zip(interpreter.get_input_details(), feeds, strict=True):
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+        results.append([interpreter.get_tensor(o["index"]) for o in interpreter.get_output_details()])
+    return results[0], results[1], delegate.delegate_state(d)
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    return tmp_path_factory.mktemp("programs")
+
+
+def _stride_options() -> tuple[str, dict]:
+    return ("StridedSliceOptions", {"BeginMask": 0, "EndMask": 0, "ShrinkAxisMask": 1})
+
+
+@pytest.mark.opencl
+def test_a_reshape_to_a_computed_shape_is_delegated(programs):
+    """Keras' reshape keeping the batch, as converters write it: SHAPE -> STRIDED_SLICE -> PACK ->
+    RESHAPE. TFLite only knows that shape when it runs; the compiler folds it."""
+    tensors = [
+        T(SHAPE),
+        T((4,), dtype=np.int32),
+        T((1,), np.array([0], np.int32), np.int32),
+        T((1,), np.array([1], np.int32), np.int32),
+        T((), dtype=np.int32),
+        T((), np.array(48, np.int32), np.int32),
+        T((2,), dtype=np.int32),
+        T((1, 48)),
+        T((1, 48)),
+    ]
+    ops = [
+        Op(Builtin.SHAPE, [0], [1], ("ShapeOptions", {"OutType": 2})),
+        Op(Builtin.STRIDED_SLICE, [1, 2, 3, 3], [4], _stride_options()),
+        Op(Builtin.PACK, [4, 5], [6], ("PackOptions", {"ValuesCount": 2, "Axis": 0})),
+        Op(Builtin.RESHAPE, [0, 6], [7]),
+        Op(Builtin.TANH, [7], [8]),
+    ]
+    x = np.random.default_rng(0).uniform(-2, 2, SHAPE).astype(np.float32)
+    got, want, state = _run(build_model(tensors, ops, [0], [8]), [x], programs)
+    assert state.unsupported == {} and len(state.delegated_nodes) == 5
+    np.testing.assert_allclose(got[0], want[0], atol=1e-5)
+
+
+@pytest.mark.opencl
+def test_nodes_after_a_shape_known_only_at_run_time_stay_on_cpu(programs):
+    """RESHAPE to a shape given as a graph input: its output, and the TANH reading it, have shapes
+    TFLite computes when it runs. They stay on CPU with that reason; the RELU before is delegated."""
+    tensors = [T(SHAPE), T((2,), dtype=np.int32), T(SHAPE), T((1, 48)), T((1, 48))]
+    ops = [Op(Builtin.RELU, [0], [2]), Op(Builtin.RESHAPE, [2, 1], [3]), Op(Builtin.TANH, [3], [4])]
+    x = np.random.default_rng(1).uniform(-2, 2, SHAPE).astype(np.float32)
+    got, want, state = _run(build_model(tensors, ops, [0, 1], [4]), [x, np.array([1, 48], np.int32)], programs)
+    assert len(state.delegated_nodes) == 1
+    assert "computed at run time" in state.unsupported["reshape_1"]
+    assert "only known at run time" in state.unsupported["tanh_2"]
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
