@@ -311,9 +311,15 @@ def _preview(context: Any, nodes: list[int]) -> list[tuple[list[int], list[int],
 
 
 def _cause(exc: BaseException) -> str:
-    """The first line of an error, or its type when it has no text: never an empty message."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The first line of an error (and the line it introduces, such as a build log's first error),
+    or its type when it has no text: never an empty message."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if lines[0].endswith(":") and len(lines) > 1:
+        detail = next((line for line in lines[1:] if "error" in line.lower()), lines[1])
+        return f"{lines[0]} {detail[:300]}"
+    return lines[0]
 
 
 def _shown(names: list[str]) -> str:
