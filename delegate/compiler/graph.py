@@ -8,9 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from .op_names import BUILTIN_OPERATORS, TFLITE_VERSION
+
+#: builtin code of every custom op (BuiltinOperator CUSTOM): its registration's custom name names it
+CUSTOM = 32
+
 
 class Builtin(IntEnum):
-    """TFLite builtin operator codes (tensorflow/lite/builtin_ops.h, schema BuiltinOperator) known by name."""
+    """The TFLite builtin operator codes the compiler uses by name (all of them: op_names.py)."""
 
     ADD = 0
     AVERAGE_POOL_2D = 1
@@ -98,6 +103,22 @@ FLOAT32 = 1  # kTfLiteFloat32
 INT32 = 2  # kTfLiteInt32
 
 
+def op_name(code: int, custom_name: str = "") -> str:
+    """The schema's name of builtin ``code`` (``PACK``), or a custom op's own name (``custom_name``)."""
+    if code == CUSTOM and custom_name:
+        return custom_name
+    return BUILTIN_OPERATORS.get(code, f"BUILTIN_{code}")
+
+
+def describe_op(code: int, custom_name: str = "") -> str:
+    """The op as a sentence names it: ``PACK``, ``custom op Convolution2DTransposeBias``."""
+    if code == CUSTOM:
+        return f"custom op {custom_name}" if custom_name else "a custom op without a name"
+    if code not in BUILTIN_OPERATORS:
+        return f"builtin code {code} (newer than the op table of tflite {TFLITE_VERSION}: scripts/gen_op_names.py)"
+    return BUILTIN_OPERATORS[code]
+
+
 @dataclass
 class Tensor:
     """A tensor of the TFLite graph: type, shape, name, and its data when it is constant."""
@@ -120,7 +141,7 @@ class Tensor:
 
 @dataclass
 class Node:
-    """A node of the TFLite graph: builtin op, version, tensor indices and parameters."""
+    """A node of the TFLite graph: builtin op (and a custom op's name), version, tensor indices and parameters."""
 
     index: int
     op: int  # builtin code
@@ -128,13 +149,20 @@ class Node:
     inputs: tuple[int, ...]  # -1 for an omitted optional input
     outputs: tuple[int, ...]
     params: dict[str, Any] = field(default_factory=dict)
+    #: TfLiteRegistration.custom_name of a custom op (op CUSTOM), else ""
+    custom_name: str = ""
 
     @property
     def name(self) -> str:
-        try:
-            return f"{Builtin(self.op).name.lower()}_{self.index}"
-        except ValueError:
-            return f"op{self.op}_{self.index}"
+        """``pack_108``; a custom op keeps its own spelling: ``Convolution2DTransposeBias_244``."""
+        if self.op == CUSTOM and self.custom_name:
+            return f"{self.custom_name}_{self.index}"
+        return f"{op_name(self.op).lower()}_{self.index}"
+
+    @property
+    def op_description(self) -> str:
+        """What the op is, for messages: ``PACK``, ``custom op Convolution2DTransposeBias``."""
+        return describe_op(self.op, self.custom_name)
 
 
 @dataclass

@@ -9,7 +9,7 @@ from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
 from .fusion import link, linkable
-from .graph import FLOAT32, Builtin, Graph, Node
+from .graph import FLOAT32, Builtin, Graph, Node, op_name
 from .ops import OPS, EmitContext
 from .ops.base import HEAD, WRITE, constant_tensor, operation
 from .ops.conv import reads_concat_in_place
@@ -114,22 +114,15 @@ def _pairs(
     return found
 
 
-def op_name(code: int) -> str:
-    try:
-        return Builtin(code).name
-    except ValueError:
-        return f"builtin operator {code}"
-
-
 def unsupported_reason(node: Node, graph: Graph) -> str | None:
     """None when the compiler can run ``node``, else why not."""
     op = OPS.get(node.op)
     if op is None:
-        return f"{op_name(node.op)} is not supported by the compiler"
+        return f"{node.op_description} is not supported by the compiler"
     try:
         return op.check(node, graph)
     except (KeyError, ValueError, TypeError) as exc:  # odd params or shapes: stay on CPU
-        return f"{op_name(node.op)}: {exc}"
+        return f"{node.op_description}: {exc}"
 
 
 def runtime_inputs(node: Node, graph: Graph) -> list[int]:
