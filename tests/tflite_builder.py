@@ -38,6 +38,9 @@ class Op:
     options: tuple[str, dict[str, Any]] | None = None
     version: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    #: a custom op (code 32): its name (OperatorCode.custom_code) and its flexbuffer options
+    custom_code: str = ""
+    custom_options: bytes = b""
 
 
 def _vector(b: flatbuffers.Builder, start: Any, items: list[int], prepend: str = "PrependInt32") -> int:
@@ -99,10 +102,13 @@ def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: lis
         else:
             tflite.TensorAddBuffer(b, 0)
         tensor_offsets.append(tflite.TensorEnd(b))
-    codes = sorted({(op.code, op.version) for op in ops})
+    codes = sorted({(op.code, op.version, op.custom_code) for op in ops})
     code_offsets = []
-    for code, version in codes:
+    for code, version, custom in codes:
+        custom_name = b.CreateString(custom) if custom else None
         tflite.OperatorCodeStart(b)
+        if custom_name is not None:
+            tflite.OperatorCodeAddCustomCode(b, custom_name)
         tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
         tflite.OperatorCodeAddBuiltinCode(b, code)
         tflite.OperatorCodeAddVersion(b, version)
@@ -112,8 +118,11 @@ def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: lis
         ins = _vector(b, tflite.OperatorStartInputsVector, op.inputs)
         outs = _vector(b, tflite.OperatorStartOutputsVector, op.outputs)
         options = _options(b, op.options) if op.options else None
+        custom_options = b.CreateByteVector(op.custom_options) if op.custom_options else None
         tflite.OperatorStart(b)
-        tflite.OperatorAddOpcodeIndex(b, codes.index((op.code, op.version)))
+        tflite.OperatorAddOpcodeIndex(b, codes.index((op.code, op.version, op.custom_code)))
+        if custom_options is not None:
+            tflite.OperatorAddCustomOptions(b, custom_options)
         tflite.OperatorAddInputs(b, ins)
         tflite.OperatorAddOutputs(b, outs)
         if options:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._native import ffi, lib
-from ..compiler.graph import Builtin, Graph, Node, Tensor
+from ..compiler.graph import CUSTOM, Builtin, Graph, Node, Tensor
 
 _NUMPY_TYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8, 10: np.float16}
 _FLOAT16 = 10  # kTfLiteFloat16
@@ -78,13 +78,17 @@ def capture_node(context: Any, index: int) -> Node:
     if context.GetNodeAndRegistration(context, index, node_p, reg_p) != lib.kTfLiteOk:
         raise RuntimeError(f"GetNodeAndRegistration({index}) failed")
     node, reg = node_p[0], reg_p[0]
+    code = int(reg.builtin_code)
+    # Only a custom op is named by its registration (builtin ones have NULL or a name of their own).
+    custom = code == CUSTOM and reg.custom_name != ffi.NULL
     return Node(
         index=index,
-        op=int(reg.builtin_code),
+        op=code,
         version=int(reg.version),
         inputs=int_array(node.inputs),
         outputs=int_array(node.outputs),
-        params=_params(int(reg.builtin_code), node.builtin_data),
+        params=_params(code, node.builtin_data),
+        custom_name=ffi.string(reg.custom_name).decode("utf-8", "replace") if custom else "",
     )
 
 
