@@ -1,4 +1,8 @@
-"""``python -m delegate run MODEL``: the delegate vs TFLite's CPU path on one seeded input."""
+"""``python -m delegate run MODEL``: the delegate vs TFLite's CPU path on one seeded input.
+
+Any model TFLite runs: inputs are made per dtype (``input_value``), outputs compared in their
+own dtype and, when quantized, as real values too (``compare_output``), one record per output.
+"""
 
 from __future__ import annotations
 
@@ -14,28 +18,134 @@ from .api import Interpreter, host_runtime
 from .plugin import DelegateState
 from .plugin.options import DelegateOptions
 
+#: float inputs: uniform in [0, 1), the range of normalized images and of most audio features
+FLOAT_RANGE = (0.0, 1.0)
+#: outputs listed one by one in the text report
+MAX_OUTPUTS_SHOWN = 16
+#: integer inputs that are not quantized (indices, lengths, flags): uniform in [0, 4)
+SMALL_INTEGERS = 4
+
+
+def input_value(detail: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
+    """A seeded random value for the input ``detail`` (an entry of ``get_input_details()``).
+
+    - float32 / float16: uniform in ``FLOAT_RANGE``.
+    - quantized int8 / uint8 / int16 (a non-zero scale): uniform over the dtype's full range. The
+      converter picks scale and zero point so that this range covers the calibration inputs, so
+      these are inputs of the kind the model was made for (okay_nabu: features 0 to 26; an image
+      model: its normalized pixels), where the [0, 1) of float inputs may be a handful of steps.
+    - other integers (int32, int64, unquantized int8 ...): uniform in [0, ``SMALL_INTEGERS``),
+      valid as indices, axes or lengths of size 4 and up; bool: True or False.
+    """
+    dtype = np.dtype(detail["dtype"])
+    shape = tuple(int(n) for n in detail["shape"])
+    if dtype.kind == "f":
+        return rng.uniform(*FLOAT_RANGE, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype.kind in "iu":
+        scale = _scales(detail)
+        if scale is not None and dtype.itemsize <= 2:
+            info = np.iinfo(dtype)
+            return rng.integers(int(info.min), int(info.max), size=shape, endpoint=True, dtype=dtype)
+        return rng.integers(0, SMALL_INTEGERS, size=shape).astype(dtype)
+    raise ValueError(f"input {detail['name']} is {dtype.name}: no random inputs of this type")
+
+
+def _scales(detail: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Affine quantization of a tensor detail: (scales, zero points, axis), or None when not quantized."""
+    params = detail.get("quantization_parameters") or {}
+    scales = np.asarray(params.get("scales", ()), np.float64)
+    if scales.size == 0:
+        scale, zero_point = detail.get("quantization", (0.0, 0))
+        if not scale:
+            return None
+        return np.array([scale]), np.array([zero_point], np.int64), 0
+    if not np.any(scales):
+        return None
+    zero_points = np.asarray(params.get("zero_points", ()), np.int64)
+    if zero_points.size != scales.size:
+        zero_points = np.zeros_like(scales, np.int64)
+    return scales, zero_points, int(params.get("quantized_dimension", 0))
+
 
 def _inputs(interpreter: Any, seed: int) -> list[tuple[int, np.ndarray]]:
     rng = np.random.default_rng(seed)
-    out = []
-    for d in interpreter.get_input_details():
-        if d["dtype"] != np.float32:
-            raise ValueError(f"input {d['name']} is {d['dtype'].__name__}; only float32 models are supported")
-        out.append((d["index"], rng.random(tuple(d["shape"]), dtype=np.float32)))
-    return out
+    return [(d["index"], input_value(d, rng)) for d in interpreter.get_input_details()]
 
 
-def _latency_ms(interpreter: Any, inputs: list[tuple[int, np.ndarray]], runs: int) -> tuple[float, list]:
+def _first_call_and_latency_ms(
+    interpreter: Any, inputs: list[tuple[int, np.ndarray]], runs: int
+) -> tuple[float, list[np.ndarray]]:
+    """The outputs of the first invoke, then the median time of ``runs`` more.
+
+    Both interpreters are fresh, get the same inputs and are compared on their first invoke:
+    a stateful model (resource variables set by CALL_ONCE and ASSIGN_VARIABLE, a streaming
+    model's buffers) changes its state with every invoke, so only the first call of each starts
+    from the same state. The timed invokes after it serve as warm-up-free latency samples (the
+    first call is the warm-up) and their outputs are not compared.
+    """
     for index, value in inputs:
         interpreter.set_tensor(index, value)
-    interpreter.invoke()  # warm-up
+    interpreter.invoke()
+    outputs = [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         interpreter.invoke()
         times.append((time.perf_counter() - start) * 1e3)
-    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-    return statistics.median(times), outputs
+    return (statistics.median(times) if times else float("nan")), outputs
+
+
+def _relative(error: float, scale: float) -> float | None:
+    if scale > 0:
+        return error / scale
+    return 0.0 if error == 0 else None  # a nonzero error against an all-zero output: no ratio
+
+
+def compare_output(detail: dict[str, Any], got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
+    """How the delegate's output ``got`` differs from TFLite's ``want`` (output ``detail``).
+
+    ``max_abs_error`` / ``max_abs_reference`` are real values: a quantized output is dequantized
+    ((q - zero_point) * scale). Every integer or bool output is also compared in its own values:
+    ``exact_matches`` of ``elements``, and ``max_abs_steps``, the largest difference in integer
+    steps (for a quantized output, steps of ``quantization.scale``).
+    """
+    dtype = np.dtype(detail["dtype"])
+    record: dict[str, Any] = {
+        "name": detail["name"],
+        "dtype": dtype.name,
+        "shape": [int(n) for n in want.shape],
+    }
+    if got.shape != want.shape:
+        raise RuntimeError(
+            f"output {detail['name']}: the delegate's shape {list(got.shape)} differs from the CPU's {list(want.shape)}"
+        )
+    if dtype.kind == "f":
+        a, b = got.astype(np.float64), want.astype(np.float64)
+    else:
+        qa, qb = got.astype(np.int64), want.astype(np.int64)
+        steps = int(np.abs(qa - qb).max()) if qa.size else 0
+        record.update(exact_matches=int(np.count_nonzero(qa == qb)), elements=int(qa.size), max_abs_steps=steps)
+        quant = _scales(detail)
+        if quant is None:
+            a, b = qa.astype(np.float64), qb.astype(np.float64)
+        else:
+            scales, zero_points, axis = quant
+            view = [1] * want.ndim
+            if scales.size > 1:
+                view[axis] = scales.size
+            s, z = scales.reshape(view), zero_points.reshape(view)
+            a, b = (qa - z) * s, (qb - z) * s
+            record["quantization"] = {
+                "scale": float(scales[0]) if scales.size == 1 else scales.tolist(),
+                "zero_point": int(zero_points[0]) if zero_points.size == 1 else zero_points.tolist(),
+                **({"axis": axis} if scales.size > 1 else {}),
+            }
+    error = float(np.abs(a - b).max()) if a.size else 0.0
+    scale = float(np.abs(b).max()) if b.size else 0.0
+    record.update(max_abs_error=error, max_abs_reference=scale, relative_error=_relative(error, scale))
+    return record
 
 
 def run_model(
@@ -57,14 +167,20 @@ def run_model(
     state = interpreter.opencl or DelegateState(DelegateOptions())
     effective = interpreter.effective
     inputs = _inputs(interpreter, seed)
-    delegate_ms, outputs = _latency_ms(interpreter, inputs, runs)
+    delegate_ms, outputs = _first_call_and_latency_ms(interpreter, inputs, runs)
     cpu = host.Interpreter(model_path=model, num_threads=os.cpu_count())
     cpu.allocate_tensors()
-    cpu_ms, reference = _latency_ms(cpu, inputs, runs)
-    error = max((float(np.abs(a - b).max()) for a, b in zip(outputs, reference, strict=True)), default=0.0)
-    scale = max((float(np.abs(b).max()) for b in reference), default=0.0)
-    # A random-weight classifier's softmax is one value everywhere: then the error says little.
-    constant = bool(reference) and all(b.size == 0 or float(np.ptp(b)) == 0.0 for b in reference)
+    cpu_ms, reference = _first_call_and_latency_ms(cpu, inputs, runs)
+    details = cpu.get_output_details()
+    compared = [compare_output(d, a, b) for d, a, b in zip(details, outputs, reference, strict=True)]
+    # The worst over the outputs, as before there were per-output records.
+    error = max((o["max_abs_error"] for o in compared), default=0.0)
+    scale = max((o["max_abs_reference"] for o in compared), default=0.0)
+    relative = [o["relative_error"] for o in compared]
+    worst_relative = None if None in relative else max(relative, default=0.0)
+    # A random-weight classifier's softmax is one value everywhere: then the error says little
+    # (single values, a wake-word score, say nothing of the kind).
+    constant = any(b.size > 1 for b in reference) and all(b.size <= 1 or b.min() == b.max() for b in reference)
     return {
         "model": model,
         "delegated_nodes": len(state.delegated_nodes),
@@ -76,6 +192,8 @@ def run_model(
         "cpu_nodes": state.unsupported,
         "max_abs_error": error,
         "max_abs_reference": scale,
+        "max_relative_error": worst_relative,
+        "outputs": compared,
         "reference_constant": constant,
         "init_ms": init_ms,
         "latency_ms": {"delegate": delegate_ms, "cpu": cpu_ms},
@@ -94,6 +212,31 @@ def run_model(
     }
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"
+
+
+def format_output(o: dict[str, Any]) -> str:
+    """One output's comparison: ``StatefulPartitionedCall:0 float32 1x10: max abs error ...``."""
+    shape = "x".join(str(n) for n in o["shape"]) or "scalar"
+    head = f"  {o['name']} {o['dtype']} {shape}"
+    real = (
+        f"max abs error {o['max_abs_error']:.3g} (largest |CPU| {o['max_abs_reference']:.3g},"
+        f" relative {_ratio(o['relative_error'])})"
+    )
+    if "exact_matches" not in o:
+        return f"{head}: {real}"
+    same = f"{o['exact_matches']} of {o['elements']} equal, max {o['max_abs_steps']} steps"
+    q = o.get("quantization")
+    if q is None:
+        return f"{head}: {same}"
+    if isinstance(q["scale"], float):
+        quant = f"scale {q['scale']:.3g}, zero point {q['zero_point']}"
+    else:
+        quant = f"per-channel scales on axis {q['axis']}"
+    return f"{head} ({quant}): {same}; dequantized {real}"
+
+
 def format_result(r: dict[str, Any]) -> str:
     rel = r["max_abs_error"] / r["max_abs_reference"] if r["max_abs_reference"] else 0.0
     lines = [
@@ -108,7 +251,13 @@ def format_result(r: dict[str, Any]) -> str:
         f" {r['kernels']} kernels ({r['fused_ops']} ops fused into other kernels)"
         + (f", cache {', '.join(r['partition_cache'])}" if r["partition_cache"] else ""),
         f"max abs error vs CPU: {r['max_abs_error']:.3g} (largest |CPU output| {r['max_abs_reference']:.3g},"
-        f" relative {rel:.2g})",
+        f" relative {rel:.2g}); first invoke of each, same seeded inputs",
+        *(format_output(o) for o in r["outputs"][:MAX_OUTPUTS_SHOWN]),
+        *(
+            [f"  ... {len(r['outputs']) - MAX_OUTPUTS_SHOWN} more outputs (--json lists all)"]
+            if len(r["outputs"]) > MAX_OUTPUTS_SHOWN
+            else []
+        ),
         *(
             [
                 "note: every CPU output value is the same (for example the softmax of a random-weight"

@@ -7,11 +7,13 @@ import platform
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from delegate import write_context
 from delegate.cli import main
 from delegate.context.synthetic import synthetic_mobilenet
+from delegate.model_run import compare_output, format_output, input_value
 
 from .helpers import populated_context, shared_path
 
@@ -128,6 +130,12 @@ def test_run_model_json_and_errors(tmp_path):
         assert key in report, key
     assert report["delegated_nodes"] == report["total_nodes"] == 10
     assert report["max_abs_error"] <= 1e-4 * report["max_abs_reference"]
+    (output,) = report["outputs"]
+    assert output["name"] and output["dtype"] == "float32" and output["shape"] == [1, 10]
+    assert output["max_abs_error"] == report["max_abs_error"]
+    assert output["max_abs_reference"] == report["max_abs_reference"]
+    assert output["relative_error"] == report["max_relative_error"] <= 1e-4
+    assert "quantization" not in output and "exact_matches" not in output
     assert report["reference_constant"] is False
     assert set(report["latency_ms"]) == {"delegate", "cpu"}
     assert "compiles kernels" in result.stderr  # progress goes to stderr
@@ -141,3 +149,74 @@ def test_run_model_json_and_errors(tmp_path):
     not_a_model.write_bytes(b"not a flatbuffer at all")
     bad = _run_cli("run", str(not_a_model))
     assert bad.returncode == 2 and "is not a TFLite model" in bad.stderr and "TFL3" in bad.stderr
+
+
+def _detail(dtype, shape, scale=0.0, zero_point=0, name="t"):
+    return {
+        "name": name,
+        "dtype": dtype,
+        "shape": np.array(shape),
+        "quantization": (scale, zero_point),
+        "quantization_parameters": {
+            "scales": np.array([scale] if scale else [], np.float32),
+            "zero_points": np.array([zero_point] if scale else [], np.int32),
+            "quantized_dimension": 0,
+        },
+    }
+
+
+def test_inputs_per_dtype():
+    rng = np.random.default_rng(0)
+    x = input_value(_detail(np.float32, (2, 500)), rng)
+    assert x.dtype == np.float32 and x.shape == (2, 500) and 0 <= x.min() and x.max() < 1
+    q = input_value(_detail(np.int8, (4000,), 0.1, -128), rng)  # quantized: the dtype's full range
+    assert q.dtype == np.int8 and q.min() == -128 and q.max() == 127
+    u = input_value(_detail(np.uint8, (4000,), 0.02, 3), rng)
+    assert u.dtype == np.uint8 and u.min() == 0 and u.max() == 255
+    h = input_value(_detail(np.int16, (4000,), 1e-3, 0), rng)
+    assert h.dtype == np.int16 and h.min() < -30000 and h.max() > 30000
+    for dtype in (np.int32, np.int64, np.int8):  # not quantized: small values
+        i = input_value(_detail(dtype, (100,)), rng)
+        assert i.dtype == dtype and set(np.unique(i)) <= {0, 1, 2, 3}
+    b = input_value(_detail(np.bool_, (100,)), rng)
+    assert b.dtype == np.bool_ and b.any() and not b.all()
+    first = [input_value(_detail(np.float32, (3,)), np.random.default_rng(5)) for _ in range(2)]
+    assert np.array_equal(*first)
+
+
+def test_quantized_outputs_compare_in_steps_and_real_values():
+    want = np.array([[0, 10, 200, 255]], np.uint8)
+    got = np.array([[0, 12, 199, 255]], np.uint8)
+    record = compare_output(_detail(np.uint8, (1, 4), 0.5, 10, name="score"), got, want)
+    assert record["name"] == "score" and record["dtype"] == "uint8" and record["shape"] == [1, 4]
+    assert record["quantization"] == {"scale": 0.5, "zero_point": 10}
+    assert record["exact_matches"] == 2 and record["elements"] == 4 and record["max_abs_steps"] == 2
+    assert record["max_abs_error"] == 1.0  # two steps of 0.5
+    assert record["max_abs_reference"] == (255 - 10) * 0.5
+    assert record["relative_error"] == 1.0 / 122.5
+    text = format_output(record)
+    assert "score uint8 1x4 (scale 0.5, zero point 10): 2 of 4 equal, max 2 steps; dequantized max abs error 1" in text
+    ints = compare_output(_detail(np.int32, (3,)), np.array([1, 2, 9]), np.array([1, 2, 3]))
+    assert ints["max_abs_steps"] == 6 and ints["max_abs_error"] == 6.0 and "quantization" not in ints
+    zeros = compare_output(_detail(np.float32, (2,)), np.ones(2, np.float32), np.zeros(2, np.float32))
+    assert zeros["relative_error"] is None  # no ratio to an all-zero reference
+    with pytest.raises(RuntimeError, match="shape"):
+        compare_output(_detail(np.float32, (2,)), np.zeros(3, np.float32), np.zeros(2, np.float32))
+
+
+@pytest.mark.opencl
+def test_run_an_int8_model_with_a_uint8_output():
+    # okay_nabu: int8 input, uint8 output, resource variables (compared on each interpreter's first invoke).
+    model = str(shared_path("models", "real", "pymicro-wakeword__okay_nabu.tflite"))
+    result = _run_cli("run", model, "--runs", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    (output,) = report["outputs"]
+    assert output["dtype"] == "uint8" and output["shape"] == [1, 1]
+    assert output["quantization"]["scale"] == pytest.approx(1 / 256) and output["quantization"]["zero_point"] == 0
+    assert output["exact_matches"] == output["elements"] == 1 and output["max_abs_steps"] == 0
+    assert report["max_abs_error"] == output["max_abs_error"] == 0.0
+    assert report["reference_constant"] is False  # one value is not "every value the same"
+    assert "VAR_HANDLE is not supported by the compiler" in " ".join(report["cpu_nodes"].values())
+    text = _run_cli("run", model, "--runs", "1")
+    assert text.returncode == 0 and "uint8 1x1 (scale 0.00391, zero point 0): 1 of 1 equal, max 0 steps" in text.stdout
