@@ -148,6 +148,13 @@ def compare_output(detail: dict[str, Any], got: np.ndarray, want: np.ndarray) ->
     return record
 
 
+def cpu_interpreter(model: str) -> Any:
+    """The reference: the host runtime's default CPU path (XNNPACK), one thread per core, allocated."""
+    cpu = host_runtime().Interpreter(model_path=model, num_threads=os.cpu_count())
+    cpu.allocate_tensors()
+    return cpu
+
+
 def run_model(
     model: str,
     options: dict[str, str],
@@ -157,7 +164,6 @@ def run_model(
     settings: Any = None,
     settings_type: Any = None,
 ) -> dict[str, Any]:
-    host = host_runtime()
     if progress:
         print(f"loading {model} with the OpenCL delegate (a first start compiles kernels) ...", file=sys.stderr)
     start = time.perf_counter()
@@ -168,8 +174,7 @@ def run_model(
     effective = interpreter.effective
     inputs = _inputs(interpreter, seed)
     delegate_ms, outputs = _first_call_and_latency_ms(interpreter, inputs, runs)
-    cpu = host.Interpreter(model_path=model, num_threads=os.cpu_count())
-    cpu.allocate_tensors()
+    cpu = cpu_interpreter(model)
     cpu_ms, reference = _first_call_and_latency_ms(cpu, inputs, runs)
     details = cpu.get_output_details()
     compared = [compare_output(d, a, b) for d, a, b in zip(details, outputs, reference, strict=True)]
