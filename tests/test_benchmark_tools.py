@@ -3,6 +3,7 @@ every launch (they are not part of the measured targets; benchmarks/ holds those
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -85,3 +86,35 @@ def test_persistent_profile_names_every_node(persistent_profile, capsys):
     rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
     assert rows == nodes
     assert "all nodes" in out
+
+
+@pytest.fixture(scope="module")
+def real_models():
+    return benchmark_module("real_models")
+
+
+def test_real_models_table(real_models):
+    ok = real_models.ModelResult("real/a", 3, 4, 2e-6, delegate_ms=[1.0, 2.0, 3.0], xnnpack_ms=[4.0])
+    ok.xnnpack_1thread_ms = [2.0]
+    failed = real_models.ModelResult("real/b", xnnpack_ms=[5.0], notes=["delegate crashed (SIGSEGV)"])
+    text = real_models.table([ok, failed], 2, single_thread=True)
+    header, rule, first, second = text.splitlines()
+    assert header.count("|") == rule.count("|") == first.count("|") == second.count("|") == 10
+    assert "| real/a | 3/4 (75%) | 2.0e-06 | 2.00 | 4.00 | 0.50 | 2.00 | 1.00 |  |" == first
+    assert second == "| real/b | - | - | - | 5.00 | - | - | - | delegate crashed (SIGSEGV) |"
+    record = ok.record()
+    assert record["ratio"] == 0.5 and record["ratio_to_faster_xnnpack"] == 1.0 and record["delegate_median_ms"] == 2.0
+    assert "1 thread" not in real_models.table([ok], 2)
+
+
+@pytest.mark.opencl
+def test_real_models_measures_a_model(real_models, tmp_path, capsys):
+    shared_path("models", "real", "pymicro-wakeword__okay_nabu.tflite")
+    out = tmp_path / "real.json"
+    args = ["--models", "pymicro-wakeword__okay_nabu", "--runs", "2", "--rounds", "1", "--json", str(out)]
+    assert real_models.main(args) == 0
+    (record,) = json.loads(out.read_text())
+    assert record["model"] == "real/pymicro-wakeword__okay_nabu" and record["notes"] == []
+    assert record["delegated_nodes"] == 0 and record["total_nodes"] > 0 and record["max_relative_error"] == 0.0
+    assert len(record["delegate_ms"]) == len(record["xnnpack_ms"]) == 2 and record["ratio"] > 0
+    assert "| real/pymicro-wakeword__okay_nabu | 0/" in capsys.readouterr().out
