@@ -15,5 +15,6 @@ fi
 # --no-deps: the package's own dependency on tflite-runtime would pull numpy < 2 back in.
 .venv-litert/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e . 2>.venv-litert/install.log \
     || { cat .venv-litert/install.log >&2; exit 1; }
-DELEGATE_TFLITE_HOST=ai_edge_litert .venv-litert/bin/python -m pytest -p no:cacheprovider tests/test_plugin.py tests/test_ops.py tests/test_settings_mapping.py tests/test_minibenchmark.py \
+DELEGATE_TFLITE_HOST=ai_edge_litert .venv-litert/bin/python -m pytest -p no:cacheprovider tests/test_plugin.py tests/test_ops.py \
+    tests/test_settings_mapping.py tests/test_minibenchmark.py tests/test_op_names.py tests/test_model_corpus.py \
     tests/test_shapes.py tests/test_prepare_failures.py "$@"

@@ -12,20 +12,25 @@ each is one parameter, named by its path under ../shared/models.
   (float inputs and outputs, not under quant/): each output within ``F16_TOLERANCE`` of its
   scale. Measured on PoCL (session of this test's writing): the worst output 1.8e-3 of its scale
   (face_detection_short_range's classificators), most 4-5e-4; 1e-2 leaves 5x margin.
-- A model TFLite's own CPU kernels cannot run under this host (an unresolved custom op:
-  selfie_segmentation's Convolution2DTransposeBias; op versions tflite-runtime 2.14 cannot load:
-  quant/*_dynamic) is found by trying the CPU interpreter first; then the delegate path must fail
-  too, with a non-empty error, rather than the test skipping.
+- A model TFLite's CPU path cannot run under this host is found by trying it first (the
+  reference of ``run_model``: the host's Interpreter with its default delegates, XNNPACK); then
+  the delegate path must fail too, with a non-empty error, rather than the test skipping. Under
+  tflite-runtime 2.14: selfie_segmentation (the unresolved custom op
+  Convolution2DTransposeBias) and quant/*_dynamic (op versions it cannot load). Under
+  ai-edge-litert 2.3 XNNPACK runs Convolution2DTransposeBias, so selfie_segmentation is
+  compared there (and fails today: with the delegate, TFLite prepares the whole graph before
+  delegating and stops at the unresolved op), and quant/*_dynamic load and are compared.
 
 Both interpreters are compared on their first invoke with the same seeded inputs (see
 ``delegate.model_run``): okay_nabu's resource variables change with every invoke.
 
 Run time on 2 cores shared with other work, tflite-runtime 2.14 (pose_detection deselected):
-6 min 19 s (3 min 36 s of CPU) with empty program caches (PoCL builds every kernel, F16 ones
-apart: face_landmark, mobilenet_v2 and face_detection take 30-55 s each), 31 s with warm ones
-(the default program cache, ~/.cache/tflite-opencl-delegate, and PoCL's). Known failures on the
-code this was written against: mediapipe__hand_recrop (wrong outputs, F32 and F16: relative
-error 0.45), basic-pitch__nmp (an empty RuntimeError, F32 and F16), mediapipe__pose_detection (a
+6 min 19 s (3 min 36 s of CPU) with empty program caches (PoCL builds every kernel, F32 and F16
+each: face_landmark, mobilenet_v2 and face_detection take 30-55 s a precision), 31 s with warm
+ones (the default program cache, ~/.cache/tflite-opencl-delegate, and PoCL's); under
+ai-edge-litert (scripts/test_litert.sh), warm, 55 s. Known failures on the code this was
+written against: mediapipe__hand_recrop (wrong outputs, F32 and F16: relative error 0.45),
+basic-pitch__nmp (an empty RuntimeError, F32 and F16), mediapipe__pose_detection (a
 segmentation fault inside the interpreter's ModifyGraphWithDelegate, which ends the pytest
 process: deselect it to see the rest).
 """
