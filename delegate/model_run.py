@@ -44,8 +44,7 @@ def input_value(detail: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
     if dtype.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
     if dtype.kind in "iu":
-        scale = _scales(detail)
-        if scale is not None and dtype.itemsize <= 2:
+        if _scales(detail) is not None and dtype.itemsize <= 2:
             info = np.iinfo(dtype)
             return rng.integers(int(info.min), int(info.max), size=shape, endpoint=True, dtype=dtype)
         return rng.integers(0, SMALL_INTEGERS, size=shape).astype(dtype)
