@@ -275,7 +275,7 @@ def _supported_nodes(
                 else "DEQUANTIZE of a non-constant or unsupported tensor"
             )
         elif index not in dequantized:
-            reason = static.reason(node) or unsupported_reason(node, graph)
+            reason = unsupported_reason(node, graph) or static.reason(node)
             if reason is None:
                 supported.append(index)
             else:
@@ -715,7 +715,7 @@ def _recompile(context: Any, entry: _Kernel, kernel: Any) -> None:
     for index in nodes:
         node = graph.nodes[index]
         folded = node.outputs and all(graph.tensor(o).is_constant for o in node.outputs)
-        reason = None if folded else static.reason(node) or unsupported_reason(node, graph)
+        reason = None if folded else unsupported_reason(node, graph) or static.reason(node)
         if reason is not None:
             raise DelegateError(f"{node.name} cannot run on the delegate with the new shapes: {reason}")
     prep = _Preparing(graph, entry.report, entry.plan, static)
