@@ -65,6 +65,18 @@ def _run_on_device(path: Path, device: str | None, repeats: int) -> None:
         print("slowest nodes: " + ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in slowest))
 
 
+def error_message(exc: BaseException) -> str:
+    """What to print for ``exc``: never an empty line (TFLite raises RuntimeError('') when it failed
+    without reporting why)."""
+    text = str(exc).strip()
+    if text:
+        return text
+    return (
+        f"{type(exc).__name__} with no message from the TFLite runtime (it failed without reporting why); "
+        "run without the delegate to see whether TFLite itself runs this model"
+    )
+
+
 def _is_tflite_model(path: Path) -> bool:
     with open(path, "rb") as f:
         head = f.read(8)
@@ -82,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
             return 2
         _run_on_device(args.file, args.device, args.runs)  # an InferenceContext file
         return 0
-    from .model_run import format_result, run_model
+    from .model_run import format_result, parse_input_shapes, run_model
 
     options: dict[str, str] = {}
     for item in args.option:
@@ -97,9 +109,12 @@ def _run(args: argparse.Namespace) -> int:
         options["device"] = args.device
     try:
         settings_type = getattr(configuration_pb2, args.settings_type)
-        result = run_model(str(args.file), options, args.runs, settings=args.settings, settings_type=settings_type)
+        shapes = parse_input_shapes(args.input_shape)
+        result = run_model(
+            str(args.file), options, args.runs, settings=args.settings, settings_type=settings_type, input_shapes=shapes
+        )
     except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {error_message(exc)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result))
@@ -295,6 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="ComputeSettings",
         choices=["ComputeSettings", "TFLiteSettings"],
         help="the message a settings file holds (default ComputeSettings)",
+    )
+    run.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="[NAME=]D,D,...",
+        help="resize an input before allocating (repeatable; without NAME: the next input in order), for"
+        " models whose stored input shape is a placeholder (shape_signature -1)",
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.set_defaults(run=_run)

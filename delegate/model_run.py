@@ -147,9 +147,59 @@ def compare_output(detail: dict[str, Any], got: np.ndarray, want: np.ndarray) ->
     return record
 
 
-def cpu_interpreter(model: str) -> Any:
+def parse_input_shapes(items: list[str]) -> dict[str | int, tuple[int, ...]]:
+    """``--input-shape`` values: ``NAME=1,1760`` for the input of that name, or ``1,1760`` for the
+    next input in order (the first, then the second ...)."""
+    shapes: dict[str | int, tuple[int, ...]] = {}
+    position = 0
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        except ValueError:
+            raise ValueError(f"--input-shape {item!r}: the dims must be integers, e.g. 1,1760") from None
+        if not shape or any(d <= 0 for d in shape):
+            raise ValueError(f"--input-shape {item!r}: give positive dims, e.g. 1,1760")
+        if sep:
+            shapes[name] = shape
+        else:
+            shapes[position] = shape
+            position += 1
+    return shapes
+
+
+def resize_inputs(interpreter: Any, shapes: dict[str | int, tuple[int, ...]]) -> None:
+    """Resize ``interpreter``'s inputs named (or numbered) in ``shapes``; before allocate_tensors."""
+    details = interpreter.get_input_details()
+    by_name = {d["name"]: d for d in details}
+    for key, shape in shapes.items():
+        detail = details[key] if isinstance(key, int) and key < len(details) else by_name.get(key)  # type: ignore[arg-type]
+        if detail is None:
+            names = ", ".join(by_name) or "none"
+            raise ValueError(f"--input-shape: the model has no input {key!r} (inputs: {names})")
+        interpreter.resize_tensor_input(detail["index"], list(shape))
+
+
+def _dynamic_inputs_hint(interpreter: Any) -> str:
+    """A hint naming the inputs whose dims the model leaves open (shape_signature -1), if any."""
+    open_dims = [
+        f"{d['name']} {[int(n) for n in d.get('shape_signature', d['shape'])]}"
+        for d in interpreter.get_input_details()
+        if any(int(n) < 0 for n in d.get("shape_signature", ()))
+    ]
+    if not open_dims:
+        return ""
+    return (
+        f"; the model leaves input dims open ({'; '.join(open_dims)}) and its stored shape may not run:"
+        " give one with --input-shape NAME=D,D,..."
+    )
+
+
+def cpu_interpreter(model: str, input_shapes: dict[str | int, tuple[int, ...]] | None = None) -> Any:
     """The reference: the host runtime's default CPU path (XNNPACK), one thread per core, allocated."""
     cpu = host_runtime().Interpreter(model_path=model, num_threads=os.cpu_count())
+    if input_shapes:
+        resize_inputs(cpu, input_shapes)
     cpu.allocate_tensors()
     return cpu
 
@@ -162,18 +212,29 @@ def run_model(
     progress: bool = True,
     settings: Any = None,
     settings_type: Any = None,
+    input_shapes: dict[str | int, tuple[int, ...]] | None = None,
 ) -> dict[str, Any]:
+    """The delegate against TFLite's CPU path on ``model``; ``input_shapes`` resizes inputs first
+    (``parse_input_shapes``), for models whose stored input shape is a placeholder."""
     if progress:
         print(f"loading {model} with the OpenCL delegate (a first start compiles kernels) ...", file=sys.stderr)
     start = time.perf_counter()
     interpreter = Interpreter(model, settings=settings, settings_type=settings_type, **options)
-    interpreter.allocate_tensors()
+    if input_shapes:
+        resize_inputs(interpreter, input_shapes)
+    try:
+        interpreter.allocate_tensors()
+    except RuntimeError as exc:
+        hint = "" if input_shapes else _dynamic_inputs_hint(interpreter)
+        if not hint:
+            raise
+        raise RuntimeError(f"{str(exc).strip() or type(exc).__name__}{hint}") from exc
     init_ms = (time.perf_counter() - start) * 1e3
     state = interpreter.opencl or DelegateState(DelegateOptions())
     effective = interpreter.effective
     inputs = _inputs(interpreter, seed)
     delegate_ms, outputs = _first_call_and_latency_ms(interpreter, inputs, runs)
-    cpu = cpu_interpreter(model)
+    cpu = cpu_interpreter(model, input_shapes)
     cpu_ms, reference = _first_call_and_latency_ms(cpu, inputs, runs)
     details = cpu.get_output_details()
     compared = [compare_output(d, a, b) for d, a, b in zip(details, outputs, reference, strict=True)]
@@ -194,6 +255,16 @@ def run_model(
         "kernels": sum(p.kernels for p in state.partitions),
         "fused_ops": sum(p.fused_ops for p in state.partitions),
         "cpu_nodes": state.unsupported,
+        "subgraphs": [
+            {
+                "index": r.index,
+                "total_nodes": r.total_nodes,
+                "delegated_nodes": len(r.delegated_nodes),
+                "partitions": len(r.partitions),
+                "kernels": sum(p.kernels for p in r.partitions),
+            }
+            for r in state.subgraphs
+        ],
         "max_abs_error": error,
         "max_abs_reference": scale,
         "max_relative_error": worst_relative,
@@ -254,6 +325,11 @@ def format_result(r: dict[str, Any]) -> str:
         f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s),"
         f" {r['kernels']} kernels ({r['fused_ops']} ops fused into other kernels)"
         + (f", cache {', '.join(r['partition_cache'])}" if r["partition_cache"] else ""),
+        *(
+            f"  subgraph {g['index']}: {g['delegated_nodes']} of {g['total_nodes']} nodes in"
+            f" {g['partitions']} partition(s), {g['kernels']} kernels"
+            for g in (r.get("subgraphs", []) if len(r.get("subgraphs", [])) > 1 else [])
+        ),
         f"max abs error vs CPU: {r['max_abs_error']:.3g} (largest |CPU output| {r['max_abs_reference']:.3g},"
         f" relative {rel:.2g}); first invoke of each, same seeded inputs",
         *(format_output(o) for o in r["outputs"][:MAX_OUTPUTS_SHOWN]),

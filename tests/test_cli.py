@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from delegate import write_context
-from delegate.cli import main
+from delegate.cli import error_message, main
+from delegate.compiler.graph import Builtin
 from delegate.context.synthetic import synthetic_mobilenet
-from delegate.model_run import compare_output, format_output, input_value
+from delegate.model_run import compare_output, format_output, input_value, parse_input_shapes
 
 from .helpers import populated_context, shared_path
+from .tflite_builder import Op, T, build_model
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +222,34 @@ def test_run_an_int8_model_with_a_uint8_output():
     assert "VAR_HANDLE is not supported by the compiler" in " ".join(report["cpu_nodes"].values())
     text = _run_cli("run", model, "--runs", "1")
     assert text.returncode == 0 and "uint8 1x1 (scale 0.00391, zero point 0): 1 of 1 equal, max 0 steps" in text.stdout
+    # Two subgraphs (the main graph and CALL_ONCE's initializer), each reported.
+    assert [g["index"] for g in report["subgraphs"]] == [0, 1]
+    assert sum(g["total_nodes"] for g in report["subgraphs"]) == report["total_nodes"]
+
+
+def test_input_shapes_parse_by_name_and_in_order():
+    assert parse_input_shapes(["1,1760", "audio=1x16000", "2,3"]) == {0: (1, 1760), "audio": (1, 16000), 1: (2, 3)}
+    for bad in ["1,a", "x=", "0,4", "-1"]:
+        with pytest.raises(ValueError, match="--input-shape"):
+            parse_input_shapes([bad])
+
+
+def test_an_error_without_a_message_is_still_explained():
+    assert "no message from the TFLite runtime" in error_message(RuntimeError(""))
+    assert error_message(RuntimeError(" what failed ")) == "what failed"
+
+
+@pytest.mark.opencl
+def test_run_resizes_inputs_before_comparing(tmp_path):
+    # An input stored as 1x4 run at 3x8 (models with open dims, such as openWakeWord's mel front end,
+    # store a placeholder shape that does not run).
+    model = build_model([T((1, 4)), T((1, 4))], [Op(Builtin.TANH, [0], [1])], [0], [1])
+    path = tmp_path / "tanh.tflite"
+    path.write_bytes(model)
+    result = _run_cli("run", str(path), "--runs", "1", "--json", "--input-shape", "t0=3,8")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["outputs"][0]["shape"] == [3, 8] and report["delegated_nodes"] == 1
+    assert report["max_relative_error"] <= 1e-6
+    missing = _run_cli("run", str(path), "--runs", "1", "--input-shape", "nope=3,8")
+    assert missing.returncode == 2 and "has no input 'nope' (inputs: t0)" in missing.stderr
