@@ -11,7 +11,7 @@ extern int64_t dlg_py_create(const char *const *keys, const char *const *values,
 extern void dlg_py_destroy(int64_t id);
 extern int dlg_py_prepare(TfLiteContext *context, TfLiteDelegate *delegate, int64_t id);
 extern int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *params, dlg_kernel *kernel);
-extern int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel);
+extern int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel, int propagated);
 extern void dlg_py_kernel_free(int64_t handle);
 
 #define PLUGIN_NAME "tflite-opencl-delegate"
@@ -69,9 +69,11 @@ static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
         dlg_report(context, k->error);
         return kTfLiteError;
     }
-    /* After a resize TFLite has propagated the new shapes (kTfLiteDelegateFlagsRequirePropagatedShapes):
-       Python compares them with the compiled ones and recompiles the partition when they differ. */
-    if (dlg_py_kernel_prepare(context, k) != 0) {
+    /* After a resize TFLite has propagated the new shapes when the delegate asks for it
+       (kTfLiteDelegateFlagsRequirePropagatedShapes, cleared on graphs where it cannot): Python
+       compares them with the compiled ones and recompiles the partition when they differ. */
+    int propagated = node->delegate && (node->delegate->flags & kTfLiteDelegateFlagsRequirePropagatedShapes);
+    if (dlg_py_kernel_prepare(context, k, propagated) != 0) {
         dlg_report(context, k->error);
         return kTfLiteError;
     }

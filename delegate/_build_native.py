@@ -44,7 +44,7 @@ extern "Python+C" void dlg_py_destroy(int64_t id);
 extern "Python+C" int dlg_py_prepare(TfLiteContext *context, TfLiteDelegate *delegate, int64_t id);
 extern "Python+C" int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *params,
                                          dlg_kernel *kernel);
-extern "Python+C" int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel);
+extern "Python+C" int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel, int propagated);
 extern "Python+C" void dlg_py_kernel_free(int64_t handle);
 """
 

@@ -51,11 +51,20 @@ from .helpers import MODELS, shared_path
 FOLDERS = ("", "real", "quant")
 #: each output's max abs error over its max |CPU output|, F32
 F32_TOLERANCE = 1e-4
+#: why basic-pitch needs more: TFLite's own CPU paths disagree on it by as much
+_BASIC_PITCH = (
+    "its front end takes the log of a magnitude spectrogram and normalises it by its range (REDUCE_MIN, "
+    "REDUCE_MAX, DIV), which amplifies float rounding: XNNPACK and TFLite's builtin kernels differ from "
+    "each other by 2.3-2.7e-4 of each output's scale on the same input, the delegate from XNNPACK by "
+    "2.1-2.6e-4 and from the builtin kernels by 4.4-5.3e-4"
+)
 #: model (path under ../shared/models) -> (F32 tolerance, why it needs more than F32_TOLERANCE).
-#: Empty: every model that runs is within 1e-4 (the worst, face_detection, 7e-7).
-F32_EXCEPTIONS: dict[str, tuple[float, str]] = {}
+#: Every other model that runs is within 1e-4 (the worst, face_detection, 7e-7).
+F32_EXCEPTIONS: dict[str, tuple[float, str]] = {"real/basic-pitch__nmp.tflite": (1e-3, _BASIC_PITCH)}
 #: each output's max abs error over its max |CPU output|, F16 (measured worst 1.8e-3, see above)
 F16_TOLERANCE = 1e-2
+#: as F32_EXCEPTIONS, for F16 (basic-pitch: 2.5e-2 measured, its F32 amplification on half storage)
+F16_EXCEPTIONS: dict[str, tuple[float, str]] = {"real/basic-pitch__nmp.tflite": (5e-2, _BASIC_PITCH)}
 
 
 def _corpus() -> list[Path]:
@@ -134,7 +143,8 @@ def test_f32_matches_tflite_cpu(path):
 @pytest.mark.opencl
 @pytest.mark.parametrize("path", _FLOAT)
 def test_f16_within_tolerance(path):
-    _check(path, {"precision": "F16"}, F16_TOLERANCE)
+    tolerance, why = F16_EXCEPTIONS.get(_id(path), (F16_TOLERANCE, "")) if path else (F16_TOLERANCE, "")
+    _check(path, {"precision": "F16"}, tolerance, why)
 
 
 def test_the_corpus_is_globbed(tmp_path, monkeypatch):

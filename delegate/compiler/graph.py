@@ -151,6 +151,9 @@ class Node:
     params: dict[str, Any] = field(default_factory=dict)
     #: TfLiteRegistration.custom_name of a custom op (op CUSTOM), else ""
     custom_name: str = ""
+    #: a custom op with no kernel of its own (no prepare, no external registration): only a
+    #: delegate can run it
+    unresolved: bool = False
 
     @property
     def name(self) -> str:

@@ -361,11 +361,27 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
     return [n for n in chosen if n in keep]
 
 
+def _propagation_blocker(graph: Any, plan: list[int]) -> str | None:
+    """The node that keeps TFLite from propagating shapes through the original plan, or None.
+
+    With kTfLiteDelegateFlagsRequirePropagatedShapes, TFLite prepares the original nodes at every
+    allocation, delegated ones included; a custom op that no kernel implements (one only a
+    delegate runs, as XNNPACK runs MediaPipe's Convolution2DTransposeBias under ai-edge-litert)
+    fails that prepare, and with it the whole allocation."""
+    for index in plan:
+        node = graph.nodes[index]
+        if node.unresolved:
+            return node.name
+    return None
+
+
 def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: _Preparing) -> int:
     """Prepare's work on one subgraph: capture, choose, compile, and replace the chosen nodes."""
     report, options = prep.report, state.options
     plan = prep.plan
     graph = prep.graph = capture_graph(context, plan)
+    if _propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
+        native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
     prep.static = resolve(graph, plan, lambda n: n.name)
     supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
     chosen = _largest_partitions(context, supported, options.max_delegated_partitions)
@@ -681,10 +697,12 @@ def _bind(context: Any, entry: _Kernel, kernel: Any) -> None:
 
 
 @ffi.def_extern()
-def dlg_py_kernel_prepare(context: Any, kernel: Any) -> int:
+def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
     """The kernel's prepare: nothing to do while the partition's tensors keep the shapes it was
     compiled for; after a resize (TFLite has propagated the new shapes through the original nodes,
-    kTfLiteDelegateFlagsRequirePropagatedShapes), the partition is compiled again for them."""
+    kTfLiteDelegateFlagsRequirePropagatedShapes), the partition is compiled again for them. Where
+    TFLite could not propagate them (``propagated`` 0: the delegate cleared the flag, see
+    ``_propagation_blocker``) the shapes inside the partition are stale, and it refuses."""
     try:
         entry = _kernels.get(int(kernel.handle))
         if entry is None:
@@ -693,6 +711,12 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any) -> int:
         ids = [*runtime.input_ids, *runtime.output_ids]
         if [_dims(context, i) for i in ids] == entry.dims:
             return 0
+        if not propagated:
+            raise DelegateError(
+                "TFLite cannot propagate shapes through this graph (it has a custom op that only a delegate "
+                "runs), so a resize after the delegate was applied is not followed: create the interpreter again "
+                "and resize before its first allocate_tensors(), or run on CPU"
+            )
         _recompile(context, entry, kernel)
         return 0
     except Exception as exc:

@@ -89,6 +89,7 @@ def capture_node(context: Any, index: int) -> Node:
         outputs=int_array(node.outputs),
         params=_params(code, node.builtin_data),
         custom_name=ffi.string(reg.custom_name).decode("utf-8", "replace") if custom else "",
+        unresolved=code == CUSTOM and reg.prepare == ffi.NULL and reg.registration_external == ffi.NULL,
     )
 
 

@@ -68,8 +68,9 @@ int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *param
     return 0;
 }
 
-int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel) {
+int dlg_py_kernel_prepare(TfLiteContext *context, dlg_kernel *kernel, int propagated) {
     (void)context;
+    (void)propagated;
     return kernel->handle > 0 ? 0 : 1;
 }
 
