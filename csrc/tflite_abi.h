@@ -70,6 +70,29 @@ typedef struct TfLiteAffineQuantization {
     int32_t quantized_dimension;
 } TfLiteAffineQuantization;
 
+typedef enum TfLiteDimensionType {
+    kTfLiteDimDense = 0,
+    kTfLiteDimSparseCSR = 1
+} TfLiteDimensionType;
+
+/* One traversal level of a sparse tensor. The runtime converts the model's uint8 / uint16 /
+ * int32 segment and index vectors to int arrays when it loads the model; both are NULL on a
+ * DENSE level. */
+typedef struct TfLiteDimensionMetadata {
+    TfLiteDimensionType format;
+    int dense_size;
+    TfLiteIntArray *array_segments;
+    TfLiteIntArray *array_indices;
+} TfLiteDimensionMetadata;
+
+/* TfLiteTensor.sparsity: how a sparse constant's stored values fill its dense shape. */
+typedef struct TfLiteSparsity {
+    TfLiteIntArray *traversal_order;
+    TfLiteIntArray *block_map;
+    TfLiteDimensionMetadata *dim_metadata;
+    int dim_metadata_size;
+} TfLiteSparsity;
+
 typedef union TfLitePtrUnion {
     int32_t *i32;
     uint32_t *u32;
@@ -107,7 +130,7 @@ typedef struct TfLiteTensor {
     bool data_is_stale;
     bool is_variable;
     TfLiteQuantization quantization;
-    void *sparsity;
+    TfLiteSparsity *sparsity; /* NULL when dense */
     const TfLiteIntArray *dims_signature;
 } TfLiteTensor;
 
