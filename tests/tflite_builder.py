@@ -19,6 +19,20 @@ _TENSOR_TYPES = {
 
 
 @dataclass
+class Sparse:
+    """How a constant is stored sparse (schema SparsityParameters): one format per traversal level
+    (0 DENSE, 1 SPARSE_CSR), over the original dimensions and then one block dimension per entry of
+    ``block_map`` (the original dimension it splits, into blocks of ``block_sizes``)."""
+
+    formats: list[int]
+    traversal_order: list[int] | None = None  # default: 0, 1, ... (original dims, then block dims)
+    block_map: list[int] = field(default_factory=list)
+    block_sizes: list[int] = field(default_factory=list)
+    #: the SparseIndexVector the segments and indices are written as: "int32", "uint16" or "uint8"
+    index_type: str = "uint8"
+
+
+@dataclass
 class T:
     """A tensor: its shape, and its value when it is a constant."""
 
@@ -27,6 +41,92 @@ class T:
     dtype: Any = np.float32
     #: affine quantization: (scales, zero points, quantized dimension)
     quant: tuple[list[float], list[int], int] | None = None
+    #: written in TFLite's sparse format (``data`` is the dense value)
+    sparse: Sparse | None = None
+
+
+#: one traversal level of a sparse tensor: (format, dense_size, array_segments, array_indices)
+Level = tuple[int, int, list[int], list[int]]
+
+
+def sparsify(dense: np.ndarray, spec: Sparse) -> tuple[np.ndarray, list[Level]]:
+    """The stored values and per-level metadata of ``dense`` stored as ``spec`` says: what TFLite's
+    converter writes. Written independently of delegate/compiler/sparsity.py (the reverse), from
+    the schema's description: a CSR level lists the coordinates under which something is non-zero."""
+    rank, blocks = dense.ndim, len(spec.block_map)
+    split: list[int] = []  # each blocked dimension d split into (d / block, block)
+    outer, inner = [], [0] * blocks
+    for d in range(rank):
+        outer.append(len(split))
+        if d in spec.block_map:
+            k = spec.block_map.index(d)
+            split += [dense.shape[d] // spec.block_sizes[k], spec.block_sizes[k]]
+            inner[k] = len(split) - 1
+        else:
+            split.append(dense.shape[d])
+    expanded = dense.reshape(split).transpose(outer + inner)
+    order = spec.traversal_order if spec.traversal_order is not None else list(range(rank + blocks))
+    walked = expanded.transpose(order)
+    segments: list[list[int]] = [[0] for _ in spec.formats]
+    indices: list[list[int]] = [[] for _ in spec.formats]
+    values: list[Any] = []
+
+    def visit(sub: np.ndarray, level: int) -> None:
+        if level == len(spec.formats):
+            values.append(sub[()])
+            return
+        for i in range(sub.shape[0]):
+            if spec.formats[level] == 0:
+                visit(sub[i], level + 1)
+            elif np.any(sub[i] != 0):
+                indices[level].append(i)
+                visit(sub[i], level + 1)
+        if spec.formats[level] == 1:
+            segments[level].append(len(indices[level]))
+
+    visit(walked, 0)
+    levels: list[Level] = [
+        (f, walked.shape[n] if f == 0 else 0, segments[n] if f else [], indices[n] if f else [])
+        for n, f in enumerate(spec.formats)
+    ]
+    return np.array(values, dense.dtype), levels
+
+
+_INDEX_VECTORS = {"int32": (1, "Int32Vector", "PrependInt32"), "uint16": (2, "Uint16Vector", "PrependUint16")}
+_INDEX_VECTORS["uint8"] = (3, "Uint8Vector", "PrependUint8")
+
+
+def _sparsity(b: flatbuffers.Builder, spec: Sparse, levels: list[Level]) -> int:
+    union, table, prepend = _INDEX_VECTORS[spec.index_type]
+
+    def index_vector(items: list[int]) -> int:
+        values = _vector(b, getattr(tflite, f"{table}StartValuesVector"), items, prepend)
+        getattr(tflite, f"{table}Start")(b)
+        getattr(tflite, f"{table}AddValues")(b, values)
+        return getattr(tflite, f"{table}End")(b)
+
+    dims = []
+    for fmt, dense_size, segments, indices in levels:
+        vectors = (index_vector(segments), index_vector(indices)) if fmt == 1 else None
+        tflite.DimensionMetadataStart(b)
+        tflite.DimensionMetadataAddFormat(b, fmt)
+        tflite.DimensionMetadataAddDenseSize(b, dense_size)
+        if vectors is not None:
+            tflite.DimensionMetadataAddArraySegmentsType(b, union)
+            tflite.DimensionMetadataAddArraySegments(b, vectors[0])
+            tflite.DimensionMetadataAddArrayIndicesType(b, union)
+            tflite.DimensionMetadataAddArrayIndices(b, vectors[1])
+        dims.append(tflite.DimensionMetadataEnd(b))
+    order = spec.traversal_order if spec.traversal_order is not None else list(range(len(levels)))
+    order_vec = _vector(b, tflite.SparsityParametersStartTraversalOrderVector, order)
+    block_vec = _vector(b, tflite.SparsityParametersStartBlockMapVector, spec.block_map) if spec.block_map else None
+    dims_vec = _vector(b, tflite.SparsityParametersStartDimMetadataVector, dims, "PrependUOffsetTRelative")
+    tflite.SparsityParametersStart(b)
+    tflite.SparsityParametersAddTraversalOrder(b, order_vec)
+    if block_vec is not None:
+        tflite.SparsityParametersAddBlockMap(b, block_vec)
+    tflite.SparsityParametersAddDimMetadata(b, dims_vec)
+    return tflite.SparsityParametersEnd(b)
 
 
 @dataclass
@@ -65,7 +165,12 @@ def _options(b: flatbuffers.Builder, spec: tuple[str, dict[str, Any]]) -> tuple[
 def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: list[int]) -> bytes:
     b = flatbuffers.Builder(1024)
     # Buffers: 0 is the empty sentinel; each constant gets its own.
-    buffer_data = [b""] + [np.ascontiguousarray(t.data, dtype=t.dtype).tobytes() for t in tensors if t.data is not None]
+    stored = {i: sparsify(np.asarray(t.data, t.dtype), t.sparse) for i, t in enumerate(tensors) if t.sparse is not None}
+    buffer_data = [b""] + [
+        np.ascontiguousarray(stored[i][0] if i in stored else t.data, dtype=t.dtype).tobytes()
+        for i, t in enumerate(tensors)
+        if t.data is not None
+    ]
     buffers = []
     for raw in buffer_data:
         data = b.CreateByteVector(raw) if raw else None
@@ -90,9 +195,12 @@ def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: lis
             tflite.QuantizationParametersAddZeroPoint(b, zero_vec)
             tflite.QuantizationParametersAddQuantizedDimension(b, axis)
             quant = tflite.QuantizationParametersEnd(b)
+        sparsity = _sparsity(b, t.sparse, stored[i][1]) if t.sparse is not None else None
         tflite.TensorStart(b)
         if quant is not None:
             tflite.TensorAddQuantization(b, quant)
+        if sparsity is not None:
+            tflite.TensorAddSparsity(b, sparsity)
         tflite.TensorAddShape(b, shape)
         tflite.TensorAddType(b, _TENSOR_TYPES[np.dtype(t.dtype)])
         tflite.TensorAddName(b, name)
