@@ -1,13 +1,19 @@
-"""Constant folding before partitioning: DEQUANTIZE of constant fp16 or int8 weights.
+"""Constant folding before partitioning: DENSIFY of sparse constants, DEQUANTIZE of constant fp16
+or int8 weights.
 
-A DEQUANTIZE whose input is a constant float16 tensor (fp16-weight models), or an int8 / uint8
-tensor with affine (per-tensor or per-channel) scales, produces a constant:
-its output is marked constant (valued when the input's value was read) so the consuming
-convolutions take it as weights, and the node itself needs no kernel. The node is delegated only
-when every consumer is, so the dequantized tensor never has to leave the partition.
+A DENSIFY whose input is a constant (a sparse tensor, which the plugin reads densified) produces
+that constant, of the same type. A DEQUANTIZE whose input is a constant float16 tensor
+(fp16-weight models), or an int8 / uint8 tensor with affine (per-tensor or per-channel) scales,
+produces a constant. Chains fold in execution order (sparse fp16 -> DENSIFY -> DEQUANTIZE ->
+CONV_2D: the convolution gets float weights). A folded node's output is marked constant (valued
+when its input's value was read) so the consuming convolutions take it as weights, and the node
+itself needs no kernel. The node is delegated only when every consumer is, so the folded tensor
+never has to leave the partition.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -40,19 +46,48 @@ def _foldable(t: Tensor) -> bool:
     return t.dtype in (INT8, UINT8) and len(t.scales) >= 1 and len(t.zero_points) in (0, 1, len(t.scales))
 
 
-def fold_dequantize(graph: Graph) -> set[int]:
-    """Mark the outputs of foldable DEQUANTIZE nodes constant; the indices of those nodes."""
+#: ops whose node folds into a constant: no kernel when delegated
+FOLDED_OPS = frozenset({Builtin.DEQUANTIZE, Builtin.DENSIFY})
+
+
+def _densify_foldable(src: Tensor, dst: Tensor) -> bool:
+    return src.is_constant and src.dtype == dst.dtype and src.shape == dst.shape
+
+
+def fold_constants(graph: Graph, dequantize: bool = True) -> set[int]:
+    """Mark the outputs of foldable DENSIFY (and, with ``dequantize``, DEQUANTIZE) nodes constant,
+    in node (execution) order so that chains fold; the indices of those nodes."""
     folded = set()
     for node in graph.nodes.values():
-        if node.op != Builtin.DEQUANTIZE or len(node.inputs) != 1 or len(node.outputs) != 1:
+        if node.op not in FOLDED_OPS or len(node.inputs) != 1 or len(node.outputs) != 1 or node.inputs[0] < 0:
             continue
         src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
-        if not _foldable(src):
+        if node.op == Builtin.DENSIFY and _densify_foldable(src, dst):
+            dst.constant = src.constant
+        elif node.op == Builtin.DEQUANTIZE and dequantize and _foldable(src):
+            dst.constant = dequantized(src)
+        else:
             continue
         dst.is_constant = True
-        dst.constant = dequantized(src)
         folded.add(node.index)
     return folded
+
+
+def folded_sources(graph: Graph, tensors: Iterable[int]) -> set[int]:
+    """``tensors`` and those folding takes their values from: back through folding nodes
+    (DENSIFY, DEQUANTIZE) to the model's constants."""
+    producers = {o: n for n in graph.nodes.values() for o in n.outputs}
+    seen: set[int] = set()
+    todo = list(tensors)
+    while todo:
+        i = todo.pop()
+        if i < 0 or i in seen:
+            continue
+        seen.add(i)
+        producer = producers.get(i)
+        if producer is not None and producer.op in FOLDED_OPS:
+            todo.extend(producer.inputs)
+    return seen
 
 
 def consumers(graph: Graph) -> dict[int, list[int]]:

@@ -78,6 +78,7 @@ class Builtin(IntEnum):
     COS = 108
     ELU = 111
     HARD_SWISH = 117
+    DENSIFY = 124
     BATCH_MATMUL = 126
 
 

@@ -23,7 +23,7 @@ from .._atomic import atomic_write, remove_stale_temps
 from .._integrity import seal, unseal
 from .._native import ffi, lib
 from ..compiler.fingerprint import compiler_fingerprint
-from ..compiler.fold import consumers, fold_dequantize
+from ..compiler.fold import consumers, fold_constants, folded_sources
 from ..compiler.graph import Builtin
 from ..compiler.ops.conv_pair import PAIR_LOCAL_BYTES
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
@@ -255,11 +255,11 @@ def _supported_nodes(
 ) -> tuple[list[int], dict[str, str]]:
     """The nodes to claim, in plan order, and why each other one stays on CPU.
 
-    Nodes the compiler folds into constants (DEQUANTIZE of weights, compiler/fold.py; integer shape
-    arithmetic, compiler/shapes.py) need no kernel: they are claimed only when every consumer is,
-    so that their outputs never have to leave the partition.
+    Nodes the compiler folds into constants (DENSIFY of sparse weights and DEQUANTIZE of weights,
+    compiler/fold.py; integer shape arithmetic, compiler/shapes.py) need no kernel: they are
+    claimed only when every consumer is, so that their outputs never have to leave the partition.
     """
-    dequantized = fold_dequantize(graph) if options.enable_quantized_inference else set()
+    weights = fold_constants(graph, dequantize=options.enable_quantized_inference)
     shape_folded = fold_values(graph, static)
     supported, unsupported = [], {}
     for index in plan:
@@ -268,13 +268,15 @@ def _supported_nodes(
             unsupported[node.name] = "excluded by the exclude_ops option"
         elif index in shape_folded:
             continue
-        elif node.op == Builtin.DEQUANTIZE and index not in dequantized:
+        elif node.op == Builtin.DEQUANTIZE and index not in weights:
             unsupported[node.name] = (
                 "DEQUANTIZE runs on CPU: enable_quantized_inference is off"
                 if not options.enable_quantized_inference
                 else "DEQUANTIZE of a non-constant or unsupported tensor"
             )
-        elif index not in dequantized:
+        elif node.op == Builtin.DENSIFY and index not in weights:
+            unsupported[node.name] = "DENSIFY of a non-constant tensor"
+        elif index not in weights:
             reason = unsupported_reason(node, graph) or static.reason(node)
             if reason is None:
                 supported.append(index)
@@ -282,15 +284,16 @@ def _supported_nodes(
                 unsupported[node.name] = reason
     readers = consumers(graph)
     claimed = set(supported)
-    folded = [i for i in plan if (i in dequantized or i in shape_folded) and graph.nodes[i].name not in unsupported]
-    for index in reversed(folded):  # a folded chain (SHAPE -> STRIDED_SLICE -> PACK) is claimed from its end
+    folded = [i for i in plan if (i in weights or i in shape_folded) and graph.nodes[i].name not in unsupported]
+    # A folded chain (SHAPE -> STRIDED_SLICE -> PACK, DENSIFY -> DEQUANTIZE) is claimed from its end.
+    for index in reversed(folded):
         node = graph.nodes[index]
         outs = [o for o in node.outputs if o >= 0]
         # With no reader the folded tensor is a graph output, which the partition would have to produce.
         if all(readers.get(o) and all(r in claimed for r in readers[o]) for o in outs):
             claimed.add(index)
-        elif index in dequantized:
-            unsupported[node.name] = "DEQUANTIZE folded only when every consumer is delegated"
+        elif index in weights:
+            unsupported[node.name] = f"{op_name(node.op)} folded only when every consumer is delegated"
         else:
             unsupported[node.name] = f"{op_name(node.op)} is not supported by the compiler"
     return [i for i in plan if i in claimed], unsupported
@@ -504,23 +507,16 @@ def _partition_graph(context: Any, nodes: list[int], graph: Any, options: Delega
     """``graph`` (captured by this Prepare, constants folded) with every constant the partition's
     nodes read valued.
 
-    The whole graph is used because a partition may read a folded DEQUANTIZE output whose node is
-    in another partition (ai-edge-litert makes single-node partitions when all tensors are kept).
+    The whole graph is used because a partition may read a folded DEQUANTIZE or DENSIFY output
+    whose node is in another partition (ai-edge-litert makes single-node partitions when all
+    tensors are kept); folded chains (sparse fp16 -> DENSIFY -> DEQUANTIZE) are followed back to
+    the model's constants, sparse ones read densified (capture.py).
     """
-    producers = {o: n for n in graph.nodes.values() for o in n.outputs}
-    wanted = set()
-    for index in nodes:
-        for i in graph.nodes[index].inputs:
-            if i >= 0:
-                wanted.add(i)
-                producer = producers.get(i)
-                if producer is not None and producer.op == Builtin.DEQUANTIZE:
-                    wanted.update(j for j in producer.inputs if j >= 0)
+    wanted = folded_sources(graph, (i for index in nodes for i in graph.nodes[index].inputs))
     for i in wanted:
         if graph.tensors[i].is_constant and graph.tensors[i].constant is None:
             graph.tensors[i] = capture_tensor(context, i, read_limit=None)
-    if options.enable_quantized_inference:
-        fold_dequantize(graph)
+    fold_constants(graph, dequantize=options.enable_quantized_inference)
     return graph
 
 
@@ -734,8 +730,7 @@ def _recompile(context: Any, entry: _Kernel, kernel: Any) -> None:
     graph = capture_tensors(context, entry.nodes)
     static = resolve(graph, entry.plan, lambda n: n.name)
     fold_values(graph, static)
-    if state.options.enable_quantized_inference:
-        fold_dequantize(graph)
+    fold_constants(graph, dequantize=state.options.enable_quantized_inference)
     for index in nodes:
         node = graph.nodes[index]
         folded = node.outputs and all(graph.tensor(o).is_constant for o in node.outputs)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .._native import ffi, lib
 from ..compiler.graph import CUSTOM, Builtin, Graph, Node, Tensor
+from ..compiler.sparsity import DimensionMetadata, densify
 
 _NUMPY_TYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8, 10: np.float16}
 _FLOAT16 = 10  # kTfLiteFloat16
@@ -93,15 +94,51 @@ def capture_node(context: Any, index: int) -> Node:
     )
 
 
+def _int_vector(array: Any) -> np.ndarray:
+    """A TfLiteIntArray's values (none for NULL)."""
+    if array == ffi.NULL:
+        return np.zeros(0, np.int32)
+    if array.size < 0:
+        raise ValueError(f"an int array of size {array.size}")
+    return np.frombuffer(ffi.buffer(array.data, ffi.sizeof("int") * array.size), np.intc).copy()
+
+
+def _densified(t: Any, shape: tuple[int, ...], stored: np.ndarray) -> np.ndarray:
+    """The dense value of sparse constant ``t`` from its ``stored`` values (TfLiteSparsity)."""
+    s = t.sparsity
+    if s.dim_metadata_size < 0 or (s.dim_metadata_size and s.dim_metadata == ffi.NULL):
+        raise ValueError(f"sparse tensor with {s.dim_metadata_size} dimension metadata entries and no array")
+    levels = [s.dim_metadata[i] for i in range(s.dim_metadata_size)]
+    metadata = [
+        DimensionMetadata(int(m.format), int(m.dense_size), _int_vector(m.array_segments), _int_vector(m.array_indices))
+        for m in levels
+    ]
+    return densify(shape, _int_vector(s.traversal_order), _int_vector(s.block_map), metadata, stored)
+
+
+def _value_bytes(t: Any, shape: tuple[int, ...], dtype: Any) -> int:
+    """How many bytes reading constant ``t`` holds: its dense size for a sparse one."""
+    if t.sparsity == ffi.NULL:
+        return int(t.bytes)
+    return max(int(t.bytes), int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+
+
 def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONSTANT) -> Tensor:
-    """A tensor's type and shape; a constant's value when it is at most ``read_limit`` bytes (None: any)."""
+    """A tensor's type and shape; a constant's value when it is at most ``read_limit`` bytes (None: any).
+
+    A sparse constant (``sparsity`` set: the weights a DENSIFY node reads) is densified to its shape.
+    """
     t = context.tensors[index]
     shape = int_array(t.dims)
     is_constant = t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL
     value = None
     dtype = _NUMPY_TYPES.get(int(t.type))
-    if is_constant and dtype is not None and (read_limit is None or t.bytes <= read_limit):
-        value = np.frombuffer(ffi.buffer(t.data.raw, t.bytes), dtype=dtype).reshape(shape).copy()
+    if is_constant and dtype is not None and (read_limit is None or _value_bytes(t, shape, dtype) <= read_limit):
+        stored = np.frombuffer(ffi.buffer(t.data.raw, t.bytes), dtype=dtype)
+        if t.sparsity != ffi.NULL:
+            value = _densified(t, shape, stored)
+        else:
+            value = stored.reshape(shape).copy()
     name = ffi.string(t.name).decode("utf-8", "replace") if t.name != ffi.NULL else ""
     tensor = Tensor(index, int(t.type), shape, name, is_constant, value, quantized=t.quantization.type != 0)
     if t.quantization.type == 1 and t.quantization.params != ffi.NULL:  # kTfLiteAffineQuantization
@@ -153,10 +190,11 @@ def hash_constants(context: Any, graph: Graph, update: Any) -> None:
     """Feed every constant of the model in ``graph`` to ``update``: its index and size, then its
     bytes, read in place (no copy).
 
-    Tensors the compiler made constant (outputs of folded DEQUANTIZE nodes) are ordinary tensors
-    to TFLite, with no data during Prepare, and their value is only computed for the partitions
-    that read them: they are skipped, as each is determined by its DEQUANTIZE input, a constant
-    of the model hashed here.
+    Tensors the compiler made constant (outputs of folded DEQUANTIZE and DENSIFY nodes) are
+    ordinary tensors to TFLite, with no data during Prepare, and their value is only computed for
+    the partitions that read them: they are skipped, as each is determined by its node's input, a
+    constant of the model hashed here. A sparse constant is hashed as stored, with its sparsity
+    parameters (which, with its shape, give its dense value).
     """
     for i in sorted(graph.tensors):
         if not graph.tensors[i].is_constant:
@@ -165,3 +203,14 @@ def hash_constants(context: Any, graph: Graph, update: Any) -> None:
         if t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL:
             update(f"{i}:{t.bytes};".encode())
             update(ffi.buffer(t.data.raw, t.bytes))
+            if t.sparsity != ffi.NULL:
+                update(_sparsity_bytes(t.sparsity))
+
+
+def _sparsity_bytes(s: Any) -> bytes:
+    """A sparse tensor's TfLiteSparsity as bytes (for hashing)."""
+    parts = [_int_vector(s.traversal_order), _int_vector(s.block_map)]
+    for i in range(max(0, s.dim_metadata_size) if s.dim_metadata != ffi.NULL else 0):
+        m = s.dim_metadata[i]
+        parts += [np.array([m.format, m.dense_size]), _int_vector(m.array_segments), _int_vector(m.array_indices)]
+    return b"".join(f"sparsity:{len(p)};".encode() + p.astype("<i8").tobytes() for p in parts)
