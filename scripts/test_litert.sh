@@ -17,4 +17,4 @@ fi
     || { cat .venv-litert/install.log >&2; exit 1; }
 DELEGATE_TFLITE_HOST=ai_edge_litert .venv-litert/bin/python -m pytest -p no:cacheprovider tests/test_plugin.py tests/test_ops.py \
     tests/test_settings_mapping.py tests/test_minibenchmark.py tests/test_op_names.py tests/test_model_corpus.py \
-    tests/test_shapes.py tests/test_prepare_failures.py "$@"
+    tests/test_shapes.py tests/test_prepare_failures.py tests/test_sparsity.py "$@"
