@@ -184,3 +184,27 @@ def benchmark_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+def delegate_and_builtin(model: bytes, feeds: list[np.ndarray], program_cache: str, **options: Any) -> tuple:
+    """``model``'s outputs through the delegate (``options``) and through TFLite's builtin CPU kernels
+    (not the XNNPACK delegate the host applies by default: XNNPACK disagrees with them on corner
+    cases, where the delegate follows the builtin kernels) on ``feeds``, and what the delegate
+    claimed: (delegate outputs, builtin outputs, DelegateState)."""
+    import delegate
+    from delegate.api import host_runtime
+
+    host = host_runtime()
+    d = delegate.load_delegate(program_cache=program_cache, **options)
+    gpu = host.Interpreter(model_content=model, experimental_delegates=[d])
+    cpu = host.Interpreter(
+        model_content=model, experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    )
+    results = []
+    for interpreter in (gpu, cpu):
+        interpreter.allocate_tensors()
+        for detail, value in zip(interpreter.get_input_details(), feeds, strict=True):
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+        results.append([interpreter.get_tensor(o["index"]) for o in interpreter.get_output_details()])
+    return results[0], results[1], delegate.delegate_state(d)

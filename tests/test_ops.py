@@ -8,10 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import delegate
-from delegate.api import host_runtime
 from delegate.compiler.graph import Builtin
 
+from .helpers import delegate_and_builtin
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
@@ -27,23 +26,7 @@ def _program_cache(tmp_path_factory):
 
 
 def run_both(model: bytes, feeds: list[np.ndarray], precision: str = "F32", **options) -> tuple:
-    host = host_runtime()
-    d = delegate.load_delegate(precision=precision, program_cache=_PROGRAMS["dir"], **options)
-    gpu = host.Interpreter(model_content=model, experimental_delegates=[d])
-    # The oracle is TFLite's own builtin kernels, not the XNNPACK delegate applied by default: XNNPACK
-    # disagrees with them on corner cases (a depthwise filter wider than a SAME-padded input, a PReLU
-    # alpha broadcast over channels), where this delegate follows the builtin kernels.
-    cpu = host.Interpreter(
-        model_content=model, experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    )
-    results = []
-    for interpreter in (gpu, cpu):
-        interpreter.allocate_tensors()
-        for detail, value in zip(interpreter.get_input_details(), feeds, strict=True):
-            interpreter.set_tensor(detail["index"], value)
-        interpreter.invoke()
-        results.append([interpreter.get_tensor(o["index"]) for o in interpreter.get_output_details()])
-    return results[0], results[1], delegate.delegate_state(d)
+    return delegate_and_builtin(model, feeds, _PROGRAMS["dir"], precision=precision, **options)
 
 
 def check(tensors, ops, inputs, outputs, feeds, precision="F32", delegated=None, **options):

@@ -6,11 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import delegate
-from delegate.api import host_runtime
 from delegate.compiler.graph import FLOAT32, INT32, Builtin, Graph, Node, Tensor
 from delegate.compiler.shapes import fold_values, resolve
 
+from .helpers import delegate_and_builtin
 from .tflite_builder import Op, T, build_model
 
 SHAPE = (1, 4, 6, 2)
@@ -78,20 +77,7 @@ def test_run_time_shapes_name_the_node_that_makes_them(op, inputs, expected):
 
 
 def _run(model: bytes, feeds: list[np.ndarray], programs) -> tuple:
-    host = host_runtime()
-    d = delegate.load_delegate(program_cache=str(programs))
-    gpu = host.Interpreter(model_content=model, experimental_delegates=[d])
-    cpu = host.Interpreter(
-        model_content=model, experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    )
-    results = []
-    for interpreter in (gpu, cpu):
-        interpreter.allocate_tensors()
-        for detail, value in zip(interpreter.get_input_details(), feeds, strict=True):
-            interpreter.set_tensor(detail["index"], value)
-        interpreter.invoke()
-        results.append([interpreter.get_tensor(o["index"]) for o in interpreter.get_output_details()])
-    return results[0], results[1], delegate.delegate_state(d)
+    return delegate_and_builtin(model, feeds, str(programs))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from delegate.compiler.graph import Builtin
 from delegate.compiler.sparsity import DimensionMetadata, densify
 from delegate.plugin.capture import SMALL_CONSTANT
 
-from .helpers import shared_path
+from .helpers import delegate_and_builtin, shared_path
 from .tflite_builder import Op, Sparse, T, build_model, sparsify
 
 DENSE, CSR = 0, 1
@@ -227,19 +227,7 @@ def programs(tmp_path_factory):
 def _run(model: bytes, feeds: list[np.ndarray], programs: str, **options) -> tuple[list, list, object]:
     """The model's outputs through the delegate and through TFLite's builtin CPU kernels, and what
     the delegate claimed."""
-    host = host_runtime()
-    gpu = delegate.Interpreter(model_content=model, program_cache=programs, **options)
-    cpu = host.Interpreter(
-        model_content=model, experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    )
-    results = []
-    for interpreter in (gpu, cpu):
-        interpreter.allocate_tensors()
-        for detail, value in zip(interpreter.get_input_details(), feeds, strict=True):
-            interpreter.set_tensor(detail["index"], value)
-        interpreter.invoke()
-        results.append([interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()])
-    return results[0], results[1], gpu.opencl
+    return delegate_and_builtin(model, feeds, programs, **options)
 
 
 def _assert_close(got: list[np.ndarray], want: list[np.ndarray]) -> None:
