@@ -37,8 +37,8 @@ from .tflite_builder import Op, T, build_model
 pytestmark = pytest.mark.opencl
 
 #: Largest error allowed per precision, relative to the output's scale: the largest magnitude
-#: (in TFLite's CPU results) of the output and of every tensor it is computed from, inputs and
-#: constants included. test_ops.py's tolerances; the scale is taken over the whole chain because
+#: (in TFLite's CPU results) of the output and of every float tensor it is computed from, inputs
+#: and weights included. test_ops.py's tolerances; the scale is taken over the whole chain because
 #: half-precision storage rounds every intermediate tensor, so a difference of two large values,
 #: or a sum of many, can only be checked against the size of what went into it.
 TOLERANCE = {"F32": 1e-4, "F32_F16": 1e-2, "F16": 1e-2}
@@ -229,7 +229,7 @@ def test_linked_binary_op_whose_other_operand_is_written_later(producer, fuse, w
         t1 = net.add(Builtin.RELU, [x], (1, 6, 7, 8))
     else:
         w, b = net.const((8, 1, 1, 8), net.rng.uniform(-0.6, 0.6, (8, 1, 1, 8))), net.const((8,))
-        t1 = net.add(Builtin.CONV_2D, [x, w, b], (1, 6, 7, 8), _conv_options(1, 1, 0), "1x1")
+        t1 = net.add(Builtin.CONV_2D, [x, w, b], (1, 6, 7, 8), _conv_options(1, SAME, 0), "1x1")
     u = net.add(Builtin.NEG, [x], (1, 6, 7, 8))
     t2 = net.add(Builtin.TANH, [u], (1, 6, 7, 8))
     net.add(Builtin.ADD, [t1, t2], (1, 6, 7, 8), ("AddOptions", {"FusedActivationFunction": 0}))
