@@ -145,7 +145,16 @@ def Interpreter(model_path: str | None = None, settings: Any = None, settings_ty
             return interpreter
         kwargs = {**effective.options, **kwargs}
     delegate = load_delegate(**kwargs)
-    interpreter = host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
+    try:
+        interpreter = host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
+    except RuntimeError as exc:
+        if str(exc).strip():
+            raise
+        # TFLite returned an error without reporting one: say at least where it failed.
+        raise RuntimeError(
+            "the TFLite runtime failed to apply the OpenCL delegate without giving a reason; "
+            "the host's own Interpreter, without the delegate, shows whether TFLite runs the model by itself"
+        ) from exc
     interpreter.opencl_delegate = delegate
     interpreter.opencl = delegate_state(delegate)
     interpreter.effective = effective
