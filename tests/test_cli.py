@@ -253,3 +253,17 @@ def test_run_resizes_inputs_before_comparing(tmp_path):
     assert report["max_relative_error"] <= 1e-6
     missing = _run_cli("run", str(path), "--runs", "1", "--input-shape", "nope=3,8")
     assert missing.returncode == 2 and "has no input 'nope' (inputs: t0)" in missing.stderr
+
+
+def test_interpreter_explains_an_error_tflite_gives_without_a_message(monkeypatch):
+    import types
+
+    import delegate.api as api
+
+    def silent_failure(**kwargs):
+        raise RuntimeError("")  # what tflite-runtime raises when ModifyGraphWithDelegate fails silently
+
+    monkeypatch.setattr(api, "host_runtime", lambda: types.SimpleNamespace(Interpreter=silent_failure))
+    monkeypatch.setattr(api, "load_delegate", lambda **options: object())
+    with pytest.raises(RuntimeError, match="failed to apply the OpenCL delegate without giving a reason"):
+        api.Interpreter("model.tflite")
