@@ -63,8 +63,17 @@ _BASIC_PITCH = (
 F32_EXCEPTIONS: dict[str, tuple[float, str]] = {"real/basic-pitch__nmp.tflite": (1e-3, _BASIC_PITCH)}
 #: each output's max abs error over its max |CPU output|, F16 (measured worst 1.8e-3, see above)
 F16_TOLERANCE = 1e-2
+#: why selfie_segmentation's mask needs more in F16 (it runs under ai-edge-litert only)
+_SELFIE = (
+    "on the seeded random image its mask is a saturated sigmoid (largest value 7.9e-9: logits near -19), "
+    "where an output's relative error is the absolute error of its logit; half storage's logit error, "
+    "0.07 on logits of 19, is 6.6% of that output (F32: 9.7e-5)"
+)
 #: as F32_EXCEPTIONS, for F16 (basic-pitch: 2.5e-2 measured, its F32 amplification on half storage)
-F16_EXCEPTIONS: dict[str, tuple[float, str]] = {"real/basic-pitch__nmp.tflite": (5e-2, _BASIC_PITCH)}
+F16_EXCEPTIONS: dict[str, tuple[float, str]] = {
+    "real/basic-pitch__nmp.tflite": (5e-2, _BASIC_PITCH),
+    "real/mediapipe__selfie_segmentation.tflite": (0.2, _SELFIE),
+}
 
 
 def _corpus() -> list[Path]:
