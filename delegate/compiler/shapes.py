@@ -24,74 +24,15 @@ from enum import IntEnum
 import numpy as np
 
 from .graph import Graph, Node
+from .op_names import BUILTIN_OPERATORS
 
 _INT32, _INT64 = 2, 4  # TfLiteType
 #: integer tensors up to this many elements are evaluated (shape vectors, scalars)
 MAX_ELEMENTS = 64
 
 
-class _Op(IntEnum):
-    """TFLite builtin operator codes (schema BuiltinOperator) this module reasons about."""
-
-    ADD = 0
-    CONCATENATION = 2
-    RESHAPE = 22
-    RESIZE_BILINEAR = 23
-    PAD = 34
-    GATHER = 36
-    BATCH_TO_SPACE_ND = 37
-    SPACE_TO_BATCH_ND = 38
-    TRANSPOSE = 39
-    MEAN = 40
-    SUB = 41
-    SQUEEZE = 43
-    STRIDED_SLICE = 45
-    SPLIT = 49
-    CAST = 53
-    MAXIMUM = 55
-    ARG_MAX = 56
-    MINIMUM = 57
-    PADV2 = 60
-    SLICE = 65
-    TRANSPOSE_CONV = 67
-    TILE = 69
-    EXPAND_DIMS = 70
-    SUM = 74
-    SHAPE = 77
-    ARG_MIN = 79
-    REDUCE_PROD = 81
-    REDUCE_MAX = 82
-    PACK = 83
-    ONE_HOT = 85
-    REDUCE_MIN = 89
-    FLOOR_DIV = 90
-    REDUCE_ANY = 91
-    FILL = 94
-    RANGE = 96
-    RESIZE_NEAREST_NEIGHBOR = 97
-    MIRROR_PAD = 100
-    SPLIT_V = 102
-    UNIQUE = 103
-    WHERE = 109
-    IF = 118
-    WHILE = 119
-    NON_MAX_SUPPRESSION_V4 = 120
-    NON_MAX_SUPPRESSION_V5 = 121
-    SCATTER_ND = 122
-    SEGMENT_SUM = 125
-    CALL_ONCE = 129
-    BROADCAST_TO = 130
-    REDUCE_ALL = 140
-    CONV_3D_TRANSPOSE = 141
-    READ_VARIABLE = 143
-    BROADCAST_ARGS = 145
-    RANDOM_STANDARD_NORMAL = 146
-    RANDOM_UNIFORM = 148
-    MULTINOMIAL = 149
-    UNSORTED_SEGMENT_PROD = 153
-    UNSORTED_SEGMENT_MAX = 154
-    UNSORTED_SEGMENT_SUM = 155
-    UNSORTED_SEGMENT_MIN = 157
+#: TFLite's builtin operator codes by name (from the generated table, compiler/op_names.py)
+_Op = IntEnum("_Op", {name: code for code, name in BUILTIN_OPERATORS.items()})
 
 
 _REDUCERS = (_Op.MEAN, _Op.SUM, _Op.REDUCE_PROD, _Op.REDUCE_MAX, _Op.REDUCE_MIN, _Op.REDUCE_ANY, _Op.REDUCE_ALL)
@@ -145,7 +86,6 @@ VALUE_SHAPED = frozenset(
         _Op.READ_VARIABLE,
     }
 )
-_CUSTOM = 32
 #: builtin codes up to this are known to this module's tables; newer ones count as unknown
 _KNOWN_UP_TO = 161
 
@@ -203,7 +143,7 @@ def _dynamic_reason(
     node: Node, graph: Graph, value: Callable[[int], np.ndarray | None], name_of: Callable[[Node], str]
 ) -> str | None:
     label = name_of(node)
-    if node.op == _CUSTOM or node.op > _KNOWN_UP_TO:
+    if node.op == _Op.CUSTOM or node.op > _KNOWN_UP_TO:
         return f"{label} is an op whose output shapes are not known before it runs"
     if node.op in VALUE_SHAPED:
         return f"{label} computes its output shapes when it runs"
