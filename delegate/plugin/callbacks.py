@@ -385,7 +385,7 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: _Prep
     graph = prep.graph = capture_graph(context, plan)
     if _propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
         native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
-    prep.static = resolve(graph, plan, lambda n: n.name)
+    prep.static = resolve(graph, plan)
     supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
     chosen = _largest_partitions(context, supported, options.max_delegated_partitions)
     for index in set(supported) - set(chosen):
@@ -728,15 +728,13 @@ def _recompile(context: Any, entry: _Kernel, kernel: Any) -> None:
     assert state is not None and entry.report is not None
     nodes, inputs, outputs = entry.partition
     graph = capture_tensors(context, entry.nodes)
-    static = resolve(graph, entry.plan, lambda n: n.name)
-    fold_values(graph, static)
-    fold_constants(graph, dequantize=state.options.enable_quantized_inference)
-    for index in nodes:
-        node = graph.nodes[index]
-        folded = node.outputs and all(graph.tensor(o).is_constant for o in node.outputs)
-        reason = None if folded else unsupported_reason(node, graph) or static.reason(node)
-        if reason is not None:
-            raise DelegateError(f"{node.name} cannot run on the delegate with the new shapes: {reason}")
+    static = resolve(graph, entry.plan)
+    # The partition's nodes must still be the ones Prepare would claim with these shapes.
+    supported, unsupported = _supported_nodes(graph, entry.plan, state.options, static)
+    lost = [graph.nodes[i].name for i in nodes if i not in supported]
+    if lost:
+        why = unsupported.get(lost[0], "not claimed")
+        raise DelegateError(f"{lost[0]} cannot run on the delegate with the new shapes: {why}")
     prep = _Preparing(graph, entry.report, entry.plan, static)
     start = time.perf_counter()
     runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
