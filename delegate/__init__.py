@@ -1,9 +1,11 @@
 """An OpenCL GPU delegate for TensorFlow Lite.
 
-What exists today: the InferenceContext file format (the compiled GPU program
-of a model, schemas/serialization.fbs) written from Python and read by a
-verifying native reader, and TFLite's acceleration settings messages
-(schemas/configuration.proto).
+``delegate.Interpreter(model, settings=..., **options)`` is the TFLite host's Interpreter
+(ai-edge-litert, or tflite-runtime) with the delegate attached; ``delegate.load_delegate`` gives
+the delegate object for an interpreter of your own. Under them: a compiler from TFLite graphs to
+OpenCL kernels, the InferenceContext file format (schemas/serialization.fbs) it writes and a
+verifying native reader, and the OpenCL runtime. TFLite's acceleration settings protos
+(schemas/configuration.proto) configure it.
 """
 
 from typing import TYPE_CHECKING
@@ -20,8 +22,10 @@ from .errors import (
     ProgramBuildError,
     SettingsError,
 )
+from .interpreter import DelegatedInterpreter
 
 if TYPE_CHECKING:
+    from .api import Interpreter, delegate_state, load_delegate
     from .context.writer import serialize_context, write_context
 
 
@@ -47,6 +51,7 @@ __all__ = [
     "ContextFile",
     "ContextFormatError",
     "DelegateError",
+    "DelegatedInterpreter",
     "DeviceNotFoundError",
     "DeviceResourceError",
     "ExecutionError",

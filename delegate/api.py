@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -10,30 +9,26 @@ from typing import TYPE_CHECKING, Any
 from . import _native
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
+from .host import HostInfo, describe_host, host_module
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
 
 if TYPE_CHECKING:  # the settings (protobuf) load only when settings are given: a faster warm start
+    from .interpreter import DelegatedInterpreter
     from .settings.mapping import Effective
-
-_HOSTS = ("tflite_runtime.interpreter", "ai_edge_litert.interpreter")
 
 
 def host_runtime() -> ModuleType:
-    """The installed TFLite Python runtime: tflite-runtime first, else ai-edge-litert.
+    """The TFLite Python runtime's interpreter module: ai-edge-litert, else tflite-runtime.
 
-    ``DELEGATE_TFLITE_HOST=ai_edge_litert`` (or ``tflite_runtime``) picks one explicitly.
+    ``DELEGATE_TFLITE_HOST`` (``litert``, ``ai-edge-litert``, ``tflite-runtime``, ...) picks one.
     """
-    errors = []
-    chosen = os.environ.get("DELEGATE_TFLITE_HOST")
-    for name in [f"{chosen}.interpreter"] if chosen else _HOSTS:
-        try:
-            return importlib.import_module(name)
-        except ImportError as exc:
-            errors.append(f"{name}: {exc}")
-    raise DelegateError(
-        "no TFLite runtime is installed: pip install tflite-runtime (or ai-edge-litert); " + "; ".join(errors)
-    )
+    return host_module()[1]
+
+
+def current_host() -> HostInfo:
+    """Which host ``host_runtime`` gives, with its version and numpy's."""
+    return describe_host(host_module()[0])
 
 
 def plugin_path() -> str:
@@ -101,9 +96,17 @@ def load_delegate(settings: Any = None, **options: Any) -> Any:
                 "use delegate.Interpreter(model, settings=...) to run them"
             )
         options = {**effective.options, **options}
-    DelegateOptions.parse({k: str(v) for k, v in options.items()})  # clear errors before the host's wrapping
-    host = host_runtime()
-    return host.load_delegate(plugin_path(), {k: str(v) for k, v in options.items()})
+    parsed = DelegateOptions.parse({k: str(v) for k, v in options.items()})  # clear errors before the host's wrapping
+    if parsed.device:
+        from .runtime.device import select_device
+
+        select_device(parsed.device)  # an unknown device: DeviceNotFoundError, not the host's "Failed to load"
+    host, module = host_module()
+    host_delegate = module.load_delegate(plugin_path(), {k: str(v) for k, v in options.items()})
+    state = delegate_state(host_delegate)
+    if state is not None:
+        state.host = describe_host(host)
+    return host_delegate
 
 
 def delegate_state(host_delegate: Any) -> DelegateState | None:
@@ -119,7 +122,9 @@ _INTERPRETER_ARGS = {
 }
 
 
-def Interpreter(model_path: str | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any) -> Any:
+def Interpreter(
+    model_path: str | os.PathLike[str] | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any
+) -> DelegatedInterpreter:
     """A host-runtime Interpreter configured by ``settings`` and/or delegate options.
 
     Settings that ask for the GPU (the default) attach this delegate; delegate NONE and
@@ -128,6 +133,8 @@ def Interpreter(model_path: str | None = None, settings: Any = None, settings_ty
     The delegate object is at ``interpreter.opencl_delegate`` (None on CPU), its state at
     ``interpreter.opencl`` and the mapping of the settings at ``interpreter.effective``.
     """
+    if model_path is not None:
+        model_path = os.fspath(model_path)
     host = host_runtime()
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
     effective = None

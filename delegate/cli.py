@@ -1,4 +1,5 @@
-"""Command line: ``python -m delegate {inspect,run,devices,demo}``."""
+"""Command line: ``python -m delegate`` (or ``tflite-opencl-delegate``) with run, inspect, settings,
+minibenchmark, devices and demo."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 from ._generated import configuration_pb2
+from .cli_progress import progress_line
 from .context import ContextFile, write_context
 from .context.summary import format_summary, summarize
 from .context.synthetic import synthetic_mobilenet
@@ -110,9 +112,16 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings_type = getattr(configuration_pb2, args.settings_type)
         shapes = parse_input_shapes(args.input_shape)
-        result = run_model(
-            str(args.file), options, args.runs, settings=args.settings, settings_type=settings_type, input_shapes=shapes
-        )
+        with progress_line(not args.quiet):
+            result = run_model(
+                str(args.file),
+                options,
+                args.runs,
+                progress=not args.quiet,
+                settings=args.settings,
+                settings_type=settings_type,
+                input_shapes=shapes,
+            )
     except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
         print(f"error: {error_message(exc)}", file=sys.stderr)
         return 2
@@ -178,6 +187,8 @@ def _minibenchmark(args: argparse.Namespace) -> int:
         print(f"no --settings given: trying {names}", file=sys.stderr)
 
     def progress(done: int, total: int, label: str) -> None:
+        if args.quiet or not sys.stderr.isatty():
+            return
         bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
         end = "\n" if done == total else ""
         print(f"\r[{bar}] {done}/{total} {label[:40]:<40}", end=end, file=sys.stderr, flush=True)
@@ -246,10 +257,18 @@ def _devices(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.output:
+        out_dir = Path(args.output)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return _demo_in(out_dir, args.device)
+    with tempfile.TemporaryDirectory(prefix="delegate-demo-") as tmp:
+        return _demo_in(Path(tmp), args.device)
+
+
+def _demo_in(out_dir: Path, device: str | None) -> int:
+    """The file format and runtime by themselves, on a synthetic context (``run`` is the delegate on a model)."""
     from ._generated.serialization_generated import InferenceContextT
 
-    out_dir = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="delegate-demo-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "mobilenet_v2_synthetic.ctx"
     context = synthetic_mobilenet()
     write_context(context, path)
@@ -268,23 +287,48 @@ def _demo(args: argparse.Namespace) -> int:
         f"parse: native reader {native_s * 1e6:.0f} us, Python flatbuffers object API {python_s * 1e3:.1f} ms"
         f" ({python_s / native_s:.0f}x)"
     )
-    _run_on_device(path, args.device, 5)
+    _run_on_device(path, device, 5)
     print(
-        "note: the compiler from TFLite models and the TFLite plugin are not built yet; this context is a"
-        " synthetic MobileNetV2-shaped program with plain kernels and random weights."
+        "note: this context is a synthetic MobileNetV2-shaped program with plain kernels and random weights,"
+        " which shows the file format and the runtime by themselves; `run MODEL.tflite` compiles a real model"
+        " and runs it through TFLite with the delegate"
     )
     return 0
 
 
+def program_name(argv0: str | None = None) -> str:
+    """How the user started us: ``python -m delegate`` or the console script's name."""
+    name = Path(argv0 if argv0 is not None else sys.argv[0]).name
+    return "python -m delegate" if name in ("__main__.py", "") or name.startswith("python") else name
+
+
+def version_text() -> str:
+    """The package's version and the TFLite hosts installed (read from metadata: nothing imported)."""
+    from . import __version__
+    from .host import installed_hosts
+
+    found = installed_hosts()
+    hosts = ", ".join(f"{h.name} {h.version}" for h in found) or "none installed"
+    numpy_version = found[0].numpy_version if found else "?"
+    return f"tflite-opencl-delegate {__version__} (TFLite hosts: {hosts}; numpy {numpy_version})"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m delegate", description="OpenCL GPU delegate for TFLite.")
+    parser = argparse.ArgumentParser(
+        prog=program_name(),
+        description="OpenCL GPU delegate for TFLite.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # --version's line unwrapped
+    )
+    parser.add_argument("--version", action="version", version=version_text())
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="summarize an InferenceContext file")
     inspect.add_argument("file", type=Path)
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
     inspect.set_defaults(run=_inspect)
     demo = commands.add_parser("demo", help="write a MobileNetV2-sized context, read it back natively and inspect it")
-    demo.add_argument("--output", help="directory for the context file (default: a new temporary one)")
+    demo.add_argument(
+        "--output", help="directory to keep the context file in (default: a temporary one, removed afterwards)"
+    )
     demo.add_argument(
         "--device", help="OpenCL device: 'P:D', an index, or part of its name (default: a GPU, else PoCL)"
     )
@@ -320,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         " models whose stored input shape is a placeholder (shape_signature -1)",
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown only on a terminal)")
     run.set_defaults(run=_run)
     settings = commands.add_parser("settings", help="show, convert or validate an acceleration settings file")
     settings.add_argument("action", choices=["show", "convert", "validate"])
@@ -337,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--runs", type=int, default=10, help="timed invokes per settings (default 10)")
     mb.add_argument("--timeout", type=float, default=600.0, help="seconds each settings may take (default 600)")
     mb.add_argument("--json", action="store_true")
+    mb.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown only on a terminal)")
     mb.set_defaults(run=_minibenchmark)
     devices = commands.add_parser("devices", help="list OpenCL devices (* marks the default)")
     devices.set_defaults(run=_devices)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .api import Interpreter, host_runtime
+from .api import Interpreter, current_host, host_runtime
 from .plugin import DelegateState
 from .plugin.options import DelegateOptions
 
@@ -246,8 +246,10 @@ def run_model(
     # A random-weight classifier's softmax is one value everywhere: then the error says little
     # (single values, a wake-word score, say nothing of the kind).
     constant = any(b.size > 1 for b in reference) and all(b.size <= 1 or b.min() == b.max() for b in reference)
+    host = current_host()
     return {
         "model": model,
+        "host": {"name": host.name, "version": host.version, "numpy": host.numpy_version},
         "delegated_nodes": len(state.delegated_nodes),
         "total_nodes": state.total_nodes,
         "partitions": len(state.partitions),
@@ -316,6 +318,7 @@ def format_result(r: dict[str, Any]) -> str:
     rel = r["max_abs_error"] / r["max_abs_reference"] if r["max_abs_reference"] else 0.0
     lines = [
         f"model: {r['model']}",
+        f"host: {r['host']['name']} {r['host']['version']} (numpy {r['host']['numpy']})",
         f"engine: {r['engine']}"
         + (f" ({r['engine_reason']})" if r["engine_reason"] else "")
         + (f"; priorities {', '.join(r['priorities'])}" if r["priorities"] else "")

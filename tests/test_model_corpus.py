@@ -28,7 +28,7 @@ Run time on 2 cores shared with other work, tflite-runtime 2.14 (pose_detection 
 6 min 19 s (3 min 36 s of CPU) with empty program caches (PoCL builds every kernel, F32 and F16
 each: face_landmark, mobilenet_v2 and face_detection take 30-55 s a precision), 31 s with warm
 ones (the default program cache, ~/.cache/tflite-opencl-delegate, and PoCL's); under
-ai-edge-litert (scripts/test_litert.sh), warm, 55 s. Known failures on the code this was
+ai-edge-litert (scripts/test.sh), warm, 55 s. Known failures on the code this was
 written against: mediapipe__hand_recrop (wrong outputs, F32 and F16: relative error 0.45),
 basic-pitch__nmp (an empty RuntimeError, F32 and F16), mediapipe__pose_detection (a
 segmentation fault inside the interpreter's ModifyGraphWithDelegate, which ends the pytest

@@ -2,7 +2,7 @@
 
 Each stage of the delegate's Prepare (reading the graph, compiling, building a kernel, allocating
 device memory) is made to fail on real models, in a subprocess (tests/prepare_failure_driver.py),
-under the host this suite runs with (scripts/test_litert.sh runs it again under ai-edge-litert).
+under the host this suite runs with (scripts/test_tflite_runtime.sh runs it again under tflite-runtime).
 With compilation fallback the model runs on TFLite's CPU kernels, with a warning naming the cause;
 without it, the user gets an error naming the cause: when the interpreter is created, or, on a
 graph whose plan tflite-runtime 2.14 cannot restore after a failed Prepare (MediaPipe's pose

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import threading
 import time
 import traceback
@@ -29,6 +30,8 @@ from ..compiler.ops.conv_pair import PAIR_LOCAL_BYTES
 from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
 from ..compiler.shapes import StaticShapes, fold_values, resolve
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
+from ..host import HostInfo
+from ..progress import report_progress
 from ..runtime import Runtime, Tuning
 from ..runtime.device import describe, select_device
 from ..runtime.pocl_cpu import vector_floats
@@ -42,6 +45,8 @@ from .capture import (
     undo_unsafe_reason,
 )
 from .options import DelegateOptions
+
+log = logging.getLogger(__name__)
 
 _PLUGIN = "tflite-opencl-delegate"
 
@@ -120,6 +125,8 @@ class DelegateState:
     device: str = ""
     precision: str = ""
     storage_type: str = ""
+    #: the TFLite runtime this delegate was loaded into (set by ``delegate.load_delegate``)
+    host: HostInfo | None = None
     prepares: int = 0
     #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
     #: prepare at the same time (the GIL is released while the interpreter runs C code)
@@ -339,8 +346,10 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
     if not chosen:
         return chosen
     keep = set(chosen)
-    for nodes, inputs, outputs in _preview(context, chosen):
+    previews = _preview(context, chosen)
+    for number, (nodes, inputs, outputs) in enumerate(previews):
         start = time.perf_counter()
+        report_progress("compiling partitions", number, len(previews), f"{len(nodes)} nodes")
         try:
             runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
         except Exception as exc:  # any stage: capture of weights, compile, build, allocation
@@ -354,6 +363,7 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
                     prep.deferred[frozenset(nodes)] = f"{_PLUGIN}: {message}"
                     continue
                 raise DelegateError(message) from exc
+            log.warning("%s fall back to CPU: %s", _shown(names), cause)
             warnings.warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}", stacklevel=1)
             prep.report.fallbacks.append({"nodes": names, "cause": cause})
             for name in names:
@@ -361,6 +371,16 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
             keep -= set(nodes)
             continue
         prep.pending[frozenset(nodes)] = (runtime, cache_state, start)
+        log.info(
+            "partition %d of %d: %d nodes, %d kernels, ready in %.0f ms (serialization cache: %s)",
+            number + 1,
+            len(previews),
+            len(nodes),
+            len(runtime.node_names),
+            (time.perf_counter() - start) * 1e3,
+            cache_state,
+        )
+    report_progress("compiling partitions", len(previews), len(previews))
     return [n for n in chosen if n in keep]
 
 
@@ -394,6 +414,16 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: _Prep
     report.unsupported = unsupported
     chosen = _precompile(context, prep, chosen, state, undo_unsafe_reason(context, plan) is not None)
     report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
+    shown = list(report.unsupported.items())[:5]
+    log.info(
+        "subgraph %d: %d of %d nodes delegated in %d partition(s); on CPU: %s%s",
+        report.index,
+        len(report.delegated_nodes),
+        len(plan),
+        len(prep.pending),
+        ", ".join(f"{name} ({why})" for name, why in shown) or "nothing",
+        f" and {len(report.unsupported) - len(shown)} more" if len(report.unsupported) > len(shown) else "",
+    )
     if not chosen:
         return 0
     return _replace(context, native_delegate, chosen)
@@ -450,6 +480,7 @@ def _failed_prepare(
         prep.pending.clear()
         prep.report.delegated_nodes = []
     if state.options.compile_fallback:
+        log.warning("%s; the graph runs on TFLite's CPU kernels", message)
         warnings.warn(f"{message}; the graph runs on TFLite's CPU kernels", stacklevel=1)
         if prep is not None:
             prep.report.fallbacks.append({"nodes": ["(all)"], "cause": cause})
@@ -562,6 +593,7 @@ def _load_partition(
     else:
         program_cache = Path(options.program_cache)
     if folder is None:
+        log.debug("no serialization_dir: compiling the partition of %d nodes", len(nodes))
         ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
         runtime = _ready(
             _load_runtime(ctx_model, device, program_cache, options),
@@ -577,15 +609,20 @@ def _load_partition(
     if path.exists():
         try:
             payload = unseal(path.read_bytes(), f"cache entry {path}")
+            log.info("serialization cache hit: %s", path)
             return _ready(
                 _load_runtime(payload, device, program_cache, options),
                 options,
                 tune=False,
             ), "hit"
         except ContextFormatError as exc:
+            log.warning("cache entry %s is unreadable (%s); rebuilding it", path, exc.detail)
             warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
         except CacheIntegrityError as exc:
+            log.warning("%s; rebuilding it", exc)
             warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
+    else:
+        log.info("serialization cache miss: no entry %s (model, options, device or package version differ)", path)
     ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
     runtime = _ready(
         _load_runtime(ctx_model, device, program_cache, options),

@@ -18,8 +18,10 @@ when ``PYOPENCL_COMPILER_OUTPUT`` is set (the variable pyopencl reads for the sa
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,9 +31,12 @@ from .. import __version__
 from .._atomic import atomic_write, remove_stale_temps
 from .._integrity import seal, unseal
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
+from ..progress import report_progress
 from .device import DeviceInfo
 from .driver import Context, OpenCLError, Program
 from .source import KernelSource
+
+log = logging.getLogger(__name__)
 
 _MACRO = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
 #: a function defined at the top level of a kernel's code (a return type, a name, parameters, a
@@ -167,11 +172,14 @@ class ProgramBuilder:
             by_prelude.setdefault(src.prelude if src.body else src.text, []).append(index)
         built: dict[int, tuple[Program, str]] = {}
 
+        start, from_source, from_cache = time.perf_counter(), self.stats.built_from_source, self.stats.loaded_from_cache
+
         def separately(members: list[int]) -> None:
             for i in members:
                 built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
 
-        for prelude, members in by_prelude.items():
+        for group, (prelude, members) in enumerate(by_prelude.items()):
+            report_progress("building OpenCL programs", group, len(by_prelude), order[members[0]][1])
             if len(members) == 1 or any(not order[i][0].body for i in members):
                 separately(members)
                 continue
@@ -182,6 +190,14 @@ class ProgramBuilder:
                 separately(members)  # which kernel fails? (or, if none alone, keep them apart)
                 continue
             built.update({i: (program, f"k{i}") for i in members})
+        report_progress("building OpenCL programs", len(by_prelude), len(by_prelude))
+        log.info(
+            "programs for %d kernels: %d built from source, %d from the program cache, in %.2f s",
+            len(kernels),
+            self.stats.built_from_source - from_source,
+            self.stats.loaded_from_cache - from_cache,
+            time.perf_counter() - start,
+        )
         return [built[slot] for slot in slots]
 
 

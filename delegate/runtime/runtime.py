@@ -7,6 +7,7 @@ inputs, enqueues every kernel and downloads the outputs with no Python per node.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -23,6 +24,7 @@ from ..context import ContextFile, model
 from ..context.model import CalculationsPrecision, DataType, TensorStorageType, TensorToGrid
 from ..context.schedule import schedule_violation
 from ..errors import ContextFormatError, DeviceResourceError, ExecutionError, ProgramBuildError
+from ..progress import report_progress
 from . import driver, memory
 from . import persistent as persistent_kernels
 from .device import DeviceInfo, describe, select_device
@@ -33,6 +35,8 @@ from .opencl import cl_api, error_name
 from .persistent import ArenaSlice
 from .programs import BuildStats, ProgramBuilder, default_cache_dir
 from .source import KernelSource, SourceError, assemble, effective_precision
+
+log = logging.getLogger(__name__)
 
 _REQUIRED_SIZE = re.compile(r"reqd_work_group_size\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 
@@ -1063,8 +1067,10 @@ class Runtime:
             queue.timed_launch(kernel, global_size, local_size)  # the first launch compiles
             return min(queue.timed_launch(kernel, global_size, local_size) for _ in range(repeats))
 
+        step = f"tuning work-group sizes ({mode.value})"
         try:
             for k, index in enumerate(self._node_launches):
+                report_progress(step, k, len(self._node_launches), self._node_names[k])
                 kernel, _, local_now = self._launches[index]
                 grid = self._grids[k]
                 limit = driver.kernel_work_group_size(kernel, device)
@@ -1105,7 +1111,16 @@ class Runtime:
             queue.release()
             if changed:
                 self._install_plan()  # the new sizes, in persistent kernels too
-        return TuningReport(mode.value, tuned, time.perf_counter() - start)
+        report_progress(step, len(tuned), len(self._node_launches))
+        report = TuningReport(mode.value, tuned, time.perf_counter() - start)
+        log.info(
+            "tuned %d nodes (%s) in %.1f s: %d got another work-group size",
+            len(tuned),
+            mode.value,
+            report.seconds,
+            sum(t.before != t.after for t in tuned),
+        )
+        return report
 
     def launches(self) -> list[tuple[Any, tuple[int, ...], tuple[int, ...]]]:
         """The launches (pyopencl Kernel, global size, local size) the plan enqueues, for tools and

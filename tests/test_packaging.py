@@ -1,0 +1,85 @@
+"""What ``pip install`` gets: the sdist and the wheel, built from this checkout as PyPI would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    return sdist, wheel
+
+
+def test_the_wheel_is_abi3_typed_and_licensed(dists):
+    _, wheel = dists
+    assert wheel.name.endswith("-cp310-abi3-linux_x86_64.whl") or "-cp310-abi3-" in wheel.name, wheel.name
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "delegate/py.typed" in names
+    assert "delegate/_native.abi3.so" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert not any(n.startswith("tests/") for n in names)
+
+
+def test_the_metadata_states_license_urls_classifiers_and_hosts(dists):
+    _, wheel = dists
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    metadata = Parser().parsestr(text)
+    assert metadata["License-Expression"] == "Apache-2.0"
+    urls = metadata.get_all("Project-URL") or []
+    assert any(u.startswith("Homepage, https://") for u in urls) and any(u.startswith("Issues, ") for u in urls)
+    classifiers = metadata.get_all("Classifier") or []
+    assert "Typing :: Typed" in classifiers
+    assert {f"Programming Language :: Python :: 3.{minor}" for minor in (10, 11, 12, 13)} <= set(classifiers)
+    requires = metadata.get_all("Requires-Dist") or []
+    assert "ai-edge-litert>=2.0" in requires
+    # tflite-runtime and a numpy < 2 bound only come with the extra that asks for them
+    assert all("extra ==" in r for r in requires if r.startswith("tflite-runtime") or ("<2" in r and "numpy" in r))
+    assert metadata["Requires-Python"] == ">=3.10"
+
+
+def test_the_sdist_carries_docs_schemas_license_and_sources(dists):
+    sdist, _ = dists
+    with tarfile.open(sdist) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+    for needed in (
+        "LICENSE",
+        "README.md",
+        "schemas/serialization.fbs",
+        "schemas/configuration.proto",
+        "docs/runtime.md",
+        "docs/plugin.md",
+        "csrc/plugin.c",
+        "delegate/py.typed",
+    ):
+        assert needed in names, needed
+    assert not any(n.endswith((".so", ".pyc")) for n in names)
+
+
+def test_build_requires_match_the_license_metadata():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    requires = project["build-system"]["requires"]
+    # A PEP 639 license expression (a string `license`) and license-files need setuptools 77+.
+    assert isinstance(project["project"]["license"], str)
+    setuptools = next(r for r in requires if r.startswith("setuptools"))
+    assert setuptools == "setuptools>=77"
