@@ -5,7 +5,8 @@ names a type; binary protos say nothing of their type and are read as the type t
 ``ComputeSettings`` (``message_types.BINARY_DEFAULT``) by default. Bytes that do not decode cleanly
 as that type (fields it does not have, wire types that do not match, enum values it does not
 define, string fields that are not text) are refused rather than read as a different
-configuration.
+configuration. Strings holding control characters (what a nested message read as a string looks
+like) are refused in every format.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ def parse_settings(
                     "and text and JSON are typed by their content)"
                 )
         raise SettingsError(f"{source}: not a valid {fmt.value} {chosen.DESCRIPTOR.name}: {exc}{hint}") from exc
+    bad = _bad_string(message, chosen.DESCRIPTOR.name)
+    if bad:  # as in binary: these strings are names, paths and tokens
+        raise SettingsError(f"{source}: not a valid {fmt.value} {chosen.DESCRIPTOR.name}: string field {bad}")
     return message
 
 
@@ -112,17 +116,14 @@ def _parse_binary(data: bytes | str, kind: type[Message], source: str) -> Messag
         message.ParseFromString(data)
     except DecodeError as exc:
         raise SettingsError(f"{source}: not a valid binary {name}: {exc}; {_pass_the_type(name)}") from exc
+    bad = _bad_string(message, name)
+    if bad:
+        raise SettingsError(f"{source}: not a clean binary {name}: string field {bad}; {_pass_the_type(name)}")
     unknown = _unknown_fields_at(message, name)
     if unknown:
         raise SettingsError(
             f"{source}: not a clean binary {name}: {unknown} holds fields, wire types or enum values that "
             f"{name} does not define; {_pass_the_type(name)}"
-        )
-    bad = _bad_string(message, name)
-    if bad:
-        raise SettingsError(
-            f"{source}: not a clean binary {name}: string field {bad} is not text (not UTF-8, or control "
-            f"characters); {_pass_the_type(name)}"
         )
     return message
 
@@ -144,12 +145,16 @@ def _unknown_fields_at(message: Message, path: str) -> str | None:
     return path
 
 
-def _is_text(value: object) -> bool:
-    return isinstance(value, str) and not any(ord(c) < 0x20 and c not in "\t\n\r" for c in value)
+def _string_problem(value: object) -> str | None:
+    if not isinstance(value, str):
+        return "is not valid UTF-8"
+    if any(ord(c) < 0x20 and c not in "\t\n\r" for c in value):
+        return "holds control characters"
+    return None
 
 
 def _bad_string(message: Message, path: str) -> str | None:
-    """The path of a string field that is not text.
+    """The path of a string field that is not text, and what is wrong with it.
 
     Binary protos do not check UTF-8: such a value comes back as ``bytes`` where a ``str`` belongs,
     and the text and JSON forms of the message could not be read back. Control characters are
@@ -159,8 +164,9 @@ def _bad_string(message: Message, path: str) -> str | None:
     for desc, value in message.ListFields():
         where = f"{path}.{desc.name}"
         values = value if desc.is_repeated else [value]
-        if desc.type == desc.TYPE_STRING and not all(_is_text(v) for v in values):
-            return where
+        problems = [p for p in map(_string_problem, values) if p] if desc.type == desc.TYPE_STRING else []
+        if problems:
+            return f"{where} {problems[0]}"
         if desc.type == desc.TYPE_MESSAGE:
             for index, item in enumerate(values):
                 bad = _bad_string(item, f"{where}[{index}]" if desc.is_repeated else where)
