@@ -81,21 +81,24 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
     return resolve(message, info.vendor, info.name, info.is_gpu)
 
 
-def load_delegate(settings: Any = None, **options: Any) -> Any:
+def load_delegate(settings: Any = None, settings_type: Any = None, **options: Any) -> Any:
     """The host runtime's delegate object for this OpenCL delegate.
 
     ``settings``: TFLite's acceleration settings (ComputeSettings or TFLiteSettings: a message,
     serialized bytes, a .textproto/.pbtxt/.json/binary file, or a dict), mapped as upstream maps
-    them; they must ask for the GPU. ``options`` (see ``DelegateOptions``) override them.
+    them; they must ask for the GPU. ``settings_type`` ("TFLiteSettings", "ComputeSettings" or the
+    class) says what bytes or a binary file hold (default ComputeSettings; text, JSON and dicts
+    are typed by their fields). ``options`` (see ``DelegateOptions``; upstream's names such as
+    ``is_precision_loss_allowed`` too) override them.
     """
     if settings is not None:
-        effective = effective_settings(settings, options.get("device"))
+        effective = effective_settings(settings, options.get("device"), settings_type)
         if effective.engine != "gpu":
             raise DelegateError(
                 f"these settings do not ask for the GPU delegate ({effective.reason}); "
                 "use delegate.Interpreter(model, settings=...) to run them"
             )
-        options = {**effective.options, **options}
+        options = _over_settings(effective.options, options)
     parsed = DelegateOptions.parse({k: str(v) for k, v in options.items()})  # clear errors before the host's wrapping
     if parsed.device:
         from .runtime.device import select_device
@@ -107,6 +110,14 @@ def load_delegate(settings: Any = None, **options: Any) -> Any:
     if state is not None:
         state.host = describe_host(host)
     return host_delegate
+
+
+def _over_settings(from_settings: dict[str, str], options: dict[str, Any]) -> dict[str, str]:
+    """The caller's options over those the settings chose, upstream's names translated first (so an
+    option such as ``is_precision_loss_allowed`` replaces the precision the settings chose)."""
+    from .plugin.upstream_options import translate
+
+    return {**from_settings, **translate(options)}
 
 
 def delegate_state(host_delegate: Any) -> DelegateState | None:
@@ -126,6 +137,9 @@ def Interpreter(
     model_path: str | os.PathLike[str] | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any
 ) -> DelegatedInterpreter:
     """A host-runtime Interpreter configured by ``settings`` and/or delegate options.
+
+    ``settings_type`` ("TFLiteSettings", "ComputeSettings" or the class) is what bytes or a binary
+    settings file hold (default ComputeSettings); text, JSON and dicts are typed by their fields.
 
     Settings that ask for the GPU (the default) attach this delegate; delegate NONE and
     ``preference: FORCE_CPU`` give TFLite's builtin kernels with no delegate at all, XNNPACK the
@@ -150,7 +164,7 @@ def Interpreter(
             interpreter = host.Interpreter(model_path=model_path, **interpreter_args)
             interpreter.opencl_delegate, interpreter.opencl, interpreter.effective = None, None, effective
             return interpreter
-        kwargs = {**effective.options, **kwargs}
+        kwargs = _over_settings(effective.options, kwargs)
     delegate = load_delegate(**kwargs)
     try:
         interpreter = host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)

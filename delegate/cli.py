@@ -110,7 +110,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.device:
         options["device"] = args.device
     try:
-        settings_type = getattr(configuration_pb2, args.settings_type)
         shapes = parse_input_shapes(args.input_shape)
         with progress_line(not args.quiet):
             result = run_model(
@@ -119,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
                 args.runs,
                 progress=not args.quiet,
                 settings=args.settings,
-                settings_type=settings_type,
+                settings_type=args.settings_type,
                 input_shapes=shapes,
             )
     except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
@@ -133,10 +132,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> int:
-    from .settings import SettingsFormat, format_settings, load_settings_file
+    from .settings import ANY_SETTINGS, SettingsFormat, format_settings, load_settings_file
 
-    kind = getattr(configuration_pb2, args.settings_type)
-    message = load_settings_file(args.file, kind)
+    message = load_settings_file(args.file, args.settings_type, candidates=ANY_SETTINGS)
     if args.action == "show":
         fmt = SettingsFormat.JSON if args.format == "json" else SettingsFormat.TEXT
         print(format_settings(message, fmt), end="" if fmt is SettingsFormat.TEXT else "\n")
@@ -148,16 +146,25 @@ def _settings(args: argparse.Namespace) -> int:
         args.out.write_bytes(data if isinstance(data, bytes) else data.encode())
         print(f"wrote {args.out} ({SettingsFormat.for_path(args.out).value})")
     else:
-        from .api import effective_settings
-
-        effective = effective_settings(message)
-        print(f"{args.file}: valid {kind.DESCRIPTOR.name}")
-        print(f"engine: {effective.engine}" + (f" ({effective.reason})" if effective.reason else ""))
-        if effective.engine == "gpu":
-            print(f"priorities: {', '.join(effective.priorities)}")
-            print("options: " + ", ".join(f"{k}={v}" for k, v in effective.options.items()))
-        print(f"fallback: compilation {effective.compile_fallback}, execution {effective.execution_fallback}")
+        print(f"{args.file}: valid {message.DESCRIPTOR.name}")
+        if isinstance(message, configuration_pb2.MinibenchmarkSettings):
+            for number, tfl in enumerate(message.settings_to_test, 1):
+                print(f"settings_to_test {number}:")
+                _print_effective(tfl)
+        else:
+            _print_effective(message)
     return 0
+
+
+def _print_effective(message: object) -> None:
+    from .api import effective_settings
+
+    effective = effective_settings(message)
+    print(f"engine: {effective.engine}" + (f" ({effective.reason})" if effective.reason else ""))
+    if effective.engine == "gpu":
+        print(f"priorities: {', '.join(effective.priorities)}")
+        print("options: " + ", ".join(f"{k}={v}" for k, v in effective.options.items()))
+    print(f"fallback: compilation {effective.compile_fallback}, execution {effective.execution_fallback}")
 
 
 def _minibenchmark(args: argparse.Namespace) -> int:
@@ -172,9 +179,8 @@ def _minibenchmark(args: argparse.Namespace) -> int:
         settings.model_file.filename = str(args.model)
     if args.storage:
         settings.storage_paths.storage_file_path = str(args.storage)
-    kind = getattr(configuration_pb2, args.settings_type)
     for path in args.settings:
-        message = load_settings_file(path, kind)
+        message = load_settings_file(path, args.settings_type)
         tfl = message.tflite_settings if isinstance(message, configuration_pb2.ComputeSettings) else message
         settings.settings_to_test.add().CopyFrom(tfl)
 
@@ -313,6 +319,12 @@ def version_text() -> str:
     return f"tflite-opencl-delegate {__version__} (TFLite hosts: {hosts}; numpy {numpy_version})"
 
 
+_RUNNABLE_TYPES = ["ComputeSettings", "TFLiteSettings"]
+_SETTINGS_TYPE_HELP = (
+    "the message a binary settings file holds (default ComputeSettings); text and JSON files are typed by their fields"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=program_name(),
@@ -349,12 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a delegate option (precision, storage_type, model_token, ...); repeatable",
     )
     run.add_argument("--settings", type=Path, help="acceleration settings: .textproto/.pbtxt/.json or binary")
-    run.add_argument(
-        "--settings-type",
-        default="ComputeSettings",
-        choices=["ComputeSettings", "TFLiteSettings"],
-        help="the message a settings file holds (default ComputeSettings)",
-    )
+    run.add_argument("--settings-type", choices=_RUNNABLE_TYPES, help=_SETTINGS_TYPE_HELP)
     run.add_argument(
         "--input-shape",
         action="append",
@@ -370,13 +377,15 @@ def build_parser() -> argparse.ArgumentParser:
     settings.add_argument("action", choices=["show", "convert", "validate"])
     settings.add_argument("file", type=Path)
     settings.add_argument("out", type=Path, nargs="?", help="convert: the output file (format by extension)")
-    settings.add_argument("--settings-type", default="ComputeSettings", choices=["ComputeSettings", "TFLiteSettings"])
+    settings.add_argument(
+        "--settings-type", choices=[*_RUNNABLE_TYPES, "MinibenchmarkSettings"], help=_SETTINGS_TYPE_HELP
+    )
     settings.add_argument("--format", choices=["text", "json"], default="text", help="show: the form printed")
     settings.set_defaults(run=_settings)
     mb = commands.add_parser("minibenchmark", help="find the fastest correct acceleration settings for a model")
     mb.add_argument("model", type=Path, nargs="?", help="the .tflite model (or model_file in --minibenchmark-settings)")
     mb.add_argument("--settings", type=Path, action="append", default=[], help="a settings file to try; repeatable")
-    mb.add_argument("--settings-type", default="TFLiteSettings", choices=["TFLiteSettings", "ComputeSettings"])
+    mb.add_argument("--settings-type", choices=_RUNNABLE_TYPES, help=_SETTINGS_TYPE_HELP)
     mb.add_argument("--minibenchmark-settings", type=Path, help="a MinibenchmarkSettings file")
     mb.add_argument("--storage", type=Path, help="events file (the decision goes to STORAGE.best.fb)")
     mb.add_argument("--runs", type=int, default=10, help="timed invokes per settings (default 10)")

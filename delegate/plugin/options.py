@@ -58,10 +58,18 @@ class DelegateOptions:
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
+        """The options from ``load_delegate``'s strings: this delegate's names, or upstream's
+        (``upstream_options``: ``is_precision_loss_allowed``, ``inference_priority1`` ...)."""
+        from .upstream_options import UPSTREAM_NAMES, translate
+
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(pairs) - known)
+        unknown = sorted(set(pairs) - known - UPSTREAM_NAMES)
         if unknown:
-            raise OptionsError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise OptionsError(
+                f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}; "
+                f"upstream's names: {', '.join(sorted(UPSTREAM_NAMES))}"
+            )
+        pairs = translate(pairs)
         values: dict[str, object] = {}
         for key, raw in pairs.items():
             text = str(raw).strip()

@@ -1,21 +1,28 @@
 """Read and write settings messages as binary protobuf, text format or JSON.
 
-Binary protos do not say which message they hold: bytes are parsed as the
-``message_type`` the caller gives, ``ComputeSettings`` by default (the
-top-level message), for text and JSON too.
+Text and JSON are typed by their content (``message_types.type_for_fields``) unless the caller
+names a type; binary protos say nothing of their type and are read as the type the caller names,
+``ComputeSettings`` (``message_types.BINARY_DEFAULT``) by default. Bytes that do not decode cleanly
+as that type (fields it does not have, wire types that do not match, enum values it does not
+define, string fields that are not text) are refused rather than read as a different
+configuration. Strings holding control characters (what a nested message read as a string looks
+like) are refused in every format.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import json_format, text_format
 from google.protobuf.message import DecodeError, Message
 
-from .._generated import configuration_pb2
 from ..errors import SettingsError
+from .message_types import BINARY_DEFAULT, RUNNABLE, message_type, top_level_text_fields, type_for_fields
 
 
 class SettingsFormat(Enum):
@@ -34,49 +41,135 @@ class SettingsFormat(Enum):
         return cls.BINARY
 
 
+def _pass_the_type(name: str) -> str:
+    other = "TFLiteSettings" if name != "TFLiteSettings" else "ComputeSettings"
+    return (
+        f"binary settings are read as {name} unless told otherwise: if the file holds another message, "
+        f'pass its type (--settings-type {other}, or settings_type="{other}" in Python)'
+    )
+
+
+def content_type(text: str, fmt: SettingsFormat, candidates: Sequence[type[Message]], source: str) -> type[Message]:
+    """The message a text or JSON document holds, by its top-level fields; candidates[0] when it sets none."""
+    if fmt is SettingsFormat.JSON:
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise SettingsError(f"{source}: not valid JSON: {exc}") from exc
+        names = list(document) if isinstance(document, dict) else []
+    else:
+        names = top_level_text_fields(text)
+    return type_for_fields(names, candidates, source) or candidates[0]
+
+
 def parse_settings(
     data: bytes | str,
     fmt: SettingsFormat,
-    message_type: type[Message] = configuration_pb2.ComputeSettings,
+    kind: Any = None,
     *,
     source: str = "<settings>",
+    candidates: Sequence[type[Message]] = RUNNABLE,
 ) -> Message:
-    """Parse ``data`` into a new ``message_type``; raises SettingsError naming ``source``."""
-    message = message_type()
-    name = message_type.DESCRIPTOR.name
+    """Parse ``data`` into a new message; raises SettingsError naming ``source``.
+
+    ``kind`` (a message class or its name) is the type to read; without it text and JSON are typed
+    by their content among ``candidates`` and binary is read as ``BINARY_DEFAULT``.
+    """
+    if fmt is SettingsFormat.BINARY:
+        return _parse_binary(data, message_type(kind) if kind is not None else BINARY_DEFAULT, source)
     try:
-        if fmt is SettingsFormat.BINARY:
-            if isinstance(data, str):
-                raise SettingsError(f"{source}: binary settings must be bytes, not text")
-            message.ParseFromString(data)
-            bad = _non_utf8_string(message, name)
-            if bad:
-                raise SettingsError(f"{source}: not a valid binary {name}: string field {bad} is not valid UTF-8")
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{source}: not a valid {fmt.value} settings file: {exc}") from exc
+    chosen = message_type(kind) if kind is not None else content_type(text, fmt, candidates, source)
+    message = chosen()
+    try:
+        if fmt is SettingsFormat.TEXT:
+            text_format.Parse(text, message)
         else:
-            text = data.decode("utf-8") if isinstance(data, bytes) else data
-            if fmt is SettingsFormat.TEXT:
-                text_format.Parse(text, message)
-            else:
-                json_format.Parse(text, message)
-    except (DecodeError, text_format.ParseError, json_format.ParseError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"{source}: not a valid {fmt.value} {name}: {exc}") from exc
+            json_format.Parse(text, message)
+    except (text_format.ParseError, json_format.ParseError) as exc:
+        hint = ""
+        if kind is not None:
+            try:
+                detected = content_type(text, fmt, candidates, source)
+            except SettingsError:
+                detected = chosen
+            if detected is not chosen:
+                hint = (
+                    f" (its fields are those of a {detected.DESCRIPTOR.name}: leave out the type, "
+                    "and text and JSON are typed by their content)"
+                )
+        raise SettingsError(f"{source}: not a valid {fmt.value} {chosen.DESCRIPTOR.name}: {exc}{hint}") from exc
+    bad = _bad_string(message, chosen.DESCRIPTOR.name)
+    if bad:  # as in binary: these strings are names, paths and tokens
+        raise SettingsError(f"{source}: not a valid {fmt.value} {chosen.DESCRIPTOR.name}: string field {bad}")
     return message
 
 
-def _non_utf8_string(message: Message, path: str) -> str | None:
-    """The path of a string field holding bytes that are not UTF-8 (binary protos do not check it).
+def _parse_binary(data: bytes | str, kind: type[Message], source: str) -> Message:
+    name = kind.DESCRIPTOR.name
+    if isinstance(data, str):
+        raise SettingsError(f"{source}: binary settings must be bytes, not text")
+    message = kind()
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise SettingsError(f"{source}: not a valid binary {name}: {exc}; {_pass_the_type(name)}") from exc
+    bad = _bad_string(message, name)
+    if bad:
+        raise SettingsError(f"{source}: not a clean binary {name}: string field {bad}; {_pass_the_type(name)}")
+    unknown = _unknown_fields_at(message, name)
+    if unknown:
+        raise SettingsError(
+            f"{source}: not a clean binary {name}: {unknown} holds fields, wire types or enum values that "
+            f"{name} does not define; {_pass_the_type(name)}"
+        )
+    return message
 
-    Such a value comes back as ``bytes`` where a ``str`` belongs, and the text and JSON forms of
-    the message could not be read back.
+
+def _unknown_fields_at(message: Message, path: str) -> str | None:
+    """The innermost message under ``message`` that carries unknown fields (parsed but not in the schema)."""
+    clean = type(message)()
+    clean.CopyFrom(message)
+    clean.DiscardUnknownFields()
+    if clean.ByteSize() == message.ByteSize():
+        return None
+    for desc, value in message.ListFields():
+        if desc.type != desc.TYPE_MESSAGE:
+            continue
+        for index, item in enumerate(value if desc.is_repeated else [value]):
+            inner = _unknown_fields_at(item, f"{path}.{desc.name}" + (f"[{index}]" if desc.is_repeated else ""))
+            if inner:
+                return inner
+    return path
+
+
+def _string_problem(value: object) -> str | None:
+    if not isinstance(value, str):
+        return "is not valid UTF-8"
+    if any(ord(c) < 0x20 and c not in "\t\n\r" for c in value):
+        return "holds control characters"
+    return None
+
+
+def _bad_string(message: Message, path: str) -> str | None:
+    """The path of a string field that is not text, and what is wrong with it.
+
+    Binary protos do not check UTF-8: such a value comes back as ``bytes`` where a ``str`` belongs,
+    and the text and JSON forms of the message could not be read back. Control characters are
+    what a nested message read as a string looks like; the strings of these messages are names,
+    paths and tokens.
     """
     for desc, value in message.ListFields():
         where = f"{path}.{desc.name}"
         values = value if desc.is_repeated else [value]
-        if desc.type == desc.TYPE_STRING and any(isinstance(v, bytes) for v in values):
-            return where
+        problems = [p for p in map(_string_problem, values) if p] if desc.type == desc.TYPE_STRING else []
+        if problems:
+            return f"{where} {problems[0]}"
         if desc.type == desc.TYPE_MESSAGE:
             for index, item in enumerate(values):
-                bad = _non_utf8_string(item, f"{where}[{index}]" if desc.is_repeated else where)
+                bad = _bad_string(item, f"{where}[{index}]" if desc.is_repeated else where)
                 if bad:
                     return bad
     return None
@@ -93,13 +186,17 @@ def format_settings(message: Message, fmt: SettingsFormat) -> bytes | str:
 
 def load_settings_file(
     path: str | os.PathLike[str],
-    message_type: type[Message] = configuration_pb2.ComputeSettings,
+    kind: Any = None,
     fmt: SettingsFormat | None = None,
+    *,
+    candidates: Sequence[type[Message]] = RUNNABLE,
 ) -> Message:
-    """Read a settings file; the format comes from the extension unless ``fmt`` is given."""
+    """Read a settings file; the format comes from the extension unless ``fmt`` is given, the type
+    as ``parse_settings`` finds it."""
     file_path = Path(path)
     try:
         data = file_path.read_bytes()
     except OSError as exc:
         raise SettingsError(f"{file_path}: cannot read settings file: {exc.strerror}") from exc
-    return parse_settings(data, fmt or SettingsFormat.for_path(file_path), message_type, source=str(file_path))
+    chosen_fmt = fmt or SettingsFormat.for_path(file_path)
+    return parse_settings(data, chosen_fmt, kind, source=str(file_path), candidates=candidates)

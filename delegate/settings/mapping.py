@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 from .._generated import configuration_pb2 as pb
 from ..errors import SettingsError
 from .codec import SettingsFormat, load_settings_file, parse_settings
+from .message_types import BINARY_DEFAULT, RUNNABLE, message_type, type_for_fields
 
 P = pb.GPUInferencePriority
 _NAMES = {
@@ -110,10 +111,34 @@ def fastest_storage(vendor: str, device_name: str, is_gpu: bool) -> str:
     return "BUFFER"
 
 
+def latency_outranks_memory(prios: tuple[int, int, int]) -> bool:
+    """Whether MIN_LATENCY is ranked above MIN_MEMORY_USAGE (then the storage depends on the device)."""
+    return _rank(prios, P.GPU_PRIORITY_MIN_LATENCY) < _rank(prios, P.GPU_PRIORITY_MIN_MEMORY_USAGE)
+
+
 def storage_for(prios: tuple[int, int, int], vendor: str = "", device_name: str = "", is_gpu: bool = False) -> str:
-    if _rank(prios, P.GPU_PRIORITY_MIN_LATENCY) < _rank(prios, P.GPU_PRIORITY_MIN_MEMORY_USAGE):
+    if latency_outranks_memory(prios):
         return fastest_storage(vendor, device_name, is_gpu)
     return "BUFFER"
+
+
+#: upstream's TfLiteGpuInferenceUsage (TfLiteGpuDelegateOptionsV2.inference_preference)
+USAGES = {"FAST_SINGLE_ANSWER": 0, "SUSTAINED_SPEED": 1, "BALANCED": 2}
+
+
+def tuning_for_usage(usage: int) -> str:
+    """The work-group search for an upstream inference usage.
+
+    Upstream tunes every model: fast for a single answer, exhaustively for sustained speed. Here a
+    search costs a kernel compilation per size tried on PoCL, so a single answer (upstream's
+    default) keeps this project's default of no search; BALANCED searches fast and SUSTAINED_SPEED
+    exhaustively (with serialization_dir, once: the sizes are stored with the partition).
+    """
+    if usage == USAGES["SUSTAINED_SPEED"]:
+        return "exhaustive"
+    if usage == USAGES["BALANCED"]:
+        return "fast"
+    return "none"
 
 
 def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: bool = False) -> Effective:
@@ -164,23 +189,24 @@ def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: 
     return Effective("gpu", "", options, priorities=tuple(_NAMES[p] for p in prios), **common)  # type: ignore[arg-type]
 
 
-def load_settings(source: Any, message_type: type[Message] | None = None) -> Message:
+def load_settings(source: Any, kind: Any = None) -> Message:
     """Settings from a message, serialized bytes, a file path (.textproto/.pbtxt/.json/binary) or a dict.
 
-    Binary protos do not say what they hold: they are read as ``message_type``, ComputeSettings by
-    default; a dict is read as JSON-style fields of that message.
+    ``kind`` (a message class or its name, e.g. "TFLiteSettings") is the type to read. Without
+    it, text, JSON and dicts are typed by their fields (ComputeSettings or TFLiteSettings) and
+    bytes are read as ComputeSettings (``BINARY_DEFAULT``).
     """
-    kind = message_type or pb.ComputeSettings
     if isinstance(source, Message):
         return source
     if isinstance(source, (bytes, bytearray)):
         return parse_settings(bytes(source), SettingsFormat.BINARY, kind)
     if isinstance(source, dict):
-        message = kind()
+        chosen = message_type(kind) if kind is not None else type_for_fields(source, RUNNABLE, "settings dict")
+        message = (chosen or BINARY_DEFAULT)()
         try:
             json_format.ParseDict(source, message)
         except json_format.ParseError as exc:
-            raise SettingsError(f"settings dict is not a valid {kind.DESCRIPTOR.name}: {exc}") from exc
+            raise SettingsError(f"settings dict is not a valid {message.DESCRIPTOR.name}: {exc}") from exc
         return message
     if isinstance(source, (str, os.PathLike)):
         return load_settings_file(Path(source), kind)
