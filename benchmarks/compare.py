@@ -11,22 +11,25 @@ between the paths so that a change in the machine's load hits all of them alike:
   application's second start finds them.
 - ``delegate-tuned``: the same with ``tuning=fast`` (the work-group search runs in the cold
   start and is stored in the serialized context; the warm start loads it).
-- ``xnnpack``: tflite-runtime's default CPU path (XNNPACK) with one thread per core, and
+- ``xnnpack``: the TFLite host's default CPU path (XNNPACK) with one thread per core, and
   ``xnnpack-1thread`` with one thread (on 2 cores the 2-thread run of UNet-small is ~15x slower
   than the 1-thread one: TFLite's own thread pool and XNNPACK's contend; ratios use the faster).
 - ``litert-gpu``: ai-edge-litert's ``CompiledModel`` on its GPU accelerator (WebGPU over Vulkan),
-  through ``benchmarks/litert_gpu.py`` in the ai-edge-litert environment (``.venv-litert`` or
-  $LITERT_PYTHON), when that environment and a Vulkan driver are present. Its shader cache
+  through ``benchmarks/litert_gpu.py`` in this Python (ai-edge-litert is the package's default
+  host) or $LITERT_PYTHON, when a Vulkan driver is present. Its shader cache
   ($MESA_SHADER_CACHE_DIR) starts empty, so its first call includes the shader compilation, as
   a first start does.
 
 Latency is the wall time of ``invoke()`` after 3 untimed calls: median and 90th percentile.
 The "warm start" of the delegate is its warm init plus its warm first call.
-Results go to stdout (a table), ``--json FILE`` and, with ``--write``, into benchmarks/RESULTS.md
-(between the ``compare`` markers) and ``benchmarks/compare.png`` (needs matplotlib).
+Results go to stdout (a table); ``--out DIR`` writes the report (``compare.md``), every sample
+(``compare.json``) and the chart (``compare.png``: cold start, warm start and latency per path,
+titled with the CPU and the OpenCL device; needs matplotlib) to DIR, leaving the committed files
+alone; ``--write`` puts the report into benchmarks/RESULTS.md (between the ``compare`` markers)
+and the chart into ``benchmarks/compare.png``; ``--json FILE`` writes the samples alone.
 
-    python benchmarks/compare.py [--models NAME ...] [--runs N] [--rounds R] [--write] [--json FILE]
-                                 [--no-litert] [--check]
+    python benchmarks/compare.py [--models NAME ...] [--runs N] [--rounds R] [--out DIR] [--write]
+                                 [--json FILE] [--no-litert] [--check]
 
 ``--check`` exits 1 when a target of issue 8 is missed, all on MobileNetV2 and UNet-small: the
 delegate at most 1.25x the faster XNNPACK path's median latency; when LiteRT's GPU path ran, the
@@ -88,7 +91,8 @@ for _ in range(runs):
     times.append((time.perf_counter() - start) * 1e3)
 state = getattr(it, "opencl", None)
 print(json.dumps({"init_ms": init * 1e3, "first_call_ms": first * 1e3, "latency_ms": times,
-                  "cache": [p.cache for p in state.partitions] if state else []}))
+                  "cache": [p.cache for p in state.partitions] if state else [],
+                  "device": state.device if state else ""}))
 """
 
 
@@ -102,6 +106,8 @@ class PathResult:
     warm_first_call_ms: list[float] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
     note: str = ""
+    #: the OpenCL device the delegate ran on ("" for the CPU paths)
+    device: str = ""
 
     @property
     def median(self) -> float:
@@ -143,6 +149,7 @@ def _delegate_start(model: Path, kind: str, runs: int, folder: str, result: Path
     expected = "miss" if cold else "hit"
     if sample["cache"] and set(sample["cache"]) != {expected}:
         raise RuntimeError(f"{kind} on {model.name}: expected a cache {expected}, got {sample['cache']}")
+    result.device = sample.get("device", "") or result.device
     if cold:
         result.init_ms.append(sample["init_ms"])
         result.first_call_ms.append(sample["first_call_ms"])
@@ -153,14 +160,14 @@ def _delegate_start(model: Path, kind: str, runs: int, folder: str, result: Path
 
 
 def _litert_python() -> Path | None:
-    candidate = os.environ.get("LITERT_PYTHON") or str(ROOT / ".venv-litert" / "bin" / "python")
+    candidate = os.environ.get("LITERT_PYTHON") or sys.executable
     return Path(candidate) if Path(candidate).exists() else None
 
 
 def _litert(model: Path, runs: int, result: PathResult) -> None:
     python = _litert_python()
     if python is None:
-        result.note = "no ai-edge-litert environment (.venv-litert or $LITERT_PYTHON)"
+        result.note = f"$LITERT_PYTHON ({os.environ.get('LITERT_PYTHON')}) does not exist"
         return
     script = ROOT / "benchmarks" / "litert_gpu.py"
     with tempfile.TemporaryDirectory() as shader_cache:
@@ -274,7 +281,15 @@ def targets(results: list[PathResult]) -> list[tuple[str, float, str, bool]]:
     return out
 
 
+def start_ms(r: PathResult, *, warm: bool) -> float:
+    """Init plus first call (ms); the warm start of a path without caches (XNNPACK, LiteRT) is its start."""
+    if warm and r.warm_init_ms:
+        return _median(r.warm_init_ms) + _median(r.warm_first_call_ms)
+    return _median(r.init_ms) + _median(r.first_call_ms)
+
+
 def chart(results: list[PathResult], path: Path) -> str:
+    """Cold start, warm start and latency per model and path, log scale, on one figure."""
     try:
         import matplotlib
 
@@ -284,34 +299,50 @@ def chart(results: list[PathResult], path: Path) -> str:
         return "matplotlib is not installed: no chart (pip install matplotlib)"
     models = sorted({r.model for r in results})
     order = ("xnnpack", "xnnpack-1thread", "delegate", "delegate-tuned", "litert-gpu")
-    paths = [p for p in order if any(r.path == p for r in results)]
-    by = {(r.model, r.path): r for r in results}
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    width = 0.8 / len(paths)
-    for k, p in enumerate(paths):
-        values = [by[(m, p)].median if (m, p) in by and by[(m, p)].latency_ms else 0.0 for m in models]
-        bars = ax.bar([i + k * width for i in range(len(models))], values, width, label=p)
-        ax.bar_label(bars, labels=[f"{v:.1f}" if v else "" for v in values], fontsize=7)
-    ax.set_xticks([i + width * (len(paths) - 1) / 2 for i in range(len(models))], models)
-    ax.set_ylabel("median latency per call (ms, log scale)")
-    ax.set_yscale("log")
-    ax.set_title(f"Latency per call, {platform.node() or 'this machine'}, {datetime.date.today()}")
-    ax.legend()
+    paths = [p for p in order if any(r.path == p and r.latency_ms for r in results)]
+    by = {(r.model, r.path): r for r in results if r.latency_ms}
+    panels = [
+        ("cold start: init + first call (ms)", lambda r: start_ms(r, warm=False)),
+        ("warm start: init + first call (ms)", lambda r: start_ms(r, warm=True)),
+        ("latency per call, median (ms)", lambda r: r.median),
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.8))
+    width = 0.8 / max(1, len(paths))
+    for ax, (label, value_of) in zip(axes, panels, strict=True):
+        for k, p in enumerate(paths):
+            values = [value_of(by[(m, p)]) if (m, p) in by else 0.0 for m in models]
+            bars = ax.bar([i + k * width for i in range(len(models))], values, width, label=p)
+            labels = [_fmt(v, 2 if v < 10 else 0) if v else "" for v in values]
+            ax.bar_label(bars, labels=labels, fontsize=6, rotation=90, padding=2)
+        ax.set_xticks([i + width * (len(paths) - 1) / 2 for i in range(len(models))], models, rotation=20, fontsize=8)
+        ax.set_title(label, fontsize=10)
+        ax.set_yscale("log")
+        ax.margins(y=0.2)  # room for the rotated labels above the tallest bar
+    axes[0].legend(fontsize=8)
+    devices = sorted({r.device for r in results if r.device})
+    fig.suptitle(
+        f"{_cpu_name()}; delegate on {', '.join(devices) or 'no OpenCL device'}; {datetime.date.today()}", fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    return f"chart: {path.relative_to(ROOT)}"
+    plt.close(fig)
+    return f"chart: {path}"
 
 
-def _machine() -> str:
-    cpu = ""
+def _cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return f"{os.cpu_count()} cores of {line.split(':', 1)[1].strip()}"
     except OSError:
         pass
-    return f"{os.cpu_count()} cores, {cpu or platform.processor()}, Python {platform.python_version()}"
+    return f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
+
+
+def _machine(results: list[PathResult] | None = None) -> str:
+    devices = sorted({r.device for r in results or [] if r.device})
+    where = f", OpenCL device {', '.join(devices)}" if devices else ""
+    return f"{_cpu_name()}{where}, Python {platform.python_version()}"
 
 
 def report(results: list[PathResult], command: str) -> str:
@@ -325,7 +356,7 @@ def report(results: list[PathResult], command: str) -> str:
         f"| {what} | {value:.2f}x | {want} | {'yes' if ok else '**no**'} |"
         for what, value, want, ok in targets(results)
     ]
-    lines += ["", f"Command: `{command}`, {datetime.date.today()}, {_machine()}."]
+    lines += ["", f"Command: `{command}`, {datetime.date.today()}, {_machine(results)}."]
     return "\n".join(lines)
 
 
@@ -340,13 +371,22 @@ def write_results(text: str) -> None:
     RESULTS.write_text(current)
 
 
+def write_outputs(results: list[PathResult], text: str, out: Path) -> list[str]:
+    """The report, the samples and the chart into folder ``out``; what was written (or why not)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.md").write_text(text + "\n")
+    (out / "compare.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    return [f"report: {out / 'compare.md'}", f"samples: {out / 'compare.json'}", chart(results, out / "compare.png")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", help="model names in ../shared/models (default: all)")
     parser.add_argument("--runs", type=int, default=20, help="timed calls per process")
     parser.add_argument("--rounds", type=int, default=3, help="warm processes per path")
     parser.add_argument("--no-litert", action="store_true", help="skip LiteRT's GPU accelerator")
-    parser.add_argument("--write", action="store_true", help="update RESULTS.md and the chart")
+    parser.add_argument("--out", type=Path, help="write the report, samples and chart into this folder")
+    parser.add_argument("--write", action="store_true", help="update RESULTS.md and the committed chart")
     parser.add_argument("--json", type=Path, help="write every sample to this file")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
@@ -361,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    if args.out:
+        print("\n".join(write_outputs(results, text, args.out)))
     if args.write:
         write_results(text)
         print(chart(results, CHART))

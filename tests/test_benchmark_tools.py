@@ -118,3 +118,20 @@ def test_real_models_measures_a_model(real_models, tmp_path, capsys):
     assert record["delegated_nodes"] == 0 and record["total_nodes"] > 0 and record["max_relative_error"] == 0.0
     assert len(record["delegate_ms"]) == len(record["xnnpack_ms"]) == 2 and record["ratio"] > 0
     assert "| real/pymicro-wakeword__okay_nabu | 0/" in capsys.readouterr().out
+
+
+def test_compare_writes_its_report_and_chart_elsewhere_than_results_md(tmp_path, capsys):
+    compare = benchmark_module("compare")
+    shared_path("models", "elementwise_mix.tflite")
+    committed = (compare.RESULTS.read_bytes(), compare.CHART.read_bytes())
+    out = tmp_path / "out"
+    argv = ["--models", "elementwise_mix", "--runs", "2", "--rounds", "1", "--no-litert", "--out", str(out)]
+    assert compare.main(argv) == 0
+    report = (out / "compare.md").read_text()
+    assert "| elementwise_mix | delegate |" in report and "| elementwise_mix | xnnpack |" in report
+    assert compare._cpu_name() in report and "OpenCL device" in report  # names the machine and the device
+    samples = json.loads((out / "compare.json").read_text())
+    assert {s["path"] for s in samples} == {"delegate", "delegate-tuned", "xnnpack", "xnnpack-1thread"}
+    assert all(s["device"] for s in samples if s["path"].startswith("delegate"))
+    assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (compare.RESULTS.read_bytes(), compare.CHART.read_bytes()) == committed
