@@ -16,6 +16,7 @@ from .context import ContextFile, write_context
 from .context.summary import format_summary, summarize
 from .context.synthetic import synthetic_mobilenet
 from .errors import DelegateError
+from .progress import report_progress
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -193,13 +194,10 @@ def _minibenchmark(args: argparse.Namespace) -> int:
         print(f"no --settings given: trying {names}", file=sys.stderr)
 
     def progress(done: int, total: int, label: str) -> None:
-        if args.quiet or not sys.stderr.isatty():
-            return
-        bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
-        end = "\n" if done == total else ""
-        print(f"\r[{bar}] {done}/{total} {label[:40]:<40}", end=end, file=sys.stderr, flush=True)
+        report_progress("mini-benchmark: settings", done, total, label)
 
-    report = run_minibenchmark(settings, runs=args.runs, timeout_s=args.timeout, progress=progress)
+    with progress_line(not args.quiet):
+        report = run_minibenchmark(settings, runs=args.runs, timeout_s=args.timeout, progress=progress)
     best = (
         report.decision.min_latency_event if report.decision and report.decision.HasField("min_latency_event") else None
     )
