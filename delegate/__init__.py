@@ -17,6 +17,7 @@ from .errors import (
     DeviceNotFoundError,
     DeviceResourceError,
     ExecutionError,
+    ModelFormatError,
     ProgramBuildError,
     SettingsError,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "ExecutionError",
     "InferenceContext",
     "Interpreter",
+    "ModelFormatError",
     "ProgramBuildError",
     "ReadLimits",
     "Runtime",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from . import _native
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
+from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
 
@@ -130,6 +131,9 @@ def Interpreter(model_path: str | None = None, settings: Any = None, settings_ty
     """
     host = host_runtime()
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
+    model = model_path if model_path is not None else interpreter_args.get("model_content")
+    if model is not None:
+        verify_model(model)  # a corrupt model crashes the host's Interpreter: refuse it first
     effective = None
     if settings is not None:
         effective = effective_settings(settings, kwargs.get("device"), settings_type)

@@ -14,6 +14,7 @@ from .context import ContextFile, write_context
 from .context.summary import format_summary, summarize
 from .context.synthetic import synthetic_mobilenet
 from .errors import DelegateError
+from .model_check import has_tflite_identifier
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -77,14 +78,8 @@ def error_message(exc: BaseException) -> str:
     )
 
 
-def _is_tflite_model(path: Path) -> bool:
-    with open(path, "rb") as f:
-        head = f.read(8)
-    return head[4:8] == b"TFL3"
-
-
 def _run(args: argparse.Namespace) -> int:
-    if not _is_tflite_model(args.file):
+    if not has_tflite_identifier(args.file):
         if args.file.suffix.lower() == ".tflite":
             print(
                 f"error: {args.file} is not a TFLite model: it lacks the TFL3 file identifier (bytes 4-8); "
