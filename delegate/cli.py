@@ -111,6 +111,9 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
         print(f"error: {error_message(exc)}", file=sys.stderr)
         return 2
+    except MemoryError as exc:  # TFLite's allocation failed (std::bad_alloc): tensors too large for this machine
+        print(f"error: out of memory running {args.file}: {error_message(exc)}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result))
     else:
