@@ -4,8 +4,8 @@ the field and byte offset, and no corruption reaches the host as a signal."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import struct
 import subprocess
 import sys
