@@ -131,9 +131,11 @@ def Interpreter(model_path: str | None = None, settings: Any = None, settings_ty
     """
     host = host_runtime()
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
-    model = model_path if model_path is not None else interpreter_args.get("model_content")
-    if model is not None:
-        verify_model(model)  # a corrupt model crashes the host's Interpreter: refuse it first
+    # A corrupt model crashes the host's Interpreter: refuse it first (a missing file the host reports).
+    if model_path is not None and os.path.isfile(model_path):
+        verify_model(model_path)
+    elif model_path is None and interpreter_args.get("model_content") is not None:
+        verify_model(interpreter_args["model_content"])
     effective = None
     if settings is not None:
         effective = effective_settings(settings, kwargs.get("device"), settings_type)
