@@ -173,3 +173,17 @@ def test_seeded_bit_flips_through_the_cli_never_end_in_a_signal():
     assert sum(summary["flips"].values()) == 150
     assert summary["flips"].get("exit:2", 0) > 0  # some flips are refused: the run checks something
     assert result.returncode == 0
+
+
+def test_run_reports_a_failed_allocation_as_exit_2(monkeypatch, capsys):
+    # Found by scripts/model_mutations.py: a flipped dim of elementwise_mix made TFLite's
+    # AllocateTensors throw std::bad_alloc, which escaped `run` as MemoryError (exit 1).
+    from delegate import cli, model_run
+
+    def bad_alloc(*args: object, **kwargs: object) -> None:
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(model_run, "run_model", bad_alloc)
+    model = shared_path("models", "elementwise_mix.tflite")
+    assert cli.main(["run", str(model), "--runs", "1"]) == 2
+    assert "out of memory running" in capsys.readouterr().err
