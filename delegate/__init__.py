@@ -19,6 +19,7 @@ from .errors import (
     DeviceNotFoundError,
     DeviceResourceError,
     ExecutionError,
+    ModelFormatError,
     ProgramBuildError,
     SettingsError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "ExecutionError",
     "InferenceContext",
     "Interpreter",
+    "ModelFormatError",
     "ProgramBuildError",
     "ReadLimits",
     "Runtime",

@@ -14,8 +14,8 @@ from pathlib import Path
 from cffi import FFI
 
 CSRC = Path("csrc")
-HEADERS = ["ctxfile.h", "runtime.h", "tflite_abi.h", "plugin.h"]
-SOURCES = ["ctxfile.c", "runtime.c", "plugin.c"]
+HEADERS = ["ctxfile.h", "runtime.h", "tflite_abi.h", "plugin.h", "tflmodel.h"]
+SOURCES = ["ctxfile.c", "runtime.c", "plugin.c", "fbverify.c", "tflmodel_verify.c", "tflmodel.c"]
 WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 

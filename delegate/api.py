@@ -10,6 +10,7 @@ from . import _native
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
 from .host import HostInfo, describe_host, host_module
+from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
 
@@ -151,6 +152,11 @@ def Interpreter(
         model_path = os.fspath(model_path)
     host = host_runtime()
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
+    # A corrupt model crashes the host's Interpreter: refuse it first (a missing file the host reports).
+    if model_path is not None and os.path.isfile(model_path):
+        verify_model(model_path)
+    elif model_path is None and interpreter_args.get("model_content") is not None:
+        verify_model(interpreter_args["model_content"])
     effective = None
     if settings is not None:
         effective = effective_settings(settings, kwargs.get("device"), settings_type)

@@ -16,6 +16,7 @@ from .context import ContextFile, write_context
 from .context.summary import format_summary, summarize
 from .context.synthetic import synthetic_mobilenet
 from .errors import DelegateError
+from .model_check import has_tflite_identifier
 from .progress import report_progress
 
 
@@ -80,14 +81,8 @@ def error_message(exc: BaseException) -> str:
     )
 
 
-def _is_tflite_model(path: Path) -> bool:
-    with open(path, "rb") as f:
-        head = f.read(8)
-    return head[4:8] == b"TFL3"
-
-
 def _run(args: argparse.Namespace) -> int:
-    if not _is_tflite_model(args.file):
+    if not has_tflite_identifier(args.file):
         if args.file.suffix.lower() == ".tflite":
             print(
                 f"error: {args.file} is not a TFLite model: it lacks the TFL3 file identifier (bytes 4-8); "
@@ -124,6 +119,9 @@ def _run(args: argparse.Namespace) -> int:
             )
     except (ValueError, RuntimeError) as exc:  # the host runtime's errors carry the delegate's message
         print(f"error: {error_message(exc)}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:  # TFLite's allocation failed (std::bad_alloc): tensors too large for this machine
+        print(f"error: out of memory running {args.file}: {error_message(exc)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result))

@@ -23,6 +23,22 @@ class ContextFormatError(DelegateError, ValueError):
         super().__init__(f"{source}: {message} (byte offset {offset})")
 
 
+class ModelFormatError(DelegateError, ValueError):
+    """A TFLite model file (or buffer) is not valid: refused before any TFLite runtime reads it.
+
+    ``field`` is the path of the bad field (``Model.subgraphs[0].operators[3].inputs``), ``offset``
+    the byte offset where the problem was found, ``detail`` what is wrong.
+    """
+
+    def __init__(self, message: str, *, field: str = "", offset: int = 0, source: str = "<buffer>") -> None:
+        self.detail = message
+        self.field = field
+        self.offset = offset
+        self.source = source
+        where = f"{field}: " if field else ""
+        super().__init__(f"{source}: not a valid TFLite model: {where}{message} (byte offset {offset})")
+
+
 class CacheIntegrityError(DelegateError):
     """A cache entry (compiled partition or program binary) failed its SHA-256 check."""
 

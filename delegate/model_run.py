@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .api import Interpreter, current_host, host_runtime
+from .model_check import verify_model
 from .plugin import DelegateState
 from .plugin.options import DelegateOptions
 
@@ -197,6 +198,7 @@ def _dynamic_inputs_hint(interpreter: Any) -> str:
 
 def cpu_interpreter(model: str, input_shapes: dict[str | int, tuple[int, ...]] | None = None) -> Any:
     """The reference: the host runtime's default CPU path (XNNPACK), one thread per core, allocated."""
+    verify_model(model)
     cpu = host_runtime().Interpreter(model_path=model, num_threads=os.cpu_count())
     if input_shapes:
         resize_inputs(cpu, input_shapes)

@@ -1,9 +1,10 @@
 """Every input the fuzzers ever failed on, replayed in each test run, plus the bugs they found.
 
 tests/fuzz/regressions/TARGET/ holds the committed inputs (scripts/fuzz.sh says how to add one).
-The Python targets run in this process; the C target (tests/fuzz/ctx_fuzz.c) is linked with a
-plain replay driver under gcc's ASan + UBSan, so no clang or libFuzzer is needed here. The seed
-corpus goes through the same harnesses, so a harness that rots fails here, not in the fuzz job.
+The Python targets run in this process; the C targets (tests/fuzz/ctx_fuzz.c, model_fuzz.c) are
+linked with a plain replay driver under gcc's ASan + UBSan, so no clang or libFuzzer is needed
+here. The seed corpus goes through the same harnesses, so a harness that rots fails here, not in
+the fuzz job.
 """
 
 from __future__ import annotations
@@ -48,13 +49,22 @@ def test_python_targets_pass_their_regressions_and_seeds(target, seeds):
         TARGETS[target](path.read_bytes())
 
 
-def test_c_target_passes_its_regressions_and_seeds_under_asan_and_ubsan(seeds, tmp_path):
+#: the C targets and the sources each links
+C_TARGETS = {
+    "ctx": ["tests/fuzz/ctx_fuzz.c", "csrc/ctxfile.c"],
+    "model": ["tests/fuzz/model_fuzz.c", "csrc/tflmodel.c", "csrc/fbverify.c", "csrc/tflmodel_verify.c"],
+}
+
+
+@pytest.mark.parametrize("target", sorted(C_TARGETS))
+def test_c_target_passes_its_regressions_and_seeds_under_asan_and_ubsan(target, seeds, tmp_path):
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     assert cc is not None, "a C compiler is required (the package itself needs one to build)"
     replay = tmp_path / "replay"
-    sources = [ROOT / "tests/fuzz/ctx_fuzz.c", ROOT / "tests/fuzz/replay_main.c", ROOT / "csrc/ctxfile.c"]
+    sources = [ROOT / "tests/fuzz/replay_main.c", *(ROOT / s for s in C_TARGETS[target])]
     subprocess.run([cc, *FLAGS, f"-I{ROOT / 'csrc'}", *map(str, sources), "-o", str(replay)], check=True)
-    inputs = _inputs(REGRESSIONS / "ctx") + _inputs(seeds / "ctx")
+    inputs = _inputs(REGRESSIONS / target) + _inputs(seeds / target)
+    assert inputs
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1")
     result = subprocess.run([str(replay), *map(str, inputs)], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -31,6 +31,7 @@ import numpy as np
 from .._generated import configuration_pb2 as pb
 from ..api import host_runtime
 from ..errors import SettingsError
+from ..model_check import verify_model
 from .storage import append_event, read_events, write_decision
 
 CRASHED, TIMED_OUT, HANDLED, UNREADABLE = 1, 2, 3, 4
@@ -147,6 +148,7 @@ def run_minibenchmark(
     with tempfile.TemporaryDirectory(prefix="delegate-minibenchmark-") as tmp:
         scratch = Path(tmp)
         model = _model_path(settings.model_file, scratch)
+        verify_model(model)  # before the reference interpreter, so a bad file is a ModelFormatError
         host = host_runtime()
         cpu = host.Interpreter(model_path=model)
         cpu.allocate_tensors()

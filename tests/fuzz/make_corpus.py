@@ -6,7 +6,8 @@ OUT_DIR/ctx and OUT_DIR/context: small InferenceContext files (every table and e
 MobileNetV2-shaped context without weights, the runtime tests' chains, an empty context, and
 sealed cache entries); OUT_DIR/settings: a selector byte (format, message) followed by settings in
 binary, text and JSON; OUT_DIR/events: mini-benchmark storage files (START, END with results,
-ERROR, and a torn tail) and decisions. Nothing here is committed: it is regenerated on each run.
+ERROR, and a torn tail) and decisions; OUT_DIR/model: TFLite models (built ones and the small shared
+models). Nothing here is committed: it is regenerated on each run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from delegate import serialize_context
 from delegate._generated import configuration_pb2 as pb
 from delegate._integrity import seal
@@ -24,8 +27,9 @@ from delegate.context.synthetic import synthetic_mobilenet
 from delegate.minibenchmark.storage import append_event
 from delegate.settings.codec import SettingsFormat, format_settings
 
-from ..helpers import populated_context
+from ..helpers import SHARED, populated_context
 from ..runtime_helpers import chain
+from ..tflite_builder import Op, T, build_model
 
 
 def _contexts() -> list[bytes]:
@@ -78,9 +82,30 @@ def _events(folder: Path) -> list[bytes]:
     return [full, full[:-3], decision.SerializeToString()]
 
 
+#: shared models up to this size seed the model target (larger ones slow every execution)
+MAX_MODEL_SEED = 256 * 1024
+
+
+def _models() -> list[bytes]:
+    """TFLite models: built ones (ADD; a CONV_2D with options; an IF calling its other branch
+    subgraphs is beyond the builder) and the shared models of up to MAX_MODEL_SEED bytes."""
+    conv_weights = T((1, 1, 1, 1), np.ones((1, 1, 1, 1), np.float32))
+    built = [
+        build_model([T((2,)), T((2,)), T((2,))], [Op(0, [0, 1], [2])], [0, 1], [2]),
+        build_model(
+            [T((1, 2, 2, 1)), conv_weights, T((1, 2, 2, 1))],
+            [Op(3, [0, 1, -1], [2], options=("Conv2DOptions", {"StrideW": 1, "StrideH": 1}))],
+            [0],
+            [2],
+        ),
+    ]
+    shared = sorted((SHARED / "models").rglob("*.tflite")) if (SHARED / "models").is_dir() else []
+    return built + [p.read_bytes() for p in shared if p.stat().st_size <= MAX_MODEL_SEED]
+
+
 def write_corpus(out: Path) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
-        seeds = {"ctx": _contexts(), "settings": _settings(), "events": _events(Path(tmp))}
+        seeds = {"ctx": _contexts(), "settings": _settings(), "events": _events(Path(tmp)), "model": _models()}
     seeds["context"] = seeds["ctx"]
     counts = {}
     for target, items in seeds.items():
