@@ -25,9 +25,9 @@ from .._integrity import seal, unseal
 from .._native import ffi, lib
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.fold import consumers, fold_constants, folded_sources
-from ..compiler.graph import Builtin
+from ..compiler.graph import Builtin, op_name
 from ..compiler.ops.conv_pair import PAIR_LOCAL_BYTES
-from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
+from ..compiler.partition import CompileOptions, compile_partition, unsupported_reason
 from ..compiler.shapes import StaticShapes, fold_values, resolve
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..host import HostInfo
