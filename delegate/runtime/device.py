@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DeviceNotFoundError
-from . import driver, pocl_cpu
+from . import driver
 from .driver import Device
+from .opencl import loader
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,8 @@ class DeviceInfo:
     host_unified_memory: bool = False
     #: CL_DEVICE_MAX_COMPUTE_UNITS (PoCL: its worker threads, one per core)
     compute_units: int = 1
-    #: the CPU model PoCL compiles kernels for (pocl_cpu.target_name); "" for other drivers
+    #: the CPU model PoCL compiles kernels for (read once, when the loader was initialised:
+    #: opencl.loader, pocl_cpu.py); "" for other drivers
     compiler_cpu: str = ""
 
     @property
@@ -77,7 +79,7 @@ def describe(device: Device) -> DeviceInfo:
         image_buffer_max_pixels=int(get("image_max_buffer_size")) if images else 0,
         host_unified_memory=bool(get("host_unified_memory")),
         compute_units=max(int(get("max_compute_units")), 1),
-        compiler_cpu=pocl_cpu.target_name(driver.handle_int(device.handle), device.platform_name),
+        compiler_cpu=loader().compiler_cpu(device.handle),
     )
 
 
