@@ -222,7 +222,7 @@ def reject_kernels_of(monkeypatch: Any, op: str) -> None:
         ctx = real(graph, nodes, *args, **kwargs)
         names = {graph.nodes[i].name for i in nodes if op_name(graph.nodes[i].op) == op}
         for node in ctx.nodes:
-            parts = set(node.name.replace(":", "+").split("+"))  # fused and paired kernels name each node
+            parts = set((node.name or "").replace(":", "+").split("+"))  # fused and paired kernels name each node
             if node.gpu_op is not None and node.gpu_op.code and names & parts:
                 node.gpu_op.code += f"\n#error build failure injected by the test into {op}\n"
         return ctx

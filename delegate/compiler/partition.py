@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
-from . import layout
+from . import kernel_names, layout
 from .fusion import link, linkable
 from .graph import FLOAT32, Builtin, Graph, Node
 from .ops import OPS, EmitContext
@@ -177,7 +177,7 @@ def compile_partition(
             conv = paired[index]
             gpu_op = pair_operation(node, conv, emit, options.pair_local_bytes)
             node_inputs, node_outputs = [node.inputs[0]], list(conv.outputs)
-            name = f"{node.name}+{conv.name}"
+            name = kernel_names.joined([node.name, conv.name])
         else:
             if node.outputs and all(graph.tensor(o).is_constant for o in node.outputs):
                 continue  # folded into a constant (fold.py, shapes.py): no kernel
@@ -204,7 +204,7 @@ def compile_partition(
             node_outputs = list(node.outputs)
             node_inputs = runtime_inputs(node, graph)
             node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
-            name = "+".join([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
+            name = kernel_names.joined([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
         if len(node_inputs) != len(gpu_op.src_tensors_names):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DeviceNotFoundError
-from . import driver
+from . import driver, pocl_cpu
 from .driver import Device
 from .opencl import loader
 
@@ -40,6 +40,12 @@ class DeviceInfo:
     #: the CPU model PoCL compiles kernels for (read once, when the loader was initialised:
     #: opencl.loader, pocl_cpu.py); "" for other drivers
     compiler_cpu: str = ""
+
+    @property
+    def vector_floats(self) -> int:
+        """Floats per vector register of code compiled for this device: 16 on CPU devices whose
+        compiler targets AVX-512 (pocl_cpu.vector_floats), else 8, GPUs included."""
+        return 8 if self.is_gpu else pocl_cpu.vector_floats(self.compiler_cpu)
 
     @property
     def key(self) -> str:
