@@ -1,10 +1,7 @@
 /* The enqueue loop. See runtime.h. */
-#define _GNU_SOURCE /* syscall */
 #include "runtime.h"
 
 #include <dlfcn.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,22 +18,6 @@
 #define CL_MAP_WRITE_INVALIDATE_REGION (1u << 2)
 
 enum { STAGE_UPLOAD = 1, STAGE_LAUNCH = 2, STAGE_DOWNLOAD = 3, STAGE_FINISH = 4, STAGE_PROFILE = 5 };
-
-int dlg_read_checked(int write_fd, int read_fd, uintptr_t address, void *out, size_t size) {
-    if (size == 0 || size > 4096 || out == NULL)
-        return -1;
-    long written = syscall(SYS_write, write_fd, (const void *)address, size);
-    if (written <= 0)
-        return -1;
-    size_t got = 0;
-    while (got < (size_t)written) { /* drain what went in, so the pipe is empty for the next call */
-        ssize_t n = read(read_fd, (char *)out + got, (size_t)written - got);
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-    }
-    return (size_t)written == size ? 0 : -1;
-}
 
 /* dlopen `path` for the life of the process (the handle is never closed: the library stays
  * loaded, as the loader's own handles would); NULL with a message naming `what` in err. */

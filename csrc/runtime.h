@@ -149,13 +149,6 @@ int dlg_preload(const char *path, char *err, size_t err_size);
  * with a message in err. */
 int dlg_cl_load(const char *path, dlg_cl_api *api, char *err, size_t err_size);
 
-/* Copy `size` bytes (at most 4096) at `address` of this process into `out` without trusting the
- * address: they go through the pipe (write_fd, read_fd, empty) with the write system call, which
- * fails with EFAULT where nothing is mapped, where a load would crash. For inspecting a driver's
- * objects (delegate/runtime/pocl_cpu.py). The raw system call, not libc's write, which
- * AddressSanitizer intercepts and would check. Returns 0, or -1 when some byte is unreadable. */
-int dlg_read_checked(int write_fd, int read_fd, uintptr_t address, void *out, size_t size);
-
 /* Upload inputs[i] from host_inputs[i], run every launch, download outputs into
  * host_outputs[i] and wait. When launch_ns is not NULL the queue must have
  * profiling enabled; launch_ns[i] receives launch i's device time. Returns 0 or

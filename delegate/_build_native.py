@@ -14,8 +14,8 @@ from pathlib import Path
 from cffi import FFI
 
 CSRC = Path("csrc")
-HEADERS = ["ctxfile.h", "runtime.h", "tflite_abi.h", "plugin.h", "tflmodel.h"]
-SOURCES = ["ctxfile.c", "runtime.c", "plugin.c", "fbverify.c", "tflmodel_verify.c", "tflmodel.c"]
+HEADERS = ["ctxfile.h", "runtime.h", "pocl_repair.h", "tflite_abi.h", "plugin.h", "tflmodel.h"]
+SOURCES = ["ctxfile.c", "runtime.c", "pocl_repair.c", "plugin.c", "fbverify.c", "tflmodel_verify.c", "tflmodel.c"]
 WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
@@ -36,7 +36,7 @@ def _compile_args() -> tuple[list[str], list[str]]:
     return compile_args, link_args
 
 
-#: The plugin's callbacks into Python (delegate/plugin.py); "+C" makes them callable from plugin.c.
+#: The plugin's callbacks into Python (delegate/plugin/callbacks.py); "+C" makes them callable from plugin.c.
 PYTHON_CALLBACKS = """
 extern "Python+C" int64_t dlg_py_create(const char *const *keys, const char *const *values, int count,
                                         char *error, size_t error_size);

@@ -36,8 +36,8 @@ class _Binary:
 
 
 def _context_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], None], list[bytes]]:
+    from delegate.cache import write_cache_entry
     from delegate.context import ContextFile, serialize_context
-    from delegate.plugin.callbacks import write_cache_entry
 
     models = []
     for raw in (a, b):

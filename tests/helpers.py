@@ -208,3 +208,23 @@ def delegate_and_builtin(model: bytes, feeds: list[np.ndarray], program_cache: s
         interpreter.invoke()
         results.append([interpreter.get_tensor(o["index"]) for o in interpreter.get_output_details()])
     return results[0], results[1], delegate.delegate_state(d)
+
+
+def reject_kernels_of(monkeypatch: Any, op: str) -> None:
+    """Make the OpenCL driver reject the kernel of every ``op`` node (an op name, ``MAX_POOL_2D``),
+    a real build failure: the plugin's compile step is wrapped to end those kernels with ``#error``."""
+    from delegate.compiler.graph import op_name
+    from delegate.plugin import callbacks
+
+    real = callbacks.compile_partition
+
+    def rejected(graph: Any, nodes: list[int], *args: Any, **kwargs: Any) -> model.InferenceContext:
+        ctx = real(graph, nodes, *args, **kwargs)
+        names = {graph.nodes[i].name for i in nodes if op_name(graph.nodes[i].op) == op}
+        for node in ctx.nodes:
+            parts = set((node.name or "").replace(":", "+").split("+"))  # fused and paired kernels name each node
+            if node.gpu_op is not None and node.gpu_op.code and names & parts:
+                node.gpu_op.code += f"\n#error build failure injected by the test into {op}\n"
+        return ctx
+
+    monkeypatch.setattr(callbacks, "compile_partition", rejected)

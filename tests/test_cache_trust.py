@@ -112,6 +112,7 @@ def test_tampered_but_valid_context_entry_is_rebuilt_with_a_warning(where, small
 
 @pytest.mark.opencl
 def test_context_entries_of_other_options_devices_or_versions_are_not_used(small_cnn, tmp_path, monkeypatch):
+    from delegate import cache
     from delegate.plugin import callbacks
     from delegate.runtime import device as device_module
 
@@ -122,7 +123,7 @@ def test_context_entries_of_other_options_devices_or_versions_are_not_used(small
         assert [p.cache for p in _start(small_cnn, **options, **changed)[0].partitions] == ["miss"], changed
     entries = len(list(tmp_path.glob("*.ctx")))
     assert entries == 4
-    monkeypatch.setattr(callbacks, "__version__", "9.9.9")
+    monkeypatch.setattr(cache, "__version__", "9.9.9")
     assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
     monkeypatch.undo()
     real = device_module.describe
@@ -137,6 +138,29 @@ def test_context_entries_of_other_options_devices_or_versions_are_not_used(small
     monkeypatch.setattr(callbacks, "compiler_fingerprint", lambda: "another compiler")
     assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
     assert len(list(tmp_path.glob("*.ctx"))) == entries + 3
+
+
+@pytest.mark.opencl
+def test_conv_kernel_families_run_and_are_keyed_apart(small_cnn, tmp_path, monkeypatch):
+    """CompileOptions.conv_kernels (set only by tests and benchmarks) reaches the generators and,
+    like every compile option, the serialization cache key: one family's entry never serves another."""
+    from delegate.plugin import callbacks
+
+    options = {"serialization_dir": str(tmp_path), "model_token": "m"}
+    _, expected = _start(small_cnn, **options)
+    real = callbacks._compile_options
+    codes = []
+    for family in ("gemm", "blocked", "plain"):
+        monkeypatch.setattr(
+            callbacks, "_compile_options", lambda *a, f=family: dataclasses.replace(real(*a), conv_kernels=f)
+        )
+        state, out = _start(small_cnn, **options)
+        assert [p.cache for p in state.partitions] == ["hit" if family == "gemm" else "miss"], family
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+        (entry,) = set(tmp_path.glob("*.ctx")) - {e for e, _ in codes}
+        with ContextFile(unseal(entry.read_bytes(), "entry")) as f:
+            codes.append((entry, {n.gpu_op.code for n in f.to_model().nodes}))
+    assert len({frozenset(c) for _, c in codes}) == 3  # three families, three sets of kernels
 
 
 def test_compiler_fingerprint_follows_the_compiler_sources(tmp_path):
@@ -186,8 +210,8 @@ def test_modified_program_binary_is_rebuilt_with_a_warning(tmp_path):
 
 
 def test_cache_writers_seal_what_they_write(tmp_path):
+    from delegate.cache import write_cache_entry
     from delegate.context.synthetic import synthetic_mobilenet
-    from delegate.plugin.callbacks import write_cache_entry
 
     path = write_cache_entry(synthetic_mobilenet(image_size=8, weight_scale=0), Path(tmp_path) / "e.ctx")
     with ContextFile(unseal(path.read_bytes(), "e")) as f:

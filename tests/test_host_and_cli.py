@@ -211,8 +211,8 @@ def test_mypy_types_the_interpreter_in_a_user_script(tmp_path):
     )
     out = done.stdout
     assert 'Revealed type is "delegate.interpreter.DelegatedInterpreter"' in out, out
-    assert 'Revealed type is "Union[delegate.plugin.callbacks.DelegateState, None]"' in out or (
-        'Revealed type is "delegate.plugin.callbacks.DelegateState | None"' in out
+    assert 'Revealed type is "Union[delegate.plugin.report.DelegateState, None]"' in out or (
+        'Revealed type is "delegate.plugin.report.DelegateState | None"' in out
     ), out
     assert 'Too many arguments for "invoke"' in out, out
     assert "Incompatible types in assignment" in out, out

@@ -8,17 +8,20 @@ import signal
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import delegate
-from delegate.minibenchmark import append_event, read_decision, read_events, run_minibenchmark
+from delegate.minibenchmark import append_event, read_decision, read_events, run_minibenchmark, runner
 from delegate.settings import configuration_pb2 as pb
 
 from .helpers import shared_path
 
 pytestmark = pytest.mark.opencl
+
+FAULT_WORKER = str(Path(__file__).resolve().parent / "minibenchmark_fault_worker.py")
 
 
 def _gpu(**kw) -> pb.TFLiteSettings:
@@ -92,7 +95,7 @@ def test_mobilenet_four_settings_and_the_decision(tmp_path):
 def test_a_killed_run_is_an_error_with_its_signal(tmp_path, monkeypatch):
     model = str(shared_path("models", "small_cnn.tflite"))
     storage = tmp_path / "events"
-    monkeypatch.setenv("DELEGATE_MINIBENCHMARK_CRASH", "INFERENCE")
+    monkeypatch.setattr(runner, "WORKER", (FAULT_WORKER, "crash", "INFERENCE"))
     report = run_minibenchmark(_settings(model, storage, _gpu()), runs=2, init_runs=1)
     events, _ = read_events(storage)
     assert [e.event_type for e in events] == [pb.START, pb.ERROR]
@@ -106,7 +109,7 @@ def test_a_killed_run_is_an_error_with_its_signal(tmp_path, monkeypatch):
 
 def test_a_hanging_run_is_stopped_at_the_deadline(tmp_path, monkeypatch):
     model = str(shared_path("models", "small_cnn.tflite"))
-    monkeypatch.setenv("DELEGATE_MINIBENCHMARK_HANG", "INITIALIZATION")
+    monkeypatch.setattr(runner, "WORKER", (FAULT_WORKER, "hang", "INITIALIZATION"))
     report = run_minibenchmark(_settings(model, tmp_path / "events", _gpu()), runs=2, init_runs=1, timeout_s=8)
     error = report.events[1].error
     assert error.mini_benchmark_error_code == 2 and error.stage == pb.INITIALIZATION

@@ -314,7 +314,7 @@ def test_bad_options_give_clear_errors():
 def test_vector_width_option_and_its_default_per_device():
     import dataclasses
 
-    from delegate.plugin.callbacks import _vector_width
+    from delegate.compiler.device_policy import vector_width
     from delegate.plugin.options import DelegateOptions
 
     assert DelegateOptions.parse({"vector_width": "auto"}).vector_width == 0
@@ -326,13 +326,13 @@ def test_vector_width_option_and_its_default_per_device():
     avx512 = dataclasses.replace(info, is_gpu=False, compiler_cpu="skx")
     avx2 = dataclasses.replace(info, is_gpu=False, compiler_cpu="znver3")
     gpu = dataclasses.replace(info, is_gpu=True, compiler_cpu="")
-    auto, eight, sixteen = (DelegateOptions.parse({"vector_width": v}) for v in ("auto", "8", "16"))
-    assert [_vector_width(i, auto) for i in (avx512, avx2, gpu)] == [16, 8, 8]
-    assert _vector_width(avx512, eight) == 8
-    assert _vector_width(avx512, sixteen) == 16
+    auto, eight, sixteen = (DelegateOptions.parse({"vector_width": v}).vector_width for v in ("auto", "8", "16"))
+    assert [vector_width(i, auto) for i in (avx512, avx2, gpu)] == [16, 8, 8]
+    assert vector_width(avx512, eight) == 8
+    assert vector_width(avx512, sixteen) == 16
     for other in (avx2, gpu):
         with pytest.raises(delegate.DelegateError, match="vector_width=16 needs a CPU device compiling for AVX-512"):
-            _vector_width(other, sixteen)
+            vector_width(other, sixteen)
 
 
 def test_plugin_entry_points_tolerate_null_and_report_errors():

@@ -14,7 +14,7 @@ import struct
 
 import pytest
 
-from delegate.runtime import device, driver, pocl_cpu
+from delegate.runtime import device, driver, opencl, pocl_cpu
 
 POCL = "Portable Computing Language"
 ZEN5_FLAGS = frozenset(
@@ -123,8 +123,35 @@ def test_other_platforms_and_bad_addresses_are_left_alone(monkeypatch: pytest.Mo
     assert pocl_cpu.repair_device(0, POCL) is None
 
 
+@needs_x86_64
+def test_repair_devices_repairs_and_reads_pocl_devices_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    generic, known, other = FakeDevice(b"generic\0"), FakeDevice(b"znver3\0"), FakeDevice(b"generic\0")
+    names = pocl_cpu.repair_devices([(generic.address, POCL), (known.address, POCL), (other.address, "NVIDIA CUDA")])
+    assert names == {generic.address: generic.cpu.rstrip(b"\0").decode(), known.address: "znver3"}
+    assert names[generic.address] in {name for name, _ in pocl_cpu._CANDIDATES}
+    assert other.cpu == b"generic\0"
+
+
+def test_the_repair_is_done_once_when_the_loader_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing and describing devices afterwards reads no driver memory: the names were cached."""
+    loader = opencl.loader()
+
+    def rescan(*args: object) -> None:
+        raise AssertionError("PoCL's memory was read again")
+
+    monkeypatch.setattr(pocl_cpu, "repair_device", rescan)
+    monkeypatch.setattr(pocl_cpu, "target_name", rescan)
+    for _, _, dev in device.list_devices():
+        info = device.describe(dev)
+        assert info.compiler_cpu == loader.compiler_cpu(dev.handle)
+        pocl = "portable computing language" in dev.platform_name.lower()
+        assert bool(info.compiler_cpu) == (pocl and platform.machine() == "x86_64")
+    assert opencl.loader() is loader
+
+
 def test_listed_pocl_devices_build_programs() -> None:
-    """After the device listing, PoCL compiles: on a CPU its LLVM does not know, this is the repair."""
+    """After the loader started, PoCL compiles: on a CPU its LLVM does not know, this is the repair."""
     found = [dev for _, _, dev in driver.devices() if "portable computing language" in dev.platform_name.lower()]
     assert found, "PoCL is a dependency of the package: it must be listed"
     context = driver.Context(found[0])

@@ -15,7 +15,7 @@ from delegate import SettingsError
 from delegate.settings import configuration_pb2 as pb
 from delegate.settings.mapping import load_settings, priorities, resolve
 
-from .helpers import shared_path
+from .helpers import reject_kernels_of, shared_path
 
 A, MAXP, LAT, MEM = (
     pb.GPU_PRIORITY_AUTO,
@@ -291,7 +291,7 @@ def test_execution_fallback_with_a_real_device_failure(allowed):
 @pytest.mark.opencl
 def test_compile_fallback_when_a_kernel_fails_to_build(monkeypatch):
     path = str(shared_path("models", "small_cnn.tflite"))
-    monkeypatch.setenv("DELEGATE_INJECT_BUILD_FAILURE", "MAX_POOL_2D")
+    reject_kernels_of(monkeypatch, "MAX_POOL_2D")
     with pytest.raises(RuntimeError, match=r"max_pool_2d_3.*failed to build"):
         delegate.Interpreter(path, program_cache="none")
     with pytest.warns(UserWarning, match="fall back to CPU"):

@@ -12,6 +12,7 @@ op linked after it).
 from __future__ import annotations
 
 from ..context import model
+from . import kernel_names
 from .graph import Builtin, Graph, Node
 from .ops.base import WRITE, WRITE_AT, EmitContext, activation_code, constant_tensor
 from .ops.conv_fast import accepts_pixel_softmax, pixel_softmax_code
@@ -85,4 +86,4 @@ def _adopt(producer: model.CLNode, node: Node) -> None:
     assert producer.gpu_op is not None
     producer.gpu_op.linkable_count += 1
     producer.output_ids = list(node.outputs)
-    producer.name = f"{producer.name}+{node.name}"
+    producer.name = kernel_names.joined([producer.name, node.name])

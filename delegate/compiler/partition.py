@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
-from . import layout
+from . import kernel_names, layout
 from .fusion import link, linkable
-from .graph import FLOAT32, Builtin, Graph, Node, op_name
+from .graph import FLOAT32, Builtin, Graph, Node
 from .ops import OPS, EmitContext
-from .ops.base import HEAD, WRITE, constant_tensor, operation
+from .ops.base import HEAD, WRITE, ConvKernels, constant_tensor, operation
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
 
@@ -31,6 +30,9 @@ class CompileOptions:
     #: kernels use 16-channel (AVX-512) accumulators where the channel counts suit them
     #: (conv_fast.gemm_width). The plugin sets it for CPU devices compiling for AVX-512.
     vector_width: int = 8
+    #: CONV_2D's kernel family (ops/base.py): the generic ones only for comparisons (tests,
+    #: benchmarks); like every field, part of the serialization cache key (delegate/cache.py)
+    conv_kernels: ConvKernels = "gemm"
 
 
 def _fusion_target(
@@ -153,7 +155,9 @@ def compile_partition(
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
     ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
-    emit = EmitContext(graph, options.precision, options.storage, vector_width=options.vector_width)
+    emit = EmitContext(
+        graph, options.precision, options.storage, vector_width=options.vector_width, conv_kernels=options.conv_kernels
+    )
     used: list[int] = []
     readers: dict[int, int] = {}
     for index in nodes:
@@ -172,8 +176,8 @@ def compile_partition(
         if index in paired:  # the depthwise node and the 1x1 convolution reading it, one kernel
             conv = paired[index]
             gpu_op = pair_operation(node, conv, emit, options.pair_local_bytes)
-            op_codes, node_inputs, node_outputs = (node.op, conv.op), [node.inputs[0]], list(conv.outputs)
-            name = f"{node.name}+{conv.name}"
+            node_inputs, node_outputs = [node.inputs[0]], list(conv.outputs)
+            name = kernel_names.joined([node.name, conv.name])
         else:
             if node.outputs and all(graph.tensor(o).is_constant for o in node.outputs):
                 continue  # folded into a constant (fold.py, shapes.py): no kernel
@@ -197,13 +201,10 @@ def compile_partition(
                 used += [i for i in dict.fromkeys([*node_inputs, *node.outputs]) if i not in used]
                 continue
             gpu_op = op.emit(node, emit)
-            op_codes, node_outputs = (node.op,), list(node.outputs)
+            node_outputs = list(node.outputs)
             node_inputs = runtime_inputs(node, graph)
             node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
-            name = "+".join([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
-        if os.environ.get("DELEGATE_INJECT_BUILD_FAILURE") in {op_name(c) for c in op_codes} and gpu_op.code:
-            # Test hook: make the driver reject this op's kernel, a real build failure.
-            gpu_op.code += "\n#error build failure injected by DELEGATE_INJECT_BUILD_FAILURE\n"
+            name = kernel_names.joined([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
         if gpu_op.definition is not None:
             gpu_op.definition.precision = options.precision
         if len(node_inputs) != len(gpu_op.src_tensors_names):

@@ -37,6 +37,9 @@ from .storage import append_event, read_events, write_decision
 CRASHED, TIMED_OUT, HANDLED, UNREADABLE = 1, 2, 3, 4
 TOLERANCE = {"F32": 1e-4, "F32_F16": 2e-2, "F16": 2e-2}
 KL_LIMIT = 1e-3
+#: the arguments after the interpreter that start a run's process (tests start a worker that fails
+#: on purpose, tests/minibenchmark_fault_worker.py, by replacing them)
+WORKER: tuple[str, ...] = ("-m", "delegate.minibenchmark.worker")
 
 
 @dataclass
@@ -232,7 +235,7 @@ def _run_one(
         "init_runs": init_runs,
         "options": options,
     }
-    command = [sys.executable, "-m", "delegate.minibenchmark.worker"]
+    command = [sys.executable, *WORKER]
     stage, stderr = pb.INITIALIZATION, ""
     try:
         done = subprocess.run(command, input=json.dumps(job), capture_output=True, text=True, timeout=timeout_s)

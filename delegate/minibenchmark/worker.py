@@ -2,39 +2,35 @@
 
 Reads a JSON job on stdin, reports its stage on stderr (``STAGE INITIALIZATION`` /
 ``STAGE INFERENCE``) so that the parent can tell where a crash happened, writes the outputs to
-an .npz and prints one JSON result line. ``DELEGATE_MINIBENCHMARK_CRASH=<STAGE>`` (a test hook)
-kills the process with SIGKILL at that stage; ``DELEGATE_MINIBENCHMARK_HANG=<STAGE>`` hangs it.
+an .npz and prints one JSON result line. ``run(stage)`` takes what reports a stage, so that a test's
+worker (tests/minibenchmark_fault_worker.py, started through ``runner.WORKER``) can crash or hang
+there.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import resource
-import signal
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 
-def _stage(name: str) -> None:
+def report_stage(name: str) -> None:
     print(f"STAGE {name}", file=sys.stderr, flush=True)
-    if os.environ.get("DELEGATE_MINIBENCHMARK_CRASH") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get("DELEGATE_MINIBENCHMARK_HANG") == name:
-        time.sleep(3600)
 
 
-def main() -> int:
+def main(stage: Callable[[str], None] = report_stage) -> int:
     job = json.loads(sys.stdin.read())
     from delegate.api import Interpreter
     from delegate.settings import configuration_pb2 as pb
 
     settings = pb.TFLiteSettings.FromString(base64.b64decode(job["settings"]))
     inputs = np.load(job["inputs"])
-    _stage("INITIALIZATION")
+    stage("INITIALIZATION")
     init_us, interpreter = [], None
     for _ in range(job["init_runs"]):
         interpreter = None
@@ -45,7 +41,7 @@ def main() -> int:
         interpreter.allocate_tensors()
         init_us.append(int((time.perf_counter() - start) * 1e6))
     assert interpreter is not None
-    _stage("INFERENCE")
+    stage("INFERENCE")
     for detail in interpreter.get_input_details():
         interpreter.set_tensor(detail["index"], inputs[detail["name"]])
     inference_us = []
@@ -71,9 +67,14 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run(stage: Callable[[str], None] = report_stage) -> int:
+    """The process's exit status: ``main``'s, or 3 with the error on stderr."""
     try:
-        sys.exit(main())
+        return main(stage)
     except Exception as exc:
         print(f"ERROR {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        sys.exit(3)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -9,42 +9,39 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import logging
 import threading
 import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from .._atomic import atomic_write, remove_stale_temps
-from .._integrity import seal, unseal
 from .._native import ffi, lib
+from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
+from ..compiler.claim import claimed_nodes
+from ..compiler.device_policy import compile_options
 from ..compiler.fingerprint import compiler_fingerprint
-from ..compiler.fold import consumers, fold_constants, folded_sources
-from ..compiler.graph import Builtin
-from ..compiler.ops.conv_pair import PAIR_LOCAL_BYTES
-from ..compiler.partition import CompileOptions, compile_partition, op_name, unsupported_reason
-from ..compiler.shapes import StaticShapes, fold_values, resolve
+from ..compiler.kernel_names import fused_ops
+from ..compiler.partition import CompileOptions, compile_partition
+from ..compiler.shapes import StaticShapes, resolve
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
-from ..host import HostInfo
 from ..progress import report_progress
 from ..runtime import Runtime, Tuning
-from ..runtime.device import describe, select_device
-from ..runtime.pocl_cpu import vector_floats
+from ..runtime.device import DeviceInfo, describe, select_device
 from .capture import (
     capture_graph,
-    capture_tensor,
     capture_tensors,
     execution_plan,
     hash_constants,
     int_array,
+    largest_partitions,
+    partition_graph,
+    preview_partitions,
     undo_unsafe_reason,
 )
 from .options import DelegateOptions
+from .report import DelegateState, PartitionInfo, SubgraphReport
 
 log = logging.getLogger(__name__)
 
@@ -52,38 +49,7 @@ _PLUGIN = "tflite-opencl-delegate"
 
 
 @dataclass
-class PartitionInfo:
-    """One delegated partition: its nodes, how its context was obtained, and its init time."""
-
-    nodes: list[int]
-    cache: str  # "hit", "miss" or "off"
-    init_ms: float
-    #: kernels the partition launches, and ops run inside other kernels (elementwise ops linked into
-    #: their producer, concatenations read in place by their consumer)
-    kernels: int = 0
-    fused_ops: int = 0
-    #: times it was compiled for new shapes after a resize
-    recompiles: int = 0
-
-
-@dataclass
-class SubgraphReport:
-    """What one Prepare (one subgraph of a model: the main graph, or the body of an IF, WHILE or
-    CALL_ONCE) delegated."""
-
-    #: position among the subgraphs this delegate was applied to, in the order TFLite prepared them
-    index: int
-    total_nodes: int = 0
-    delegated_nodes: list[int] = field(default_factory=list)
-    #: node name -> why it stays on CPU
-    unsupported: dict[str, str] = field(default_factory=dict)
-    partitions: list[PartitionInfo] = field(default_factory=list)
-    #: partitions that fell back to CPU: {"nodes": [names], "cause": text}
-    fallbacks: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class _Preparing:
+class Preparing:
     """One Prepare in progress (kernel inits run inside it)."""
 
     graph: Any
@@ -108,68 +74,6 @@ class _Preparing:
 
 def _address(context: Any) -> int:
     return int(ffi.cast("uintptr_t", context))
-
-
-@dataclass
-class DelegateState:
-    """What one delegate (one ``load_delegate`` call) knows: its options and what it delegated.
-
-    ``subgraphs`` has one report per subgraph the delegate was applied to (a model with IF, WHILE
-    or CALL_ONCE has several; a subgraph prepared again, after a resize, replaces its report);
-    ``total_nodes``, ``delegated_nodes``, ``unsupported``, ``partitions`` and ``fallbacks`` are
-    their totals (node names carry the subgraph, ``sub1/name``, past the first).
-    """
-
-    options: DelegateOptions
-    subgraphs: list[SubgraphReport] = field(default_factory=list)
-    device: str = ""
-    precision: str = ""
-    storage_type: str = ""
-    #: the TFLite runtime this delegate was loaded into (set by ``delegate.load_delegate``)
-    host: HostInfo | None = None
-    prepares: int = 0
-    #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
-    #: prepare at the same time (the GIL is released while the interpreter runs C code)
-    preparing: dict[int, _Preparing] = field(default_factory=dict, repr=False, compare=False)
-    #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
-    _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def total_nodes(self) -> int:
-        return sum(r.total_nodes for r in self.subgraphs)
-
-    @property
-    def delegated_nodes(self) -> list[int]:
-        return [n for r in self.subgraphs for n in r.delegated_nodes]
-
-    @property
-    def unsupported(self) -> dict[str, str]:
-        return {_qualified(r, name): why for r in self.subgraphs for name, why in r.unsupported.items()}
-
-    @property
-    def partitions(self) -> list[PartitionInfo]:
-        return [p for r in self.subgraphs for p in r.partitions]
-
-    @property
-    def fallbacks(self) -> list[dict[str, Any]]:
-        return [{**f, "nodes": [_qualified(r, n) for n in f["nodes"]]} for r in self.subgraphs for f in r.fallbacks]
-
-    def report_for(self, context: Any) -> SubgraphReport:
-        """A fresh report for a Prepare of ``context``, replacing that subgraph's earlier one."""
-        address = _address(context)
-        with _lock:
-            old = self._by_context.get(address)
-            report = SubgraphReport(old.index if old is not None else len(self.subgraphs))
-            if old is not None:
-                self.subgraphs[self.subgraphs.index(old)] = report
-            else:
-                self.subgraphs.append(report)
-            self._by_context[address] = report
-        return report
-
-
-def _qualified(report: SubgraphReport, name: str) -> str:
-    return name if report.index == 0 else f"sub{report.index}/{name}"
 
 
 @dataclass
@@ -242,82 +146,13 @@ def _report(context: Any, message: str) -> None:
     lib.dlg_report(context, message.encode("utf-8", "replace"))
 
 
-def _largest_partitions(context: Any, nodes: list[int], limit: int) -> list[int]:
-    if limit <= 0 or not nodes:
-        return nodes
-    array = ffi.new("int[]", [len(nodes), *nodes])
-    params = ffi.new("TfLiteDelegateParams **")
-    count = ffi.new("int *")
-    status = context.PreviewDelegatePartitioning(context, ffi.cast("TfLiteIntArray *", array), params, count)
-    if status != lib.kTfLiteOk:
-        return nodes
-    partitions = [int_array(params[0][i].nodes_to_replace) for i in range(count[0])]
-    partitions.sort(key=len, reverse=True)
-    keep = {n for part in partitions[:limit] for n in part}
-    return [n for n in nodes if n in keep]
-
-
 def _supported_nodes(
     graph: Any, plan: list[int], options: DelegateOptions, static: StaticShapes
 ) -> tuple[list[int], dict[str, str]]:
-    """The nodes to claim, in plan order, and why each other one stays on CPU.
-
-    Nodes the compiler folds into constants (DENSIFY of sparse weights and DEQUANTIZE of weights,
-    compiler/fold.py; integer shape arithmetic, compiler/shapes.py) need no kernel: they are
-    claimed only when every consumer is, so that their outputs never have to leave the partition.
-    """
-    weights = fold_constants(graph, dequantize=options.enable_quantized_inference)
-    shape_folded = fold_values(graph, static)
-    supported, unsupported = [], {}
-    for index in plan:
-        node = graph.nodes[index]
-        if op_name(node.op) in options.exclude_ops:
-            unsupported[node.name] = "excluded by the exclude_ops option"
-        elif index in shape_folded:
-            continue
-        elif node.op == Builtin.DEQUANTIZE and index not in weights:
-            unsupported[node.name] = (
-                "DEQUANTIZE runs on CPU: enable_quantized_inference is off"
-                if not options.enable_quantized_inference
-                else "DEQUANTIZE of a non-constant or unsupported tensor"
-            )
-        elif node.op == Builtin.DENSIFY and index not in weights:
-            unsupported[node.name] = "DENSIFY of a non-constant tensor"
-        elif index not in weights:
-            reason = unsupported_reason(node, graph) or static.reason(node)
-            if reason is None:
-                supported.append(index)
-            else:
-                unsupported[node.name] = reason
-    readers = consumers(graph)
-    claimed = set(supported)
-    folded = [i for i in plan if (i in weights or i in shape_folded) and graph.nodes[i].name not in unsupported]
-    # A folded chain (SHAPE -> STRIDED_SLICE -> PACK, DENSIFY -> DEQUANTIZE) is claimed from its end.
-    for index in reversed(folded):
-        node = graph.nodes[index]
-        outs = [o for o in node.outputs if o >= 0]
-        # With no reader the folded tensor is a graph output, which the partition would have to produce.
-        if all(readers.get(o) and all(r in claimed for r in readers[o]) for o in outs):
-            claimed.add(index)
-        elif index in weights:
-            unsupported[node.name] = f"{op_name(node.op)} folded only when every consumer is delegated"
-        else:
-            unsupported[node.name] = f"{op_name(node.op)} is not supported by the compiler"
-    return [i for i in plan if i in claimed], unsupported
-
-
-def _preview(context: Any, nodes: list[int]) -> list[tuple[list[int], list[int], list[int]]]:
-    """The partitions the runtime will make of ``nodes``: (nodes, inputs, outputs) each."""
-    array = ffi.new("int[]", [len(nodes), *nodes])
-    params = ffi.new("TfLiteDelegateParams **")
-    count = ffi.new("int *")
-    status = context.PreviewDelegatePartitioning(context, ffi.cast("TfLiteIntArray *", array), params, count)
-    if status != lib.kTfLiteOk:
-        raise DelegateError("the interpreter could not preview the partitions")
-    return [
-        (list(int_array(p.nodes_to_replace)), list(int_array(p.input_tensors)), list(int_array(p.output_tensors)))
-        for p in (params[0][i] for i in range(count[0]))
-    ]
+    """The nodes to claim, in plan order, and why each other one stays on CPU (compiler/claim.py)."""
+    return claimed_nodes(
+        graph, plan, static, exclude_ops=options.exclude_ops, dequantize=options.enable_quantized_inference
+    )
 
 
 def _cause(exc: BaseException) -> str:
@@ -336,7 +171,7 @@ def _shown(names: list[str]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: DelegateState, unsafe: bool) -> list[int]:
+def _precompile(context: Any, prep: Preparing, chosen: list[int], state: DelegateState, unsafe: bool) -> list[int]:
     """Compile every partition now, so that a failure can leave just that partition on CPU
     (``compile_fallback``) or fail Prepare with the nodes and the cause; the delegated nodes left.
 
@@ -346,7 +181,7 @@ def _precompile(context: Any, prep: _Preparing, chosen: list[int], state: Delega
     if not chosen:
         return chosen
     keep = set(chosen)
-    previews = _preview(context, chosen)
+    previews = preview_partitions(context, chosen)
     for number, (nodes, inputs, outputs) in enumerate(previews):
         start = time.perf_counter()
         report_progress("compiling partitions", number, len(previews), f"{len(nodes)} nodes")
@@ -398,7 +233,7 @@ def _propagation_blocker(graph: Any, plan: list[int]) -> str | None:
     return None
 
 
-def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: _Preparing) -> int:
+def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Preparing) -> int:
     """Prepare's work on one subgraph: capture, choose, compile, and replace the chosen nodes."""
     report, options = prep.report, state.options
     plan = prep.plan
@@ -407,7 +242,7 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: _Prep
         native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
     prep.static = resolve(graph, plan)
     supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
-    chosen = _largest_partitions(context, supported, options.max_delegated_partitions)
+    chosen = largest_partitions(context, supported, options.max_delegated_partitions)
     for index in set(supported) - set(chosen):
         unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
     report.total_nodes = len(plan)
@@ -440,11 +275,11 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
     if state is None:
         _report(context, f"{_PLUGIN}: this delegate was already destroyed")
         return 1
-    prep: _Preparing | None = None
+    prep: Preparing | None = None
     try:
         state.prepares += 1
         plan = execution_plan(context)
-        prep = _Preparing(None, state.report_for(context), plan)
+        prep = Preparing(None, state.report_for(_address(context)), plan)
         with _lock:
             state.preparing[_address(context)] = prep
         return _claim(context, native_delegate, state, prep)
@@ -459,7 +294,7 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
 
 
 def _failed_prepare(
-    context: Any, native_delegate: Any, state: DelegateState, prep: _Preparing | None, exc: Exception
+    context: Any, native_delegate: Any, state: DelegateState, prep: Preparing | None, exc: Exception
 ) -> int:
     """Prepare failed outside a partition's compile (or a partition failed without fallback).
 
@@ -496,139 +331,49 @@ def _failed_prepare(
     return _replace(context, native_delegate, plan)
 
 
-def _cache_key(graph: Any, nodes: list[int], options: DelegateOptions, device_key: str, model_id: bytes) -> str:
-    """The serialization cache key of a partition; ``model_id``: what identifies the model's weights
-    (the model_token, else the SHA-256 of its constants)."""
-    h = hashlib.sha256()
-    h.update(
-        json.dumps(
-            [
-                __version__,
-                device_key,
-                options.precision.name,
-                options.storage_type.name,
-                options.fuse,
-                options.enable_quantized_inference,
-                options.tuning.value,
-                options.vector_width,
-                compiler_fingerprint(),
-            ]
-        ).encode()
+def _compile_options(info: DeviceInfo, options: DelegateOptions) -> CompileOptions:
+    """How the partition is compiled for the device (compiler/device_policy.py)."""
+    return compile_options(
+        info, options.precision, options.storage_type, fuse=options.fuse, requested_vector_width=options.vector_width
     )
-    for index in nodes:
-        node = graph.nodes[index]
-        shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
-        h.update(
-            json.dumps(
-                [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes], default=str
-            ).encode()
-        )
-    h.update(model_id)
-    return h.hexdigest()[:40]
-
-
-def write_cache_entry(ctx_model: Any, path: Path) -> Path:
-    """Write a compiled partition to the serialization cache: atomically, with its SHA-256 trailer."""
-    from ..context import serialize_context  # a miss only: the writer imports flatbuffers
-
-    return atomic_write(path, seal(serialize_context(ctx_model)))
-
-
-def _partition_graph(context: Any, nodes: list[int], graph: Any, options: DelegateOptions) -> Any:
-    """``graph`` (captured by this Prepare, constants folded) with every constant the partition's
-    nodes read valued.
-
-    The whole graph is used because a partition may read a folded DEQUANTIZE or DENSIFY output
-    whose node is in another partition (ai-edge-litert makes single-node partitions when all
-    tensors are kept); folded chains (sparse fp16 -> DENSIFY -> DEQUANTIZE) are followed back to
-    the model's constants, sparse ones read densified (capture.py).
-    """
-    wanted = folded_sources(graph, (i for index in nodes for i in graph.nodes[index].inputs))
-    for i in wanted:
-        if graph.tensors[i].is_constant and graph.tensors[i].constant is None:
-            graph.tensors[i] = capture_tensor(context, i, read_limit=None)
-    fold_constants(graph, dequantize=options.enable_quantized_inference)
-    return graph
-
-
-def _pair_local_bytes(info: Any) -> int:
-    """How much local memory a depthwise + 1x1 pair kernel may hold on this device: none on a GPU
-    (the pair kernel is shaped for CPU cores, see compiler/ops/conv_pair.py)."""
-    return 0 if info.is_gpu else min(PAIR_LOCAL_BYTES, info.local_mem_bytes)
-
-
-def _vector_width(info: Any, options: DelegateOptions) -> int:
-    """Floats per vector register the compiler shapes matrix products for (option vector_width):
-    by default 16 on CPU devices whose compiler targets AVX-512 (runtime/pocl_cpu.py), else 8,
-    GPUs included. 16 is refused elsewhere: PoCL's LLVM 15 crashes compiling some of those kernels
-    for AVX2, and on GPUs they are untested."""
-    native = 8 if info.is_gpu else vector_floats(info.compiler_cpu)
-    if options.vector_width == 16 and native != 16:
-        target = "a GPU" if info.is_gpu else f"compiles for {info.compiler_cpu or 'an unknown CPU model'}"
-        raise DelegateError(
-            f"vector_width=16 needs a CPU device compiling for AVX-512, and {info.name} {target}; "
-            "use vector_width=auto or 8"
-        )
-    return options.vector_width or native
 
 
 def _load_partition(
-    context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState, prep: _Preparing
+    context: Any, nodes: list[int], inputs: list[int], outputs: list[int], state: DelegateState, prep: Preparing
 ) -> tuple[Runtime, str]:
-    """Compile (or load from the serialization cache) and load one partition of ``prep``'s graph."""
+    """Compile (or load from the serialization cache, delegate/cache.py) and load one partition of
+    ``prep``'s graph."""
     options = state.options
-    graph = _partition_graph(context, nodes, prep.graph, options)
+    graph = partition_graph(context, nodes, prep.graph, dequantize=options.enable_quantized_inference)
     device = select_device(options.device or None)
     info = describe(device)
-    compile_options = CompileOptions(
-        options.precision, options.storage_type, options.fuse, _pair_local_bytes(info), _vector_width(info, options)
-    )
-    folder = Path(options.serialization_dir) if options.serialization_dir else None
-    if folder is not None:
-        program_cache: Any = folder / "programs"
-    elif options.program_cache == "none":
-        program_cache = False
-    elif options.program_cache == "default":
-        program_cache = None
-    else:
-        program_cache = Path(options.program_cache)
-    if folder is None:
+    compile_opts = _compile_options(info, options)
+    programs = program_cache_dir(options.serialization_dir, options.program_cache)
+    store = SerializationCache.open(options.serialization_dir, options.model_token)
+
+    def compiled() -> Runtime:
+        ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_opts)
+        return _ready(_load_runtime(ctx_model, device, programs, options), options, tune=True)
+
+    if store is None:
         log.debug("no serialization_dir: compiling the partition of %d nodes", len(nodes))
-        ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-        runtime = _ready(
-            _load_runtime(ctx_model, device, program_cache, options),
-            options,
-            tune=True,
-        )
-        return runtime, "off"
+        return compiled(), "off"
     model_id = options.model_token.encode() if options.model_token else prep.constants_digest(context)
-    key = _cache_key(graph, nodes, options, info.key, model_id)
-    token = "".join(c if c.isalnum() or c in "-_" else "_" for c in options.model_token) or "model"
-    path = folder / f"{token}-{key}.ctx"
-    remove_stale_temps(folder)  # left by writers killed mid-write
-    if path.exists():
-        try:
-            payload = unseal(path.read_bytes(), f"cache entry {path}")
+    extra = [options.enable_quantized_inference, options.tuning.value, compiler_fingerprint()]
+    path = store.entry(partition_key(graph, nodes, compile_opts, device_key=info.key, extra=extra, model_id=model_id))
+    try:
+        payload = store.read(path)
+        if payload is not None:
             log.info("serialization cache hit: %s", path)
-            return _ready(
-                _load_runtime(payload, device, program_cache, options),
-                options,
-                tune=False,
-            ), "hit"
-        except ContextFormatError as exc:
-            log.warning("cache entry %s is unreadable (%s); rebuilding it", path, exc.detail)
-            warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
-        except CacheIntegrityError as exc:
-            log.warning("%s; rebuilding it", exc)
-            warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
-    else:
+            return _ready(_load_runtime(payload, device, programs, options), options, tune=False), "hit"
         log.info("serialization cache miss: no entry %s (model, options, device or package version differ)", path)
-    ctx_model = compile_partition(graph, nodes, inputs, outputs, compile_options)
-    runtime = _ready(
-        _load_runtime(ctx_model, device, program_cache, options),
-        options,
-        tune=True,
-    )
+    except ContextFormatError as exc:
+        log.warning("cache entry %s is unreadable (%s); rebuilding it", path, exc.detail)
+        warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
+    except CacheIntegrityError as exc:
+        log.warning("%s; rebuilding it", exc)
+        warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
+    runtime = compiled()
     try:
         write_cache_entry(runtime.model, path)  # with the tuned work-group sizes
     except BaseException:
@@ -699,7 +444,7 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
 
 def _partition_info(runtime: Runtime, nodes: list[int], cache_state: str, start: float) -> PartitionInfo:
     names = runtime.node_names
-    fused = sum(name.count("+") for name in names)
+    fused = sum(fused_ops(name) for name in names)
     return PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3, len(names), fused)
 
 
@@ -772,7 +517,7 @@ def _recompile(context: Any, entry: _Kernel, kernel: Any) -> None:
     if lost:
         why = unsupported.get(lost[0], "not claimed")
         raise DelegateError(f"{lost[0]} cannot run on the delegate with the new shapes: {why}")
-    prep = _Preparing(graph, entry.report, entry.plan, static)
+    prep = Preparing(graph, entry.report, entry.plan, static)
     start = time.perf_counter()
     runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
     if (runtime.input_ids, runtime.output_ids) != (entry.runtime.input_ids, entry.runtime.output_ids):
@@ -806,4 +551,4 @@ def dlg_py_kernel_free(handle: int) -> None:
         entry.runtime.close()
 
 
-__all__ = ["DelegateState", "live_kernels", "state_of_pointer"]
+__all__ = ["live_kernels", "state_of_pointer"]

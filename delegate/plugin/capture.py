@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 
 from .._native import ffi, lib
+from ..compiler.fold import fold_constants, folded_sources
 from ..compiler.graph import CUSTOM, Builtin, Graph, Node, Tensor
 from ..compiler.sparsity import DimensionMetadata, densify
+from ..errors import DelegateError
 
 _NUMPY_TYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8, 10: np.float16}
 _FLOAT16 = 10  # kTfLiteFloat16
@@ -21,6 +23,37 @@ def int_array(array: Any) -> tuple[int, ...]:
     if array == ffi.NULL:
         return ()
     return tuple(array.data[i] for i in range(array.size))
+
+
+def largest_partitions(context: Any, nodes: list[int], limit: int) -> list[int]:
+    """``nodes`` less those outside the ``limit`` largest partitions TFLite would make of them
+    (all of them when ``limit`` is 0 or the preview fails)."""
+    if limit <= 0 or not nodes:
+        return nodes
+    array = ffi.new("int[]", [len(nodes), *nodes])
+    params = ffi.new("TfLiteDelegateParams **")
+    count = ffi.new("int *")
+    status = context.PreviewDelegatePartitioning(context, ffi.cast("TfLiteIntArray *", array), params, count)
+    if status != lib.kTfLiteOk:
+        return nodes
+    partitions = [int_array(params[0][i].nodes_to_replace) for i in range(count[0])]
+    partitions.sort(key=len, reverse=True)
+    keep = {n for part in partitions[:limit] for n in part}
+    return [n for n in nodes if n in keep]
+
+
+def preview_partitions(context: Any, nodes: list[int]) -> list[tuple[list[int], list[int], list[int]]]:
+    """The partitions the runtime will make of ``nodes``: (nodes, inputs, outputs) each."""
+    array = ffi.new("int[]", [len(nodes), *nodes])
+    params = ffi.new("TfLiteDelegateParams **")
+    count = ffi.new("int *")
+    status = context.PreviewDelegatePartitioning(context, ffi.cast("TfLiteIntArray *", array), params, count)
+    if status != lib.kTfLiteOk:
+        raise DelegateError("the interpreter could not preview the partitions")
+    return [
+        (list(int_array(p.nodes_to_replace)), list(int_array(p.input_tensors)), list(int_array(p.output_tensors)))
+        for p in (params[0][i] for i in range(count[0]))
+    ]
 
 
 def execution_plan(context: Any) -> list[int]:
@@ -214,3 +247,20 @@ def _sparsity_bytes(s: Any) -> bytes:
         m = s.dim_metadata[i]
         parts += [np.array([m.format, m.dense_size]), _int_vector(m.array_segments), _int_vector(m.array_indices)]
     return b"".join(f"sparsity:{len(p)};".encode() + p.astype("<i8").tobytes() for p in parts)
+
+
+def partition_graph(context: Any, nodes: list[int], graph: Graph, *, dequantize: bool) -> Graph:
+    """``graph`` (captured by this Prepare, constants folded) with every constant the partition's
+    nodes read valued.
+
+    The whole graph is used because a partition may read a folded DEQUANTIZE or DENSIFY output
+    whose node is in another partition (ai-edge-litert makes single-node partitions when all
+    tensors are kept); folded chains (sparse fp16 -> DENSIFY -> DEQUANTIZE) are followed back to
+    the model's constants, sparse ones read densified (capture.py).
+    """
+    wanted = folded_sources(graph, (i for index in nodes for i in graph.nodes[index].inputs))
+    for i in wanted:
+        if graph.tensors[i].is_constant and graph.tensors[i].constant is None:
+            graph.tensors[i] = capture_tensor(context, i, read_limit=None)
+    fold_constants(graph, dequantize=dequantize)
+    return graph

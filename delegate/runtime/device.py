@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..errors import DeviceNotFoundError
 from . import driver, pocl_cpu
 from .driver import Device
+from .opencl import loader
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,15 @@ class DeviceInfo:
     host_unified_memory: bool = False
     #: CL_DEVICE_MAX_COMPUTE_UNITS (PoCL: its worker threads, one per core)
     compute_units: int = 1
-    #: the CPU model PoCL compiles kernels for (pocl_cpu.target_name); "" for other drivers
+    #: the CPU model PoCL compiles kernels for (read once, when the loader was initialised:
+    #: opencl.loader, pocl_cpu.py); "" for other drivers
     compiler_cpu: str = ""
+
+    @property
+    def vector_floats(self) -> int:
+        """Floats per vector register of code compiled for this device: 16 on CPU devices whose
+        compiler targets AVX-512 (pocl_cpu.vector_floats), else 8, GPUs included."""
+        return 8 if self.is_gpu else pocl_cpu.vector_floats(self.compiler_cpu)
 
     @property
     def key(self) -> str:
@@ -77,7 +85,7 @@ def describe(device: Device) -> DeviceInfo:
         image_buffer_max_pixels=int(get("image_max_buffer_size")) if images else 0,
         host_unified_memory=bool(get("host_unified_memory")),
         compute_units=max(int(get("max_compute_units")), 1),
-        compiler_cpu=pocl_cpu.target_name(driver.handle_int(device.handle), device.platform_name),
+        compiler_cpu=loader().compiler_cpu(device.handle),
     )
 
 

@@ -15,13 +15,10 @@ from typing import Any
 
 from .._native import ffi
 from ..errors import DelegateError
-from . import pocl_cpu
-from .opencl import cl_api, error_name
+from .opencl import cl_api, error_name, platforms
 
 # cl.h constants (OpenCL 1.2), by the name the specification gives them
 CL_DEVICE_TYPE_GPU = 1 << 2
-CL_DEVICE_TYPE_ALL = 0xFFFFFFFF
-CL_PLATFORM_NAME = 0x0902
 CL_CONTEXT_PLATFORM = 0x1084
 CL_QUEUE_PROFILING_ENABLE = 1 << 1
 CL_MEM_READ_WRITE = 1 << 0
@@ -139,30 +136,11 @@ class Device:
 
 def devices() -> list[tuple[int, int, Device]]:
     """Every device as (platform index, device index, device); platforms that fail to answer are skipped."""
-    api = cl_api()
-    count = ffi.new("uint32_t *")
-    if api.get_platform_ids(0, ffi.NULL, count) != 0 or count[0] == 0:
-        return []  # -1001 (PLATFORM_NOT_FOUND_KHR): no platform is installed
-    platforms = ffi.new("cl_platform_id[]", count[0])
-    if api.get_platform_ids(count[0], platforms, ffi.NULL) != 0:
-        return []
-    found = []
-    for p_index in range(count[0]):
-        platform = platforms[p_index]
-        try:
-            name = _decode(_query("clGetPlatformInfo", api.get_platform_info, platform, CL_PLATFORM_NAME), "str")
-        except OpenCLError:
-            continue
-        n = ffi.new("uint32_t *")
-        if api.get_device_ids(platform, CL_DEVICE_TYPE_ALL, 0, ffi.NULL, n) != 0 or n[0] == 0:
-            continue
-        ids = ffi.new("cl_device_id[]", n[0])
-        if api.get_device_ids(platform, CL_DEVICE_TYPE_ALL, n[0], ids, ffi.NULL) != 0:
-            continue
-        for d_index in range(n[0]):
-            pocl_cpu.repair_device(handle_int(ids[d_index]), name)
-            found.append((p_index, d_index, Device(ids[d_index], platform, name)))
-    return found
+    return [
+        (p_index, d_index, Device(handle, platform, name))
+        for p_index, platform, name, handles in platforms(cl_api())
+        for d_index, handle in enumerate(handles)
+    ]
 
 
 class _Released:

@@ -1,21 +1,34 @@
-"""The OpenCL API table: the entry points the C enqueue loop and driver.py call, and error names.
+"""The OpenCL loader: the API table the C enqueue loop and driver.py call, the platforms and their
+devices, and error names.
 
 The table is resolved from one ICD loader per process: one already loaded (pyopencl's, when the
 application imported it first), else the one pyopencl's wheel ships beside PoCL (found without
 importing pyopencl, which costs 50-90 ms), else the system's ``libOpenCL``. Either way pyopencl,
 if imported later, loads the same library, so handles pass between the two.
+
+Initialising the loader (``loader()``, once per process) is also when PoCL's CPU devices get a CPU
+name their LLVM knows (pocl_cpu.py), before any program is built, and when the name each one
+compiles for is read; nothing later rescans the driver's memory.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from .._native import ffi, lib
 from ..errors import DelegateError
+from . import pocl_cpu
+
+# cl.h constants (OpenCL 1.2) the platform listing needs; driver.py has the rest
+CL_DEVICE_TYPE_ALL = 0xFFFFFFFF
+CL_PLATFORM_NAME = 0x0902
 
 #: OpenCL's error codes (cl.h), by value
 _ERROR_NAMES = {
@@ -152,11 +165,67 @@ def _loader_path() -> str:
     )
 
 
+def _platform_name(api: Any, platform: Any) -> str | None:
+    size = ffi.new("size_t *")
+    if api.get_platform_info(platform, CL_PLATFORM_NAME, 0, ffi.NULL, size) != 0:
+        return None
+    buf = ffi.new("char[]", max(size[0], 1))
+    if api.get_platform_info(platform, CL_PLATFORM_NAME, size[0], buf, ffi.NULL) != 0:
+        return None
+    return ffi.string(buf).decode(errors="replace")
+
+
+def platforms(api: Any) -> list[tuple[int, Any, str, list[Any]]]:
+    """Every platform with devices, as (platform index, handle, name, device handles); platforms
+    that fail to answer are skipped (their index is not reused)."""
+    count = ffi.new("uint32_t *")
+    if api.get_platform_ids(0, ffi.NULL, count) != 0 or count[0] == 0:
+        return []  # -1001 (PLATFORM_NOT_FOUND_KHR): no platform is installed
+    handles = ffi.new("cl_platform_id[]", count[0])
+    if api.get_platform_ids(count[0], handles, ffi.NULL) != 0:
+        return []
+    found = []
+    for index in range(count[0]):
+        platform = handles[index]
+        name = _platform_name(api, platform)
+        n = ffi.new("uint32_t *")
+        if name is None or api.get_device_ids(platform, CL_DEVICE_TYPE_ALL, 0, ffi.NULL, n) != 0 or n[0] == 0:
+            continue
+        ids = ffi.new("cl_device_id[]", n[0])
+        if api.get_device_ids(platform, CL_DEVICE_TYPE_ALL, n[0], ids, ffi.NULL) != 0:
+            continue
+        found.append((index, platform, name, [ids[d] for d in range(n[0])]))
+    return found
+
+
+@dataclass(frozen=True)
+class Loader:
+    """The process's OpenCL loader, initialised once (``loader()``)."""
+
+    path: str
+    #: the table of OpenCL function pointers (a ``dlg_cl_api *``)
+    api: Any
+    #: device address -> the CPU model that PoCL device compiles for, read after the repair
+    #: (pocl_cpu.py); other drivers' devices are not in it
+    compiler_cpus: Mapping[int, str]
+
+    def compiler_cpu(self, device: Any) -> str:
+        """The CPU model ``device`` (a ``cl_device_id``) compiles for: "" for other drivers."""
+        return self.compiler_cpus.get(int(ffi.cast("uintptr_t", device)), "")
+
+
 @cache
-def cl_api() -> object:
-    """The process-wide table of OpenCL function pointers (a ``dlg_cl_api *``)."""
+def loader() -> Loader:
+    """Load the OpenCL API table and repair PoCL's CPU devices (pocl_cpu.py), once per process."""
+    path = _loader_path()
     api = ffi.new("dlg_cl_api *")
     err = ffi.new("char[512]")
-    if lib.dlg_cl_load(_loader_path().encode(), api, err, 512) != 0:
+    if lib.dlg_cl_load(path.encode(), api, err, 512) != 0:
         raise DelegateError(ffi.string(err).decode())
-    return api
+    devices = [(int(ffi.cast("uintptr_t", d)), name) for _, _, name, ids in platforms(api) for d in ids]
+    return Loader(path, api, pocl_cpu.repair_devices(devices))
+
+
+def cl_api() -> Any:
+    """The process-wide table of OpenCL function pointers (a ``dlg_cl_api *``)."""
+    return loader().api

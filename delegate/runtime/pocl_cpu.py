@@ -16,8 +16,18 @@ there, as on a Zen 5; else ``znver3`` on AMD processors with Zen 3's instruction
 (``vector_floats``, ``CompileOptions.vector_width``). Nothing is written unless the object holds
 exactly what is expected: the device's LLVM triple, and right after it a pointer to the string
 ``generic``; every read of PoCL's memory is checked first (through a pipe, so a bad address is an
-error, not a crash). Set ``DELEGATE_POCL_CPU`` to ``off`` to leave PoCL alone, or to a name of at
-most 7 characters to use that name instead.
+error, not a crash; ``dlg_read_checked``, csrc/pocl_repair.c). Set ``DELEGATE_POCL_CPU`` to ``off``
+to leave PoCL alone, or to a name of at most 7 characters to use that name instead.
+
+``repair_devices`` is the one step that does it, when the OpenCL loader is initialised
+(opencl.loader(), before any program is built); it also reads, once, the name each PoCL device
+compiles for (``target_name``), which DeviceInfo.compiler_cpu and the program cache key carry.
+
+No cleaner lever exists for this PoCL: ``POCL_LLVM_CPU_NAME`` arrived in later PoCL (the 3.0
+library names no such variable); a ``-target-cpu`` build option comes before the one PoCL appends
+from the same field (the last wins) and would not reach its code generator, which also reads it;
+intercepting LLVM's ``getHostCPUName`` (pocl/pocl#1049) needs ``LD_PRELOAD`` before the process
+starts; and 3.0 is the newest ``pocl-binary-distribution``.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import os
 import platform
 import re
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 from .._native import ffi, lib
@@ -190,3 +201,15 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
     finally:
         reader.close()
     return name
+
+
+def repair_devices(devices: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """Repair every PoCL device of ``devices`` (device address, platform name) whose CPU name is
+    ``generic`` (``repair_device``); the CPU name each PoCL device then compiles for, by address."""
+    names: dict[int, str] = {}
+    for address, platform_name in devices:
+        if not _applies(platform_name):
+            continue
+        repair_device(address, platform_name)
+        names[address] = target_name(address, platform_name)
+    return names

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -11,6 +11,10 @@ from ...context import model
 from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
 from ..graph import FLOAT32, Activation, Graph, Node, Padding, Tensor
+
+#: CONV_2D's kernels: the matrix products (buffer storages only), or the generic ones, ``blocked`` (4
+#: pixels x 2 slices per work-item, what texture storages get) or ``plain`` (one output FLT4 each)
+ConvKernels = Literal["gemm", "blocked", "plain"]
 
 
 @dataclass
@@ -26,6 +30,7 @@ class EmitContext:
     #: floats per register-sized vector the matrix-product kernels group output channels by: 8
     #: (AVX2, GPUs), or 16 on CPU devices whose compiler targets AVX-512 (CompileOptions)
     vector_width: int = 8
+    conv_kernels: ConvKernels = "gemm"
 
     @property
     def dtype(self) -> np.dtype:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ...context import model
@@ -187,7 +185,7 @@ class Conv2D:
             flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
             sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
             return gemm_operation(node, ctx, filters, ints, flat, sources=sources)
-        blocked = os.environ.get("DELEGATE_CONV_KERNEL", "gemm") != "plain"
+        blocked = ctx.conv_kernels != "plain"
         code = (
             blocked_conv_code(activation_code(p["activation"]))
             if blocked
@@ -248,9 +246,9 @@ def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
 
 
 def _use_gemm(ctx: EmitContext) -> bool:
-    """The matrix-product kernels run on buffer-backed storage unless DELEGATE_CONV_KERNEL picks the
-    generic ones (``blocked`` or ``plain``, for comparisons)."""
-    return ctx.linear_storage and os.environ.get("DELEGATE_CONV_KERNEL", "gemm") == "gemm"
+    """The matrix-product kernels run on buffer-backed storage unless CompileOptions.conv_kernels picks
+    the generic ones (``blocked`` or ``plain``, for comparisons)."""
+    return ctx.linear_storage and ctx.conv_kernels == "gemm"
 
 
 def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,

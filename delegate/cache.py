@@ -1,0 +1,120 @@
+"""The on-disk caches of compiled partitions: where entries live, what keys them, how they are
+written and read.
+
+With the option ``serialization_dir`` each compiled partition is an InferenceContext file,
+``<model_token>-<key>.ctx``, and program binaries go to ``programs/`` beside them; without it
+the option ``program_cache`` says where binaries go (runtime/programs.py keys and writes those).
+Entries are written atomically with a SHA-256 trailer (_atomic.py, _integrity.py) and checked
+before use; temporaries left by writers killed mid-write are removed when a cache is opened.
+
+The key of a partition hashes everything its compiled context depends on: this package's version,
+the device (DeviceInfo.key), every field of its CompileOptions (so a new compile option is keyed
+without touching this module), the plugin's other choices (``extra``: tuning, quantized
+inference, the compiler's source fingerprint), the partition's nodes (op, version, tensors,
+parameters, shapes) and what identifies the weights (``model_id``).
+
+Only stdlib and the package's leaf modules are imported here (the context writer too, on a miss),
+so any layer may use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from . import __version__
+from ._atomic import atomic_write, remove_stale_temps
+from ._integrity import seal, unseal
+
+#: hex digits of a partition's key in its file name
+KEY_LENGTH = 40
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON can hold it: enums by name."""
+    return value.name if isinstance(value, enum.Enum) else value
+
+
+def options_fields(options: Any) -> dict[str, Any]:
+    """Every field of a dataclass of options (CompileOptions), by name, enums by name."""
+    return {f.name: _plain(getattr(options, f.name)) for f in dataclasses.fields(options)}
+
+
+def partition_key(
+    graph: Any,
+    nodes: Sequence[int],
+    compile_options: Any,
+    *,
+    device_key: str,
+    extra: Sequence[Any],
+    model_id: bytes,
+) -> str:
+    """The serialization cache key of the partition ``nodes`` of ``graph`` (compiler.graph.Graph)."""
+    h = hashlib.sha256()
+    h.update(json.dumps([__version__, device_key, options_fields(compile_options), [*map(_plain, extra)]]).encode())
+    for index in nodes:
+        node = graph.nodes[index]
+        shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
+        h.update(
+            json.dumps(
+                [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes], default=str
+            ).encode()
+        )
+    h.update(model_id)
+    return h.hexdigest()[:KEY_LENGTH]
+
+
+def program_cache_dir(serialization_dir: str, program_cache: str) -> Path | Literal[False] | None:
+    """Where program binaries are cached (Runtime.load's ``cache_dir``): ``programs/`` in the
+    serialization folder, else the ``program_cache`` folder; None is the user's cache folder
+    (``default``), False none (``none``)."""
+    if serialization_dir:
+        return Path(serialization_dir) / "programs"
+    if program_cache == "none":
+        return False
+    if program_cache == "default":
+        return None
+    return Path(program_cache)
+
+
+@dataclass(frozen=True)
+class SerializationCache:
+    """A folder of sealed InferenceContext entries, named by model token and key."""
+
+    folder: Path
+    #: the model's name in entry names (option model_token, made safe for a file name)
+    token: str
+
+    @classmethod
+    def open(cls, serialization_dir: str, model_token: str) -> SerializationCache | None:
+        """The cache in ``serialization_dir`` (None when there is none), its stale temporaries removed."""
+        if not serialization_dir:
+            return None
+        token = "".join(c if c.isalnum() or c in "-_" else "_" for c in model_token) or "model"
+        cache = cls(Path(serialization_dir), token)
+        remove_stale_temps(cache.folder)  # left by writers killed mid-write
+        return cache
+
+    def entry(self, key: str) -> Path:
+        return self.folder / f"{self.token}-{key}.ctx"
+
+    def read(self, path: Path) -> memoryview | None:
+        """The context in entry ``path``, checked against its trailer; None when there is no entry.
+        Raises CacheIntegrityError for an entry that fails the check."""
+        if not path.exists():
+            return None
+        return unseal(path.read_bytes(), f"cache entry {path}")
+
+
+def write_cache_entry(ctx_model: Any, path: Path) -> Path:
+    """Write a compiled partition (a context.model.InferenceContext) to ``path``: atomically, with
+    its SHA-256 trailer."""
+    from .context import serialize_context  # a miss only: the writer imports flatbuffers
+
+    return atomic_write(path, seal(serialize_context(ctx_model)))

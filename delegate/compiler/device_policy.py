@@ -1,0 +1,72 @@
+"""How a partition is compiled for a device: the CompileOptions that the device's facts and the
+user's choices give (the plugin asks; the compiler decides)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..context.model import CalculationsPrecision, TensorStorageType
+from ..errors import DelegateError
+from .ops.conv_pair import PAIR_LOCAL_BYTES
+from .partition import CompileOptions
+
+
+class DeviceFacts(Protocol):
+    """What compile choices depend on, of the device (runtime.DeviceInfo has them)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_gpu(self) -> bool: ...
+
+    @property
+    def local_mem_bytes(self) -> int: ...
+
+    #: the CPU model the device's compiler targets ("" where unknown or not a CPU)
+    @property
+    def compiler_cpu(self) -> str: ...
+
+    #: floats per vector register of code compiled for it: 16 on AVX-512 CPU models, else 8
+    @property
+    def vector_floats(self) -> int: ...
+
+
+def pair_local_bytes(device: DeviceFacts) -> int:
+    """How much local memory a depthwise + 1x1 pair kernel may hold on this device: none on a GPU
+    (the pair kernel is shaped for CPU cores, see ops/conv_pair.py)."""
+    return 0 if device.is_gpu else min(PAIR_LOCAL_BYTES, device.local_mem_bytes)
+
+
+def vector_width(device: DeviceFacts, requested: int) -> int:
+    """Floats per vector register the matrix products are shaped for (option vector_width,
+    ``requested``; 0 is auto): by default the device's (16 on CPU devices whose compiler targets
+    AVX-512, else 8, GPUs included). 16 is refused elsewhere: PoCL's LLVM 15 crashes compiling
+    some of those kernels for AVX2, and on GPUs they are untested."""
+    native = 8 if device.is_gpu else device.vector_floats
+    if requested == 16 and native != 16:
+        target = "a GPU" if device.is_gpu else f"compiles for {device.compiler_cpu or 'an unknown CPU model'}"
+        raise DelegateError(
+            f"vector_width=16 needs a CPU device compiling for AVX-512, and {device.name} {target}; "
+            "use vector_width=auto or 8"
+        )
+    return requested or native
+
+
+def compile_options(
+    device: DeviceFacts,
+    precision: CalculationsPrecision,
+    storage: TensorStorageType,
+    *,
+    fuse: bool,
+    requested_vector_width: int = 0,
+) -> CompileOptions:
+    """The CompileOptions of a partition for ``device``; raises DelegateError for a vector width it
+    cannot take."""
+    return CompileOptions(
+        precision,
+        storage,
+        fuse,
+        pair_local_bytes(device),
+        vector_width(device, requested_vector_width),
+    )

@@ -1,0 +1,108 @@
+"""What a delegate delegated: one report per subgraph it was applied to, with its partitions, and
+the delegate's state (``interpreter.opencl``)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..host import HostInfo
+from .options import DelegateOptions
+
+if TYPE_CHECKING:
+    from .callbacks import Preparing
+
+
+@dataclass
+class PartitionInfo:
+    """One delegated partition: its nodes, how its context was obtained, and its init time."""
+
+    nodes: list[int]
+    cache: str  # "hit", "miss" or "off"
+    init_ms: float
+    #: kernels the partition launches, and ops run inside other kernels (elementwise ops linked into
+    #: their producer, concatenations read in place by their consumer)
+    kernels: int = 0
+    fused_ops: int = 0
+    #: times it was compiled for new shapes after a resize
+    recompiles: int = 0
+
+
+@dataclass
+class SubgraphReport:
+    """What one Prepare (one subgraph of a model: the main graph, or the body of an IF, WHILE or
+    CALL_ONCE) delegated."""
+
+    #: position among the subgraphs this delegate was applied to, in the order TFLite prepared them
+    index: int
+    total_nodes: int = 0
+    delegated_nodes: list[int] = field(default_factory=list)
+    #: node name -> why it stays on CPU
+    unsupported: dict[str, str] = field(default_factory=dict)
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    #: partitions that fell back to CPU: {"nodes": [names], "cause": text}
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class DelegateState:
+    """What one delegate (one ``load_delegate`` call) knows: its options and what it delegated.
+
+    ``subgraphs`` has one report per subgraph the delegate was applied to (a model with IF, WHILE
+    or CALL_ONCE has several; a subgraph prepared again, after a resize, replaces its report);
+    ``total_nodes``, ``delegated_nodes``, ``unsupported``, ``partitions`` and ``fallbacks`` are
+    their totals (node names carry the subgraph, ``sub1/name``, past the first).
+    """
+
+    options: DelegateOptions
+    subgraphs: list[SubgraphReport] = field(default_factory=list)
+    device: str = ""
+    precision: str = ""
+    storage_type: str = ""
+    #: the TFLite runtime this delegate was loaded into (set by ``delegate.load_delegate``)
+    host: HostInfo | None = None
+    prepares: int = 0
+    #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
+    #: prepare at the same time (the GIL is released while the interpreter runs C code)
+    preparing: dict[int, Preparing] = field(default_factory=dict, repr=False, compare=False)
+    #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
+    _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(r.total_nodes for r in self.subgraphs)
+
+    @property
+    def delegated_nodes(self) -> list[int]:
+        return [n for r in self.subgraphs for n in r.delegated_nodes]
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        return {_qualified(r, name): why for r in self.subgraphs for name, why in r.unsupported.items()}
+
+    @property
+    def partitions(self) -> list[PartitionInfo]:
+        return [p for r in self.subgraphs for p in r.partitions]
+
+    @property
+    def fallbacks(self) -> list[dict[str, Any]]:
+        return [{**f, "nodes": [_qualified(r, n) for n in f["nodes"]]} for r in self.subgraphs for f in r.fallbacks]
+
+    def report_for(self, address: int) -> SubgraphReport:
+        """A fresh report for a Prepare of the TfLiteContext at ``address``, replacing that
+        subgraph's earlier one."""
+        with self._lock:
+            old = self._by_context.get(address)
+            report = SubgraphReport(old.index if old is not None else len(self.subgraphs))
+            if old is not None:
+                self.subgraphs[self.subgraphs.index(old)] = report
+            else:
+                self.subgraphs.append(report)
+            self._by_context[address] = report
+        return report
+
+
+def _qualified(report: SubgraphReport, name: str) -> str:
+    return name if report.index == 0 else f"sub{report.index}/{name}"
