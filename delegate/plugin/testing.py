@@ -16,7 +16,7 @@ def break_launches() -> int:
     """Make every live partition's launches fail; the number of launches broken."""
     broken = 0
     for kernel in _kernels.values():
-        plan = kernel.runtime._plan
+        plan = kernel.runtime.native_plan
         for i in range(plan.launches_count):
             plan.launches[i].work_dim = 0
             broken += 1
