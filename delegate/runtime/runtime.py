@@ -251,6 +251,8 @@ class Runtime:
 
     def enqueue_launches_only(self, repeats: int = 1) -> None:
         """Enqueue every launch ``repeats`` times from C, without transfers or waiting (benchmarks)."""
+        if self._closed:
+            raise ExecutionError("this Runtime is closed")
         status = ffi.new("dlg_run_status *")
         if lib.dlg_enqueue_launches(self._plan.handle, repeats, status) != 0:
             raise ExecutionError(self._describe_failure(status))
