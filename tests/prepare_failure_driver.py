@@ -23,7 +23,7 @@ from delegate.api import host_runtime
 from delegate.compiler.ops.base import WRITE
 from delegate.errors import DeviceResourceError
 from delegate.plugin import callbacks
-from delegate.runtime import runtime as runtime_module
+from delegate.runtime.allocation import TensorAllocator
 
 MESSAGE = "failure injected by the test"
 
@@ -57,7 +57,7 @@ def _break(stage: str) -> None:
         def allocate(self: Any, ctx: Any) -> None:
             raise DeviceResourceError(f"allocate {MESSAGE}")
 
-        runtime_module.Runtime._allocate_tensors = allocate  # type: ignore[method-assign]
+        TensorAllocator.allocate = allocate  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown stage {stage}")
 

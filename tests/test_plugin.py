@@ -466,10 +466,10 @@ def test_threads_with_own_and_shared_delegates(programs):
 
 
 def _live_local_sizes() -> list[list[tuple[int, ...]]]:
-    from delegate.plugin.callbacks import _kernels
+    from delegate.plugin import live_runtimes
 
     # every launch one by one (a persistent kernel runs the nodes with these sizes on CPU devices)
-    return [[launch[2] for launch in k.runtime._launches] for k in _kernels.values()]
+    return [[launch.local_size for launch in rt.one_by_one_launches] for rt in live_runtimes()]
 
 
 def test_tuning_is_stored_with_the_serialized_partition(tmp_path, programs):

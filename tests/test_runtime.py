@@ -165,7 +165,7 @@ def test_tensors_share_the_arena_at_offsets_without_sub_buffers(cache):
         (y,) = rt.run([x])
         buffers = [o for o in rt._release_order() if isinstance(o, MemObject)]
         assert buffers and all(_driver_parent(o) is None for o in buffers)
-        assert len(set(rt._buffer_offsets.values())) >= 2  # the tensors really sit at different offsets
+        assert len(set(rt.allocation.offsets.values())) >= 2  # the tensors really sit at different offsets
     expected = x + 6.0 + (x + 1.0)  # chain: six +1 nodes and the residual add of the first and last
     np.testing.assert_allclose(y, expected, rtol=1e-6)
 

@@ -252,7 +252,7 @@ def test_compile_fallback_with_a_real_failure(tmp_path):
 @pytest.mark.opencl
 @pytest.mark.parametrize("allowed", [True, False])
 def test_execution_fallback_with_a_real_device_failure(allowed):
-    from delegate.plugin import testing
+    from . import plugin_testing
 
     path = str(shared_path("models", "small_cnn.tflite"))
     settings = pb.TFLiteSettings(delegate=pb.GPU)
@@ -267,7 +267,7 @@ def test_execution_fallback_with_a_real_device_failure(allowed):
     x = rng.random((1, 32, 32, 3), dtype=np.float32)
     interpreter.set_tensor(index, x)
     interpreter.invoke()  # on the device
-    assert testing.break_launches() > 0
+    assert plugin_testing.break_launches() > 0
     if not allowed:
         with pytest.raises(RuntimeError, match="OpenCL error -53"):  # CL_INVALID_WORK_DIMENSION
             interpreter.invoke()

@@ -113,6 +113,12 @@ def live_kernels() -> int:
     return len(_kernels)
 
 
+def live_runtimes() -> list[Runtime]:
+    """The Runtimes of the compiled partitions currently alive, oldest first (for tools and tests)."""
+    with _lock:
+        return [k.runtime for k in _kernels.values()]
+
+
 def _copy_error(message: str, buffer: Any, size: int) -> None:
     raw = message.encode("utf-8", "replace")[: size - 1]
     ffi.memmove(buffer, raw + b"\0", len(raw) + 1)
@@ -467,8 +473,8 @@ def _bind(context: Any, entry: _Kernel, kernel: Any) -> None:
         ffi.new("int32_t[]", [v for d in in_dims for v in (len(d), *d)] or [0]),
         ffi.new("int32_t[]", [v for d in out_dims for v in (len(d), *d)] or [0]),
     ]
-    runtime._plan.keep_wrapped = 1  # TFLite's tensor memory outlives the kernel: zero-copy buffers stay
-    kernel.plan = runtime._plan
+    runtime.keep_host_buffers()  # TFLite's tensor memory outlives the kernel: zero-copy buffers stay
+    kernel.plan = runtime.native_plan
     kernel.inputs_count, kernel.input_tensors, kernel.input_bytes = len(inputs), entry.arrays[0], entry.arrays[1]
     kernel.outputs_count, kernel.output_tensors, kernel.output_bytes = len(outputs), entry.arrays[2], entry.arrays[3]
     kernel.input_dims, kernel.output_dims = entry.arrays[4], entry.arrays[5]
@@ -551,4 +557,4 @@ def dlg_py_kernel_free(handle: int) -> None:
         entry.runtime.close()
 
 
-__all__ = ["live_kernels", "state_of_pointer"]
+__all__ = ["live_kernels", "live_runtimes", "state_of_pointer"]

@@ -1,5 +1,8 @@
 """Launch geometry: a node's grid, the work-group sizes worth trying, and the fit to a device.
 
+``grid_of`` reads a node's grid from its operation (``tensor_to_grid`` applied to its first
+output, or the stored CUSTOM size); ``launch_of`` launches it with the work-group size it stores.
+
 ``Grid.launch`` turns a work-group size into the (global, local) pair OpenCL takes: the size is
 clamped to the device's limits, groups per axis are ceil(grid / work group), and the global size
 of axis i is groups[launch_order[i]] x work_group[i].
@@ -11,10 +14,20 @@ device's limit that does not overshoot the grid.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
+from ..context import model
+from ..context.model import TensorToGrid
+from . import driver
 from .device import DeviceInfo
+from .graph import RuntimeTensor, semantic
+from .source import KernelSource
+
+_DEFAULT_WORK_GROUP = (8, 4, 1)
+_REQUIRED_SIZE = re.compile(r"reqd_work_group_size\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 
 
 class Tuning(str, Enum):
@@ -92,3 +105,53 @@ def candidates(grid: Grid, mode: Tuning, info: DeviceInfo, kernel_limit: int) ->
             seen.add(key)
             out.append(key)
     return out
+
+
+def grid_of(op: model.GPUOperation, dst: RuntimeTensor | None, node: str) -> Grid:
+    """The grid of ``op`` whose first output is ``dst`` (None: it has none)."""
+    ttg = TensorToGrid(op.tensor_to_grid)
+    if ttg != TensorToGrid.CUSTOM and dst is None:
+        raise semantic(f"node {node!r}: tensor_to_grid {ttg.name} but the node has no output tensor")
+    if ttg == TensorToGrid.CUSTOM:
+        if op.grid_size is None:
+            raise semantic(f"node {node!r}: tensor_to_grid CUSTOM needs grid_size")
+        size = (op.grid_size.x, op.grid_size.y, op.grid_size.z)
+    else:
+        assert dst is not None
+        s = dst.shape
+        size = {
+            TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z: (s.w * s.b, s.h * s.d, s.slices),
+            TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1: (s.w * s.b, s.h * s.d, 1),
+            TensorToGrid.WB_TO_X_H_TO_Y_D_TO_Z: (s.w * s.b, s.h, s.d),
+            TensorToGrid.B_TO_X_Y_IS_1_Z_IS_1: (s.b, 1, 1),
+        }[ttg]
+    dims = op.grid_dimension or 3
+    if not 1 <= dims <= 3:
+        raise semantic(f"node {node!r}: grid_dimension {dims} is not 1, 2 or 3")
+    order = (
+        (0, 1, 2)
+        if op.work_group_launch_order is None
+        else (op.work_group_launch_order.x, op.work_group_launch_order.y, op.work_group_launch_order.z)
+    )
+    if sorted(order[:dims]) != list(range(dims)):
+        raise semantic(f"node {node!r}: work_group_launch_order {order} is not a permutation")
+    return Grid(size, dims, order)
+
+
+def launch_of(op: model.GPUOperation, grid: Grid, info: DeviceInfo) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(global, local) sizes of ``grid`` with the work-group size ``op`` stores (default 8x4x1)."""
+    wg = (
+        _DEFAULT_WORK_GROUP
+        if op.work_group_size is None
+        else (op.work_group_size.x, op.work_group_size.y, op.work_group_size.z)
+    )
+    return grid.launch(wg, info)
+
+
+def required_work_group(src: KernelSource, kernel: Any, device: driver.Device) -> tuple[int, ...] | None:
+    """The ``reqd_work_group_size`` of a node's kernel: from the built ``kernel``, or, when it is
+    not built (None: a persistent load builds node kernels only on demand), from its source."""
+    if kernel is not None:
+        return driver.kernel_required_work_group_size(kernel, device)
+    match = _REQUIRED_SIZE.search(src.body) if "reqd_work_group_size" in src.body else None
+    return None if match is None else tuple(int(v) for v in match.groups())

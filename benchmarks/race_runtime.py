@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Race two Runtime implementations in one process: this tree's and an older commit's.
+
+The older ``delegate/runtime/runtime.py`` (``git show REV:...``) is loaded as a module of this
+package, so both share everything else (the other runtime modules, the C loop, the program
+cache). Each MODEL is compiled once as the delegate does (``kernel_profile.compiled_context``);
+each implementation then loads it ``--loads`` times (warm program cache), and both, loaded at
+once, are called ``--calls`` times each; both in blocks (3 loads, ``--block`` calls), the two
+alternating block by block, a block counting as its fastest (on a machine other processes load,
+the slower ones measure those). Prints per model, for a call and for a load, the median and 10th
+percentile of the blocks (ms) with new / old, and the median and quartiles of the back-to-back
+pairs' own new / old.
+
+    python benchmarks/race_runtime.py [MODEL ...] [--rev REV] [--loads N] [--calls N] [--block N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import astuple
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import kernel_profile  # noqa: E402
+from delegate._native import ffi  # noqa: E402
+
+from delegate.runtime import Runtime  # noqa: E402
+
+#: the last commit before the runtime was split into modules (issue 25)
+BEFORE_SPLIT = "e9913a9"
+#: loads per block (a block counts as its fastest load)
+_LOAD_BLOCK = 3
+MODELS = [ROOT.parent / "shared" / "models" / name for name in ("mobilenet_v2.tflite", "unet_small.tflite")]
+
+
+def old_runtime(rev: str) -> Any:
+    """``Runtime`` of ``delegate/runtime/runtime.py`` at ``rev``, importing its siblings from here."""
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:delegate/runtime/runtime.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    name = "delegate.runtime._raced_runtime"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    module.__package__ = "delegate.runtime"
+    sys.modules[name] = module
+    exec(compile(source, f"{rev}:delegate/runtime/runtime.py", "exec"), module.__dict__)
+    return module.Runtime
+
+
+def _plan_facts(rt: Any) -> tuple:
+    """What the C loop runs (the ``dlg_plan`` but its handles) and what the Runtime reports."""
+    plan = rt._plan if isinstance(rt._plan, ffi.CData) else rt.native_plan  # the old has no native_plan
+    launches = [
+        (c.work_dim, tuple(c.global_size[0 : c.work_dim]), tuple(c.local_size[0 : c.work_dim]))
+        for c in (plan.launches[i] for i in range(plan.launches_count))
+    ]
+    transfers = [
+        (t.bytes, t.arg_index, t.zero_copy)
+        for arr, n in ((plan.inputs, plan.inputs_count), (plan.outputs, plan.outputs_count))
+        for t in (arr[i] for i in range(n))
+    ]
+    flush = (plan.need_flush, plan.flush_periodically, plan.flush_period, plan.keep_wrapped)
+    return (
+        launches,
+        transfers,
+        flush,
+        rt.launch_names,
+        rt.persistent,
+        astuple(rt.memory),
+        rt.input_shapes,
+        rt.output_shapes,
+    )
+
+
+def _timed_load(impl: Any, context: bytes, cache: Path) -> tuple[Any, float]:
+    start = time.perf_counter()
+    rt = impl.load(context, cache_dir=cache)
+    return rt, time.perf_counter() - start
+
+
+def _load_and_close(impl: Any, context: bytes, cache: Path) -> float:
+    rt, seconds = _timed_load(impl, context, cache)
+    rt.close()
+    return seconds
+
+
+def _summary(samples: dict[str, list[float]]) -> dict[str, Any]:
+    """Median and 10th percentile of each, in ms, new / old of both, and the median and quartiles
+    of the pairs' own new / old (a pair ran back to back, under the same load from elsewhere)."""
+    out: dict[str, Any] = {}
+    for stat, pick in (("median", statistics.median), ("p10", lambda v: statistics.quantiles(v, n=10)[0])):
+        old_ms, new_ms = (pick(samples[k]) * 1e3 for k in ("old", "new"))
+        out[stat] = {"old": round(old_ms, 3), "new": round(new_ms, 3), "new_over_old": round(new_ms / old_ms, 4)}
+    paired = statistics.quantiles([n / o for n, o in zip(samples["new"], samples["old"], strict=True)], n=4)
+    out["paired"] = {"median": round(paired[1], 4), "iqr": [round(paired[0], 4), round(paired[2], 4)]}
+    return out
+
+
+def _block(rt: Any, inputs: list[np.ndarray], calls: int) -> float:
+    """The fastest of ``calls`` calls: on a machine other processes load, the slower calls
+    measure them rather than the Runtime."""
+    best = float("inf")
+    for _ in range(calls):
+        start = time.perf_counter()
+        rt.run(inputs)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str, Any]:
+    """``loads`` warm loads of each, then both loaded at once, ``calls`` calls of each; both in
+    blocks (``_LOAD_BLOCK`` loads, ``block`` calls), the two alternating block by block (ABBA);
+    a block counts as its fastest."""
+    context = kernel_profile.compiled_context(model, [])
+    impls = {"old": old, "new": Runtime}
+    load_s: dict[str, list[float]] = {k: [] for k in impls}
+    run_s: dict[str, list[float]] = {k: [] for k in impls}
+    with tempfile.TemporaryDirectory() as folder:
+        cache = Path(folder)
+        facts = {}
+        files = []
+        for key, impl in impls.items():  # fill the program cache: every timed load is warm
+            rt = _timed_load(impl, context, cache)[0]
+            facts[key] = _plan_facts(rt)
+            rt.close()
+            files.append(sorted(p.name for p in cache.rglob("*") if p.is_file()))
+        for r in range(max(loads // _LOAD_BLOCK, 2)):
+            for key in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                load_s[key].append(min(_load_and_close(impls[key], context, cache) for _ in range(_LOAD_BLOCK)))
+        rts = {key: _timed_load(impl, context, cache)[0] for key, impl in impls.items()}
+        try:
+            inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rts["old"].input_shapes]
+            for rt in rts.values():
+                rt.run(inputs)  # the first launches specialise kernels (PoCL)
+            for b in range(max(calls // block, 2)):
+                for key in ("old", "new") if b % 2 == 0 else ("new", "old"):
+                    run_s[key].append(_block(rts[key], inputs, block))
+        finally:
+            for rt in rts.values():
+                rt.close()
+    return {
+        "model": model.name,
+        "loads": loads,
+        "calls": calls,
+        "block": block,
+        # what the C loop runs is the same, and the new load built no program the old had not
+        "same_plan": facts["old"] == facts["new"],
+        "same_programs": files[0] == files[1],
+        "load": _summary(load_s),
+        "run": _summary(run_s),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", type=Path, default=MODELS)
+    parser.add_argument("--rev", default=BEFORE_SPLIT, help="the commit whose runtime.py races this tree's")
+    parser.add_argument("--loads", type=int, default=30, help=f"warm loads of each, in blocks of {_LOAD_BLOCK}")
+    parser.add_argument("--calls", type=int, default=600, help="calls of each")
+    parser.add_argument("--block", type=int, default=10, help="calls per block (a block counts as its fastest)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    old = old_runtime(args.rev)
+    results = [race(model, old, args.loads, args.calls, args.block) for model in args.models]
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return 0
+    for r in results:
+        for what in ("run", "load"):
+            f = r[what]
+            line = "  ".join(
+                f"{stat} old {f[stat]['old']:8.3f} new {f[stat]['new']:8.3f} ({f[stat]['new_over_old']:.4f})"
+                for stat in ("median", "p10")
+            )
+            paired = f"paired {f['paired']['median']:.4f} (IQR {f['paired']['iqr'][0]:.4f}-{f['paired']['iqr'][1]:.4f})"
+            print(f"{r['model']:20} {what:4} ms  {line}  {paired}")
+        print(f"{r['model']:20} same plan: {r['same_plan']}, same programs: {r['same_programs']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""A context's graph checked before anything is allocated: tensors, nodes, schedule.
+
+A context file is input like any other: every id a node or the graph names must be declared,
+every tensor must have a shape and storage the runtime can hold, and the node order must be a
+valid schedule. A violation is a ``ContextFormatError`` of kind "semantic".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..context import ContextFile, model
+from ..context.model import TensorStorageType
+from ..context.schedule import schedule_violation
+from ..errors import ContextFormatError
+from . import memory
+from .limits import check_native
+
+
+@dataclass(frozen=True)
+class RuntimeTensor:
+    """A runtime tensor: id, descriptor and shape."""
+
+    tensor_id: int
+    desc: model.TensorDescriptor
+    shape: memory.Shape
+
+    @property
+    def host_shape(self) -> tuple[int, ...]:
+        """The shape ``Runtime.run`` takes or returns: BHWC, or BHWDC when D > 1."""
+        s = self.shape
+        return (s.b, s.h, s.w, s.d, s.c) if s.d > 1 else (s.b, s.h, s.w, s.c)
+
+
+def semantic(message: str) -> ContextFormatError:
+    """The error of a context that is well-formed but inconsistent."""
+    return ContextFormatError(message, kind="semantic", source="context")
+
+
+def load_model(source: Any) -> tuple[model.InferenceContext, ContextFile | None]:
+    """The model of a context (a model, bytes or a path) and the open file it reads from, if any:
+    weights are views of the file, which the caller closes once they are uploaded."""
+    if isinstance(source, model.InferenceContext):
+        return source, None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        file = ContextFile(source)
+    else:
+        file = ContextFile.open(os.fspath(source))
+    try:
+        check_native(file.root)  # before a Python object is made of each node
+    except BaseException:
+        file.close()
+        raise
+    return file.to_model(), file
+
+
+def _tensor(t: model.TensorDescWithId) -> RuntimeTensor:
+    if t.desc is None:
+        raise semantic(f"tensor {t.id} has no descriptor")
+    try:
+        shape = memory.Shape.of(t.desc)
+        memory.element_bytes(t.desc)
+    except ValueError as exc:
+        raise semantic(f"tensor {t.id}: {exc}") from None
+    if t.desc.storage_type == TensorStorageType.UNKNOWN:
+        raise semantic(f"tensor {t.id} has storage type UNKNOWN")
+    if t.desc.storage_type == TensorStorageType.SINGLE_TEXTURE_2D and shape.c > 4:
+        raise semantic(f"tensor {t.id} is a SINGLE_TEXTURE_2D with {shape.c} channels (at most 4)")
+    return RuntimeTensor(t.id, t.desc, shape)
+
+
+def _check_node(index: int, node: model.CLNode, tensors: dict[int, RuntimeTensor]) -> None:
+    op = node.gpu_op
+    if op is None:
+        raise semantic(f"node {index} ({node.name}) has no gpu_op")
+    for i in [*node.input_ids, *node.output_ids]:
+        if i not in tensors:
+            raise semantic(f"node {index} ({node.name}) uses tensor {i}, which is not declared")
+    if len(op.src_tensors_names) != len(node.input_ids):
+        raise semantic(
+            f"node {index} ({node.name}): {len(node.input_ids)} inputs but "
+            f"{len(op.src_tensors_names)} src_tensors_names"
+        )
+    if len(op.dst_tensors_names) != len(node.output_ids):
+        raise semantic(
+            f"node {index} ({node.name}): {len(node.output_ids)} outputs but "
+            f"{len(op.dst_tensors_names)} dst_tensors_names"
+        )
+
+
+def check_graph(ctx: model.InferenceContext) -> dict[int, RuntimeTensor]:
+    """The context's tensors by id, after checking that the graph is consistent."""
+    tensors: dict[int, RuntimeTensor] = {}
+    for t in ctx.tensors:
+        if t.id in tensors:
+            raise semantic(f"tensor id {t.id} is declared twice")
+        tensors[t.id] = _tensor(t)
+    for where, ids in [("input_ids", ctx.input_ids), ("output_ids", ctx.output_ids)]:
+        for i in ids:
+            if i not in tensors:
+                raise semantic(f"{where} names tensor {i}, which is not declared")
+    for index, node in enumerate(ctx.nodes):
+        _check_node(index, node, tensors)
+    problem = schedule_violation(ctx)
+    if problem is not None:
+        raise semantic(problem)
+    return tensors

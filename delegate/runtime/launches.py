@@ -1,0 +1,229 @@
+"""Every launch of a loaded context, bound: input conversions, nodes, output conversions.
+
+Each node's source is assembled (source.py), its constants uploaded (constants.py) and its
+arguments resolved (binding.py); all kernels are then built as one program. When one persistent
+kernel will run every node, the node kernels are built only if a tool, tuning or a failed
+persistent build needs them: a warm start then loads one program binary of the node code instead
+of two. ``schedule`` plans the launches: persistent kernels where they can run, else one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..context import model
+from ..context.model import CalculationsPrecision
+from ..errors import ProgramBuildError
+from . import driver
+from . import persistent as persistent_kernels
+from .allocation import Allocation
+from .binding import BoundKernel, KernelBinder, set_kernel_args
+from .constants import ConstantStore
+from .conversions import conversion_op
+from .device import DeviceInfo
+from .driver import CL_MEM_READ_WRITE, Context, MemObject
+from .geometry import Grid, grid_of, launch_of, required_work_group
+from .graph import RuntimeTensor, semantic
+from .plan import Launch, PlanMode, Schedule, Transfer, persistent_runs
+from .programs import ProgramBuilder
+from .resources import Resources
+from .source import SourceError, assemble
+from .tuning import TuningTarget
+
+#: a launch's global and local sizes
+_Sizes = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+class ContextLaunches:
+    """The launches of ``ctx`` (tensors checked, memory allocated) on ``context``, bound to
+    ``allocation`` and to constants uploaded here (``arena``: into one arena, which persistent
+    kernels read); what is made is owned by ``owner``."""
+
+    def __init__(
+        self,
+        ctx: model.InferenceContext,
+        tensors: Mapping[int, RuntimeTensor],
+        allocation: Allocation,
+        *,
+        context: Context,
+        info: DeviceInfo,
+        builder: ProgramBuilder,
+        owner: Resources,
+        arena: bool,
+    ) -> None:
+        self._context, self._info, self._builder, self._owner = context, info, builder, owner
+        self._tensors = tensors
+        self.constants = ConstantStore(context, info, owner, arena=arena)
+        self.binder = KernelBinder(builder, allocation, owner)
+        self.inputs = [tensors[i] for i in ctx.input_ids]
+        self.outputs = [tensors[i] for i in ctx.output_ids]
+        self.node_names = [node.name or f"node {index}" for index, node in enumerate(ctx.nodes)]
+        #: why the persistent kernel is not used, when it failed to build
+        self.persistent_error: str | None = None
+        #: per node, its grid (tuning searches sizes for it)
+        self.grids: list[Grid] = []
+        precision = CalculationsPrecision(ctx.precision)
+        ins = [self._conversion(t, s, True) for t, s in zip(self.inputs, allocation.input_staging, strict=True)]
+        nodes = [self._node(node, self.node_names[k], precision) for k, node in enumerate(ctx.nodes)]
+        outs = [self._conversion(t, s, False) for t, s in zip(self.outputs, allocation.output_staging, strict=True)]
+        self._nodes = [k for k, _ in nodes]
+        #: the nodes' argument values with constants as places in the arena (persistent kernels)
+        self._arena_values = [list(k.values) for k in self._nodes]
+        self.constants.seal([k.values for k, _ in ins + nodes + outs])
+        self._lazy = (
+            self.constants.has_arena
+            and len(self._nodes) >= 2
+            and all(persistent_kernels.eligible(k.src) for k in self._nodes)
+        )
+        self.binder.make([k for k, _ in ins] + ([] if self._lazy else self._nodes) + [k for k, _ in outs])
+        #: every launch one by one, in order; a node kernel not built yet (see the module
+        #: docstring) has kernel None until ``ensure_node_kernels``
+        self.launches = [Launch(k.kernel, *geometry) for k, geometry in ins + nodes + outs]
+        #: positions of the nodes in ``launches``
+        self.node_launches = range(len(ins), len(ins) + len(nodes))
+        #: node positions whose kernel requires its work-group size (tuning leaves them alone)
+        self.required = self._required_work_groups(context.device)
+        self.transfers = ([_transfer(k) for k, _ in ins], [_transfer(k) for k, _ in outs])
+
+    def _conversion(self, t: RuntimeTensor, staging: MemObject, to_device: bool) -> tuple[BoundKernel, _Sizes]:
+        op = conversion_op(t, to_device)
+        src = assemble(op, {"tensor": t.desc}, self._info, CalculationsPrecision.F32)
+        name = f"{'input' if to_device else 'output'} {t.tensor_id}"
+        kernel = self.binder.bind(src, name, {"tensor": t}, {"staging": staging}, {})
+        return kernel, launch_of(op, grid_of(op, t, name), self._info)
+
+    def _node(self, node: model.CLNode, name: str, precision: CalculationsPrecision) -> tuple[BoundKernel, _Sizes]:
+        op = node.gpu_op
+        assert op is not None
+        bound = {n: self._tensors[i] for n, i in zip(op.src_tensors_names, node.input_ids, strict=True)}
+        bound.update({n: self._tensors[i] for n, i in zip(op.dst_tensors_names, node.output_ids, strict=True)})
+        args = op.arguments or model.Arguments()
+        object_tensors = {e.key: e.value for e in args.tensor_objects if e.key and e.value}
+        try:
+            src = assemble(op, {n: t.desc for n, t in bound.items()}, self._info, precision)
+        except SourceError as exc:
+            raise ProgramBuildError(name, str(exc), op.code or "") from None
+        objects = self.constants.objects(op, name)
+        kernel = self.binder.bind(src, name, bound, objects, object_tensors)
+        dst = bound.get(op.dst_tensors_names[0]) if op.dst_tensors_names else None
+        grid = grid_of(op, dst, name)
+        self.grids.append(grid)
+        return kernel, launch_of(op, grid, self._info)
+
+    def _required_work_groups(self, device: driver.Device) -> set[int]:
+        """The nodes whose kernel requires a work-group size (``reqd_work_group_size``); a node
+        the context launches with another size is refused: it could not run."""
+        fixed: set[int] = set()
+        for k, index in enumerate(self.node_launches):
+            required = required_work_group(self._nodes[k].src, self.launches[index].kernel, device)
+            if required is None:
+                continue
+            fixed.add(k)
+            local_size = self.launches[index].local_size
+            launched = tuple(local_size) + (1,) * (3 - len(local_size))
+            if launched != required:
+                raise semantic(
+                    f"node {self.node_names[k]!r}: its kernel requires work-group size {required} "
+                    f"(reqd_work_group_size) but the context launches it with {launched}; the context "
+                    "was edited or damaged: compile the model again (delete the cache entry)"
+                )
+        return fixed
+
+    def ensure_node_kernels(self) -> None:
+        """Build the node kernels a persistent load left for later (see the module docstring)."""
+        if not self._lazy:
+            return
+        self.binder.make(self._nodes)
+        self._lazy = False
+        for index, k in zip(self.node_launches, self._nodes, strict=True):
+            self.launches[index] = self.launches[index]._replace(kernel=k.kernel)
+
+    def tuning_targets(self) -> list[TuningTarget]:
+        """Every node as ``tuning.tune_nodes`` searches it (node kernels built)."""
+        return [
+            TuningTarget(self.node_names[k], self.launches[i], self.grids[k], k in self.required)
+            for k, i in enumerate(self.node_launches)
+        ]
+
+    def set_node_launch(self, k: int, launch: Launch) -> None:
+        """Launch node ``k`` as ``launch`` (another work-group size) from the next schedule on."""
+        self.launches[self.node_launches[k]] = launch
+
+    def one_by_one_names(self) -> list[str]:
+        return [
+            *(f"input {t.tensor_id}" for t in self.inputs),
+            *self.node_names,
+            *(f"output {t.tensor_id}" for t in self.outputs),
+        ]
+
+    def schedule(self) -> Schedule:
+        """The launches a run enqueues: runs of consecutive nodes a persistent kernel can take
+        become one launch each when persistent kernels are on (constants in an arena) and have
+        not failed to build; every other launch by itself."""
+        if self.constants.has_arena and self.persistent_error is None:
+            try:
+                return self._persistent_schedule()
+            except ProgramBuildError as exc:
+                self.persistent_error = f"the persistent kernel did not build: {exc}"
+        self.ensure_node_kernels()
+        return Schedule(tuple(self.launches), tuple(self.one_by_one_names()), PlanMode.ONE_BY_ONE)
+
+    def _free_grid(self, k: int) -> tuple[int, ...] | None:
+        """Node ``k``'s grid (work-items per launch axis) when its kernel takes any work-group size
+        (none required) and its axes launch in order; else None."""
+        grid = self.grids[k]
+        if k in self.required or grid.order != (0, 1, 2):
+            return None
+        return grid.size[: grid.dims]
+
+    def _persistent_schedule(self) -> Schedule:
+        first, stop = self.node_launches.start, self.node_launches.stop
+        nodes = [
+            persistent_kernels.NodeKernel(
+                bound.src,
+                values,
+                tuple(self.launches[i].global_size),
+                tuple(self.launches[i].local_size),
+                self._free_grid(k),
+            )
+            for k, (bound, values, i) in enumerate(
+                zip(self._nodes, self._arena_values, self.node_launches, strict=True)
+            )
+        ]
+        runs = persistent_runs([persistent_kernels.eligible(n.src) for n in nodes], [n.src.prelude for n in nodes])
+        if any(len(run) == 1 for run in runs):
+            self.ensure_node_kernels()  # those nodes are launched by themselves
+        names = self.one_by_one_names()
+        launches, labels = list(self.launches[:first]), names[:first]
+        for run in runs:
+            if len(run) == 1:
+                launches.append(self.launches[first + run.start])
+                labels.append(self.node_names[run.start])
+            else:
+                run_names = self.node_names[run.start : run.stop]
+                launches.append(self._persistent_kernel(nodes[run.start : run.stop], run_names))
+                labels.append(f"persistent {run_names[0]} .. {run_names[-1]}")
+        mode = PlanMode.PERSISTENT if any(len(run) > 1 for run in runs) else PlanMode.ONE_BY_ONE
+        return Schedule((*launches, *self.launches[stop:]), (*labels, *names[stop:]), mode)
+
+    def _persistent_kernel(self, nodes: Sequence[persistent_kernels.NodeKernel], names: list[str]) -> Launch:
+        built = persistent_kernels.build(nodes, names)
+        units = min(self._info.compute_units, persistent_kernels.MAX_UNITS)
+        what = f"persistent kernel of {names[0]} .. {names[-1]}"
+        program = self._builder.build(built.source, "-cl-std=CL1.2", what)
+        handle = self.binder.create(program, built.name, names[0], built.source)
+        counters = driver.buffer(
+            self._context, CL_MEM_READ_WRITE, built.counter_words * 4, host=np.zeros(built.counter_words, np.uint32)
+        )
+        self._owner.memory(counters)
+        set_kernel_args(handle, [*built.tensor_buffers, self.constants.arena_buffer, counters], names[0])
+        return Launch(handle, (units,), (1,))
+
+
+def _transfer(conversion: BoundKernel) -> Transfer:
+    staging = next(i for i, p in enumerate(conversion.src.params) if p.name == "staging")
+    value = conversion.values[staging]
+    assert isinstance(value, MemObject)
+    return Transfer(value, conversion.kernel, staging)

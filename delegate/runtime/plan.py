@@ -1,0 +1,144 @@
+"""What a run enqueues: typed launches, the plan's mode, and the ``dlg_plan`` csrc/runtime.c runs.
+
+A ``Schedule`` is the launches of a plan with what each runs (its label); in PERSISTENT mode some
+of them are persistent kernels (persistent.py) running consecutive nodes, in ONE_BY_ONE mode every
+node is a launch of its own. ``NativePlan`` lays a schedule out in C memory with the transfers
+and flush policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, NamedTuple
+
+from .._native import ffi, lib
+from ..context import model
+from .driver import Context, MemObject, Queue
+from .opencl import cl_api, error_name
+
+_STAGES = {1: "uploading input", 2: "launching", 3: "downloading output", 4: "finishing", 5: "profiling"}
+
+
+class Launch(NamedTuple):
+    """One kernel launch, geometry resolved (global = groups x local, launch order applied)."""
+
+    kernel: Any  # cl_kernel handle
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
+class PlanMode(Enum):
+    #: every node launched by itself
+    ONE_BY_ONE = "one by one"
+    #: runs of consecutive nodes launched as persistent kernels
+    PERSISTENT = "persistent"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The launches of a plan, in order, with a label each (``Runtime.launch_names``)."""
+
+    launches: tuple[Launch, ...]
+    labels: tuple[str, ...]
+    mode: PlanMode
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """An input or output: its staging buffer and the conversion kernel argument that is bound
+    to it (or, with zero copy, to a buffer over the caller's memory)."""
+
+    staging: MemObject
+    kernel: Any
+    arg_index: int
+
+
+def persistent_runs(eligible: Sequence[bool], preludes: Sequence[str]) -> list[range]:
+    """The nodes in runs, in order: a run of two or more consecutive eligible nodes of one
+    prelude becomes a persistent kernel; every other node is a run of one, launched by itself."""
+    runs = []
+    k = 0
+    while k < len(eligible):
+        end = k
+        while end < len(eligible) and eligible[end] and preludes[end] == preludes[k]:
+            end += 1
+        end = end if end - k >= 2 else k + 1
+        runs.append(range(k, end))
+        k = end
+    return runs
+
+
+def failure_message(status: Any, schedule: Schedule, nodes: range, node_names: Sequence[str], device: str) -> str:
+    """What a failed run's ``dlg_run_status`` says: the error, the stage, and where: the launch
+    (a persistent plan's label) or the node (``nodes``: the node positions one by one)."""
+    stage = _STAGES.get(status.stage, "running")
+    where = ""
+    if status.stage == 2 or status.stage == 5:
+        i = status.index
+        if schedule.mode is PlanMode.PERSISTENT and 0 <= i < len(schedule.labels):
+            where = f" launch {i} ({schedule.labels[i]})"
+        elif i in nodes:
+            where = f" node {node_names[i - nodes.start]!r}"
+        else:
+            where = f" launch {i} (input/output conversion)"
+    return f"{error_name(status.cl_error)} while {stage}{where} on {device}"
+
+
+class NativePlan:
+    """A schedule in C memory (``handle``: the ``dlg_plan *``), with its transfers; ``release``
+    lets go of the buffers zero-copy transfers made over host memory."""
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        queue: Queue,
+        context: Context,
+        transfers: tuple[Sequence[Transfer], Sequence[Transfer]],
+        ctx: model.InferenceContext,
+        *,
+        zero_copy: bool,
+        keep_wrapped: bool,
+    ) -> None:
+        self.schedule = schedule
+        launches = schedule.launches
+        c_launches = ffi.new("dlg_launch[]", max(len(launches), 1))
+        for i, (kernel, global_size, local_size) in enumerate(launches):
+            c = c_launches[i]
+            c.kernel = kernel
+            c.work_dim = len(global_size)
+            for axis in range(len(global_size)):
+                c.global_size[axis] = global_size[axis]
+                c.local_size[axis] = local_size[axis]
+        inputs, outputs = transfers
+        c_inputs, c_outputs = _transfers(inputs, zero_copy), _transfers(outputs, zero_copy)
+        plan = ffi.new("dlg_plan *")
+        plan.api = cl_api()
+        plan.queue = queue.handle
+        plan.context = context.handle
+        plan.inputs, plan.inputs_count = c_inputs, len(inputs)
+        plan.launches, plan.launches_count = c_launches, len(launches)
+        plan.outputs, plan.outputs_count = c_outputs, len(outputs)
+        plan.need_flush = ctx.need_flush
+        plan.flush_periodically = ctx.flush_periodically
+        plan.flush_period = ctx.flush_period
+        plan.keep_wrapped = keep_wrapped
+        self._memory = (c_launches, c_inputs, c_outputs)  # what the plan points at
+        self.handle = plan
+
+    def release(self) -> None:
+        if self.handle is not None:
+            lib.dlg_plan_release(self.handle)
+            self.handle = None
+
+
+def _transfers(transfers: Sequence[Transfer], zero_copy: bool) -> Any:
+    arr = ffi.new("dlg_transfer[]", max(len(transfers), 1))
+    for i, t in enumerate(transfers):
+        arr[i].buffer = t.staging.handle
+        arr[i].bytes = t.staging.size
+        arr[i].kernel = t.kernel
+        arr[i].arg_index = t.arg_index
+        arr[i].zero_copy = zero_copy
+    return arr

@@ -1,0 +1,67 @@
+"""What a Runtime owns and must release: memory objects, kernels, programs, queue, context.
+
+Every part of a load (allocation, constants, kernels, plan) records what it creates here as soon
+as it exists, so a load that fails halfway releases exactly what it made.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from .driver import MemObject
+from .opencl import cl_api
+
+
+class _Releasable(Protocol):
+    def release(self) -> None: ...
+
+
+_R = TypeVar("_R", bound=_Releasable)
+
+
+class Resources:
+    """OpenCL objects of one Runtime, released once: memory objects last made first (an image
+    or sub-buffer is always made after the buffer it is over, so children go before their
+    parents), then kernels, then what they were made from (program builder, queue, context:
+    last adopted first)."""
+
+    def __init__(self) -> None:
+        self._memory: list[MemObject] = []
+        self._kernels: list[Any] = []  # cl_kernel handles
+        self._owners: list[_Releasable] = []
+
+    def memory(self, obj: MemObject) -> MemObject:
+        """Own ``obj`` (released at ``release``); returns it."""
+        self._memory.append(obj)
+        return obj
+
+    def kernel(self, handle: Any) -> Any:
+        """Own a cl_kernel handle; returns it."""
+        self._kernels.append(handle)
+        return handle
+
+    def adopt(self, obj: _R) -> _R:
+        """Own a context, queue or program builder (released after every kernel); returns it."""
+        self._owners.append(obj)
+        return obj
+
+    def release_order(self) -> list[MemObject]:
+        """Every memory object, each before the one it was made from (each once)."""
+        seen: set[int] = set()
+        out = []
+        for obj in reversed(self._memory):
+            if id(obj) not in seen:
+                seen.add(id(obj))
+                out.append(obj)
+        return out
+
+    def release(self) -> None:
+        for obj in self.release_order():
+            obj.release()
+        if self._kernels:
+            api = cl_api()
+            for handle in self._kernels:
+                api.release_kernel(handle)
+        for owner in reversed(self._owners):
+            owner.release()
+        self._memory, self._kernels, self._owners = [], [], []
