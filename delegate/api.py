@@ -40,7 +40,7 @@ def plugin_path() -> str:
 def _decision(settings: Any) -> Any:
     """The BestAccelerationDecision ``settings`` is (a message, or a mini-benchmark storage path), or None."""
     from ._generated import configuration_pb2 as pb
-    from .minibenchmark.storage import decision_path, read_decision
+    from .settings.decisions import decision_path, read_decision
 
     if isinstance(settings, pb.BestAccelerationDecision):
         return settings

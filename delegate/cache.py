@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from . import __version__
 from ._atomic import atomic_write, remove_stale_temps
 from ._integrity import seal, unseal
+from ._version import __version__
 
 #: hex digits of a partition's key in its file name
 KEY_LENGTH = 40

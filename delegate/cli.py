@@ -306,7 +306,7 @@ def program_name(argv0: str | None = None) -> str:
 
 def version_text() -> str:
     """The package's version and the TFLite hosts installed (read from metadata: nothing imported)."""
-    from . import __version__
+    from ._version import __version__
     from .host import installed_hosts
 
     found = installed_hosts()

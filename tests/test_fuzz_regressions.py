@@ -19,8 +19,8 @@ from delegate._native import ffi, lib
 
 from delegate import SettingsError
 from delegate._generated import configuration_pb2 as pb
-from delegate.minibenchmark.storage import read_decision
 from delegate.settings.codec import SettingsFormat, parse_settings
+from delegate.settings.decisions import read_decision
 
 from .fuzz.make_corpus import write_corpus
 from .fuzz.targets import TARGETS

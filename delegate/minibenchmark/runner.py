@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from .._generated import configuration_pb2 as pb
-from ..api import host_runtime
 from ..errors import SettingsError
+from ..host import host_module
 from ..model_check import verify_model
-from .storage import append_event, read_events, write_decision
+from ..settings.decisions import append_event, read_events, write_decision
 
 CRASHED, TIMED_OUT, HANDLED, UNREADABLE = 1, 2, 3, 4
 TOLERANCE = {"F32": 1e-4, "F32_F16": 2e-2, "F16": 2e-2}
@@ -152,7 +152,7 @@ def run_minibenchmark(
         scratch = Path(tmp)
         model = _model_path(settings.model_file, scratch)
         verify_model(model)  # before the reference interpreter, so a bad file is a ModelFormatError
-        host = host_runtime()
+        host = host_module()[1]
         cpu = host.Interpreter(model_path=model)
         cpu.allocate_tensors()
         rng = np.random.default_rng(0)

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
 from .._atomic import atomic_write, remove_stale_temps
 from .._integrity import seal, unseal
+from .._version import __version__
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
 from ..progress import report_progress
 from .device import DeviceInfo

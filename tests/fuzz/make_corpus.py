@@ -24,8 +24,8 @@ from delegate._generated import configuration_pb2 as pb
 from delegate._integrity import seal
 from delegate.context import model as m
 from delegate.context.synthetic import synthetic_mobilenet
-from delegate.minibenchmark.storage import append_event
 from delegate.settings.codec import SettingsFormat, format_settings
+from delegate.settings.decisions import append_event
 
 from ..helpers import SHARED, populated_context
 from ..runtime_helpers import chain

@@ -31,10 +31,10 @@ from delegate import ContextFile, ContextFormatError, DeviceResourceError, Setti
 from delegate._generated import configuration_pb2 as pb
 from delegate.context.schedule import schedule_violation
 from delegate.context.summary import format_summary, summarize
-from delegate.minibenchmark.storage import append_event, read_decision, read_events
 from delegate.runtime.device import DeviceInfo
 from delegate.runtime.limits import check_context
 from delegate.settings.codec import SettingsFormat, format_settings, parse_settings
+from delegate.settings.decisions import append_event, read_decision, read_events
 from delegate.settings.mapping import load_settings, resolve
 
 _DEVICE = DeviceInfo("fuzz", "fuzz device", "fuzz", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
