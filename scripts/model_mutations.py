@@ -9,7 +9,8 @@ file less one. Bit flips: ``--flips`` seeded (byte, bit) pairs over the whole fi
 run the CLI's entry (delegate.cli.main) with ``--runs 1``; ``--engine cpu`` gives them settings
 with ``preference: FORCE_CPU`` (TFLite's builtin kernels, fast), ``gpu`` the OpenCL delegate. The
 host is the one delegate.api picks (DELEGATE_TFLITE_HOST). Each child's address space is capped
-(``--memory-gb``) so that a flipped dimension makes TFLite's allocation fail (exit 2) instead of
+(``--memory-gb``; under ASan, which needs terabytes of address space, its max_allocation_size_mb
+instead) so that a flipped dimension makes TFLite's allocation fail (exit 2) instead of
 the OOM killer's SIGKILL. Failing inputs are written to ``--keep`` (default .fuzz/mutations/). Exit
 status: 0 when every case passed, 1 otherwise.
 """
@@ -57,12 +58,31 @@ def mutations(data: bytes, flips: int, seed: int, step: int) -> list[tuple[str, 
     return out
 
 
+def under_asan() -> bool:
+    """Whether AddressSanitizer's runtime is in this process (scripts/sanitize.sh preloads it)."""
+    return "libasan" in os.environ.get("LD_PRELOAD", "")
+
+
+def asan_options(memory: int) -> str | None:
+    """ASAN_OPTIONS that bound allocations as the address-space cap does, or None when set already.
+
+    ASan maps terabytes of shadow memory, so an RLIMIT_AS cap makes every later mmap fail and ASan
+    abort; its own limit makes an oversized allocation fail instead (TFLite: std::bad_alloc, exit 2).
+    """
+    current = os.environ.get("ASAN_OPTIONS", "")
+    if "max_allocation_size_mb" in current:
+        return None
+    extra = f"allocator_may_return_null=1:max_allocation_size_mb={memory // 2**20}"
+    return f"{current}:{extra}" if current else extra
+
+
 def run_case(path: Path, extra: list[str], timeout: float, memory: int) -> str:
     """The child's outcome: ``exit:N``, ``signal:NAME`` or ``timeout``."""
     pid = os.fork()
     if pid == 0:  # the child: the CLI's run, nothing printed
         try:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            if not under_asan():  # under ASan its max_allocation_size_mb bounds memory (main)
+                resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
@@ -100,6 +120,10 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=ROOT / ".fuzz" / "mutations")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     args = parser.parse_args()
+    if under_asan():
+        options = asan_options(int(args.memory_gb * 2**30))
+        if options is not None:  # ASan reads its options at start: run again with them
+            os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "ASAN_OPTIONS": options})
 
     data = args.model.read_bytes()
     cases = mutations(data, args.flips, args.seed, args.step)
