@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""A SHA-256 of every compiled partition of the shared models: proof that a compiler change leaves
+the contexts the runtime loads byte for byte as they were.
+
+Each model under ../shared/models (and its real/ and quant/) is prepared by the delegate with the
+default options, with ``precision=F16`` and with the other options of ``OPTIONS``; the context ``compile_partition`` returns is
+serialized as it comes out of the compiler (before the runtime tunes work-group sizes into it)
+and hashed. One line per partition: ``model options partition sha256``. Run it on two checkouts
+(same device: the compile options depend on it) and diff the output.
+
+    PYTHONPATH=CHECKOUT python benchmarks/context_digest.py [--models NAME ...] > digests.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
+#: option sets compiled: the defaults, F16, and the texture storage and 8-wide vector paths
+OPTIONS: dict[str, dict[str, str]] = {
+    "default": {},
+    "F16": {"precision": "F16"},
+    "texture": {"storage_type": "TEXTURE_2D"},
+    "vector8": {"vector_width": "8"},
+}
+
+
+def model_paths(names: list[str]) -> list[Path]:
+    paths = sorted(p for folder in (MODELS, MODELS / "real", MODELS / "quant") for p in folder.glob("*.tflite"))
+    return [p for p in paths if not names or p.stem in names]
+
+
+def digests(path: Path, options: dict[str, str]) -> list[str]:
+    """The SHA-256 of each partition's context, in the order the delegate compiles them."""
+    import delegate
+    from delegate.context.writer import serialize_context
+    from delegate.plugin import callbacks
+
+    found: list[str] = []
+    original = callbacks.compile_partition
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        context = original(*args, **kwargs)
+        found.append(hashlib.sha256(serialize_context(context, check_schedule=False)).hexdigest())
+        return context
+
+    callbacks.compile_partition = recording
+    try:
+        interpreter = delegate.Interpreter(path, **options)
+        interpreter.allocate_tensors()
+        del interpreter
+    except Exception as exc:  # a model the delegate cannot prepare: say so, keep going
+        found.append(f"failed: {type(exc).__name__}: {exc}".splitlines()[0])
+    finally:
+        callbacks.compile_partition = original
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=[], help="model file stems (default: all)")
+    args = parser.parse_args()
+    for path in model_paths(args.models):
+        name = path.relative_to(MODELS).as_posix()
+        for label, options in OPTIONS.items():
+            for i, digest in enumerate(digests(path, options)):
+                print(f"{name} {label} {i} {digest}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
