@@ -252,7 +252,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
                    biases: bytes | None = None, transposed: bool = False, phases: bool = False,
                    sources: int = 1) -> Kernel:  # fmt: skip
     """CONV_2D (OHWI ``filters``), FULLY_CONNECTED (1x1 filters, ``flat``) or TRANSPOSE_CONV
-    (``transposed``; ``phases`` when kernel = stride, see gemm_conv_code) as the matrix-product
+    (``transposed``; ``phases`` when kernel = stride, see gemm_conv.phases_code) as the matrix-product
     kernel; ``biases`` as layout.linear lays them out (default: the node's input 2); ``sources``:
     how many tensors the input is concatenated from (EmitContext.concat_sources)."""
     g = ctx.graph
@@ -387,8 +387,8 @@ class DepthwiseConv2D(Op):
         op = kernel.operation
         op.tensor_to_grid = model.TensorToGrid.CUSTOM
         op.grid_size = model.Int3(-(-w // DEPTHWISE_PIXELS) * b, h, -(-layout.slices(c) // 2))
-        # a column of row blocks: measured 6-8% faster than (4, 2, 1) over MobileNetV2's depthwise layers,
-        # up to 20% on the 7x7 and 14x14 ones, whose grids are 1-2 blocks wide
+        # a column of row blocks: the small outputs' grids are only 1-2 blocks wide
+        # (benchmarks/RESULTS.md, "Kernel choices")
         op.work_group_size = model.Int3(1, h, 1)
         return kernel
 

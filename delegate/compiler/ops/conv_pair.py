@@ -5,11 +5,10 @@ A work-group computes one output row. First its work-items compute the depthwise
 channel into local memory (items of ``DW_PIXELS`` pixels x a pair of slices, the window
 unrolled, each input column multiplied into the pixels it feeds as soon as it is loaded; each
 work-item takes a run of consecutive items: PoCL runs a work-group's work-items one after the
-other, so the core then reads the input rows in order rather than in eight interleaved sweeps,
-2.5-22% faster pairs); then,
-after a barrier, the 1x1 product over that row (items of ``PIXELS`` pixels x ``GROUPS`` groups
-of 8 output channels, FLT8 accumulators as in gemm_conv.py). The depthwise
-output never goes through global memory, and the pair costs one launch instead of two.
+other, so the core then reads the input rows in order rather than in eight interleaved sweeps);
+then, after a barrier, the 1x1 product over that row (items of ``PIXELS`` pixels x ``GROUPS``
+groups of 8 output channels, FLT8 accumulators as in gemm_conv.py). The depthwise output never
+goes through global memory, and the pair costs one launch instead of two.
 
 On a CPU device a work-group runs on one core, its work-items one after the other, so the row in
 local memory stays in that core's cache. On a GPU the same shape would leave most of the chip

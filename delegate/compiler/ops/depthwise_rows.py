@@ -55,7 +55,7 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     """Depth multiplier 1 depthwise convolution over a pair of slices, the window unrolled.
 
     A work-item computes ``pixels`` consecutive output pixels of one row for slices S and S + 1 in
-    FLT8 accumulators (one AVX register each; about 1.4x faster than one slice in FLT4 on PoCL).
+    FLT8 accumulators (one AVX register each, rather than one slice in FLT4).
     ``weights``: pack_depthwise_weights; ``biases``: FLT8 per pair (pack_gemm_biases). Grid:
     (ceil(W / pixels) * B, H, ceil(slices / 2)).
     """

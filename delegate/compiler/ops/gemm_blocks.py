@@ -19,11 +19,9 @@ from ..kernel import WRITE, WRITE_AT, Piece
 from .base import activation_code
 
 #: Default blocking of the matrix-product kernel: 6 (or 5, see gemm_pixels) pixels x 2 groups of 8
-#: output channels, 12 FLT8 accumulators. Session 9 measured 5x2 fastest or level on every
-#: MobileNetV2 and UNet layer against 3x2, 4x2, 4x3, 2x4, 6x2 and 8x1 (10-20% ahead of 4x2 on the
-#: 3x3 ones), but then a lane's FMAs went group by group and blocks of 6x2 or 4x3 spilled an
-#: accumulator; pixel by pixel (slice_step) they fit AVX2's 16 registers, and 6x2 ran MobileNetV2
-#: and UNet-small 1-1.5% faster than 5x2 (races of whole calls, session 11).
+#: output channels, 12 FLT8 accumulators: with a lane's FMAs going pixel by pixel (slice_step)
+#: they fit AVX2's 16 registers (the choice is measured in benchmarks/RESULTS.md, "Kernel
+#: choices").
 GEMM_PIXELS = 6
 #: The other pixel count ``gemm_pixels`` may pick.
 GEMM_PIXELS_ALT = 5
@@ -68,9 +66,7 @@ def gemm_groups(channels: int, width: int = 8) -> int:
 def gemm_width(channels: int, vector_width: int) -> int:
     """Output channels per group of a matrix-product kernel writing ``channels``: 16 when the
     device wants 16-wide vectors (``EmitContext.vector_width``) and there are more than 8 channels,
-    else 8. Padding costs less than half-width vectors: MobileNetV2's 24-channel layers as groups
-    of 16 (a third of the lanes padding) ran the model 2.5% faster than as 3 groups of 8 (a race
-    of whole calls, session 12)."""
+    else 8: padding costs less than half-width vectors (benchmarks/RESULTS.md, "Kernel choices")."""
     if vector_width < 16:
         return 8
     return 16 if channels > 8 else 8
@@ -91,10 +87,9 @@ THIRDS_PIXELS, THIRDS_GROUPS = 4, 3
 
 def odd_thirds(groups: int) -> bool:
     """Does an output of ``groups`` groups of 8 channels take items of THIRDS_PIXELS (4) pixels x
-    THIRDS_GROUPS (3) groups (12 accumulators) instead of GEMM_PIXELS x GEMM_GROUPS? Yes for an odd multiple of 3 (24
-    channels: 2 groups per item would compute a fourth, padding group, a third more work; 5 x 3
-    would not fit AVX2's 16 registers). MobileNetV2's 24-channel projections at 56x56, alone on
-    PoCL: 96 -> 24 80-87 against 108-116 us, 144 -> 24 138-164 against 156-165 us."""
+    THIRDS_GROUPS (3) groups (12 accumulators) instead of GEMM_PIXELS x GEMM_GROUPS? Yes for an
+    odd multiple of 3 (24 channels: 2 groups per item would compute a fourth, padding group, a
+    third more work; 5 x 3 would not fit AVX2's 16 registers)."""
     return groups % 2 == 1 and groups % 3 == 0
 
 
@@ -119,7 +114,7 @@ def block_write(act: int, P: int, G: int, full: str, setup: str, step: str, next
                 leave: str = "    return;\n") -> list[Piece]:  # fmt: skip
     """Write a whole block (every pixel and output slice of the work-item inside the tensor: the
     condition ``full``) at linear indices, straight from the accumulators, the activation applied
-    to each FLT8: about 1.6x faster than the general write on MobileNetV2's wide 1x1 layers.
+    to each FLT8, which spares the wide layers the spill through ``outs``.
     ``setup`` defines ``at0`` (index of the first pixel's first slice) and (X, Y, b); pixels are
     ``step`` indices apart and ``next_pixel`` advances (X, Y, b), which stay defined for linked
     ops; the compiler drops them when nothing reads them. ``width``: channels per group. ``leave``
