@@ -12,8 +12,10 @@ code) and its body, OpenCL text with typed pieces at the points other ops may jo
 - ``ENTRY``: the kernel's entry line, with the ``reqd_work_group_size`` of its
   ``RequiredWorkGroup`` and the runtime's ``SERIAL_MARKER`` when the work-group is serial.
 
-Fusion and the reports read this metadata, never the text. ``KernelNode`` adds what the
-partition knows (tensor ids, the TFLite nodes run) and renders into the context's ``CLNode``.
+Fusion and the pair kernel read this metadata, never the text. ``KernelNode`` adds what the
+partition knows (tensor ids, the TFLite nodes run) and renders into the context's ``CLNode``,
+whose name (kernel_names.py) carries the nodes run into the context file, where the plugin's
+reports count them, for a partition read back from the serialization cache as for a fresh one.
 """
 
 from __future__ import annotations
