@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Implemented in Python (cffi extern "Python+C", delegate/plugin.py). */
+/* Implemented in Python (cffi extern "Python+C", delegate/plugin/callbacks.py). */
 extern int64_t dlg_py_create(const char *const *keys, const char *const *values, int count, char *error,
                              size_t error_size);
 extern void dlg_py_destroy(int64_t id);

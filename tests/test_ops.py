@@ -1102,7 +1102,7 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
 
 
 def test_odd_thirds_picks_odd_multiples_of_three_groups():
-    from delegate.compiler.ops.conv_fast import odd_thirds
+    from delegate.compiler.ops.gemm_blocks import odd_thirds
 
     assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
 
@@ -1118,7 +1118,7 @@ def test_odd_thirds_picks_odd_multiples_of_three_groups():
 @pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
 def test_1x1_convolution_in_items_of_three_groups(src, cout, residual, precision):
     # Outputs of an odd multiple of 3 groups of 8 channels take items of 4 pixels x 3 groups
-    # (conv_fast.odd_thirds); as a pair's projection they are covered by the pair test's 24 and
+    # (gemm_blocks.odd_thirds); as a pair's projection they are covered by the pair test's 24 and
     # 19 output channels.
     rng = np.random.default_rng(cout)
     b, h, w, c = src

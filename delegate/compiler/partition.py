@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
-from . import kernel_names, layout
+from . import layout
 from .fusion import link, linkable
 from .graph import FLOAT32, Builtin, Graph, Node
+from .kernel import KernelNode
 from .ops import OPS, EmitContext
-from .ops.base import HEAD, WRITE, ConvKernels, constant_tensor, operation
+from .ops.base import HEAD, ConvKernels, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
 
@@ -28,7 +29,7 @@ class CompileOptions:
     pair_local_bytes: int = 0
     #: floats per vector register of the device's compiler target: 16 makes the matrix-product
     #: kernels use 16-channel (AVX-512) accumulators where the channel counts suit them
-    #: (conv_fast.gemm_width). The plugin sets it for CPU devices compiling for AVX-512.
+    #: (ops/gemm_blocks.gemm_width). The plugin sets it for CPU devices compiling for AVX-512.
     vector_width: int = 8
     #: CONV_2D's kernel family (ops/base.py): the generic ones only for comparisons (tests,
     #: benchmarks); like every field, part of the serialization cache key (delegate/cache.py)
@@ -38,7 +39,7 @@ class CompileOptions:
 def _fusion_target(
     node: Node,
     graph: Graph,
-    producer_of: dict[int, model.CLNode],
+    producer_of: dict[int, KernelNode],
     readers: dict[int, int],
     outputs: list[int],
     options: CompileOptions,
@@ -55,7 +56,7 @@ def _fusion_target(
 
 
 def _schedule_after_operands(
-    kernels: list[model.CLNode], producer: model.CLNode, node: Node, fused: int, graph: Graph, inputs: list[int]
+    kernels: list[KernelNode], producer: KernelNode, node: Node, fused: int, graph: Graph, inputs: list[int]
 ) -> None:
     """Move ``producer`` to the end of ``kernels`` when ``node``, about to be linked into it, reads
     a runtime tensor that a kernel after ``producer`` writes (the other operand of a binary op
@@ -132,13 +133,7 @@ def runtime_inputs(node: Node, graph: Graph) -> list[int]:
     return [i for i in node.inputs[: op.data_inputs] if i >= 0 and not graph.tensor(i).is_constant]
 
 
-_COPY = (
-    HEAD
-    + """  FLT4 result = args.value.Read(X, Y, S, b);
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
-"""
-)
+_COPY = written(HEAD + "  FLT4 result = args.value.Read(X, Y, S, b);\n")
 
 
 def _constant_output(graph: Graph, index: int, emit: EmitContext) -> model.CLNode:
@@ -146,74 +141,28 @@ def _constant_output(graph: Graph, index: int, emit: EmitContext) -> model.CLNod
     t = graph.tensor(index)
     if t.constant is None:
         raise ValueError(f"partition output {index} is neither produced by a node nor a known constant")
-    gpu_op = operation(_COPY, srcs=[], tensor_objects=[constant_tensor("value", t, emit)])
-    return model.CLNode(gpu_op=gpu_op, input_ids=[], output_ids=[index], name=f"constant_{index}")
+    kernel = operation(_COPY, srcs=[], tensor_objects=[constant_tensor("value", t, emit)])
+    placed = KernelNode(kernel, [], [index], [f"constant_{index}"], stamps_precision=False)
+    return placed.render(emit.precision)
 
 
 def compile_partition(
     graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int], options: CompileOptions
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
-    ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
     emit = EmitContext(
         graph, options.precision, options.storage, vector_width=options.vector_width, conv_kernels=options.conv_kernels
     )
-    used: list[int] = []
     readers: dict[int, int] = {}
     for index in nodes:
         for i in set(graph.nodes[index].inputs):
             readers[i] = readers.get(i, 0) + 1
-    producer_of: dict[int, model.CLNode] = {}  # runtime tensor -> the CLNode that writes it
     if options.fuse:
         emit.concat_sources = _concats_read_in_place(graph, nodes, readers, outputs, emit)
-    merged_names: dict[int, str] = {}  # concatenations read in place: output -> node name
     paired = _pairs(graph, nodes, readers, outputs, emit, options.pair_local_bytes) if options.fuse else {}
-    paired_convs = {conv.index for conv in paired.values()}
-    for index in nodes:
-        node = graph.nodes[index]
-        if index in paired_convs:
-            continue  # runs in the kernel of the depthwise node before it
-        if index in paired:  # the depthwise node and the 1x1 convolution reading it, one kernel
-            conv = paired[index]
-            gpu_op = pair_operation(node, conv, emit, options.pair_local_bytes)
-            node_inputs, node_outputs = [node.inputs[0]], list(conv.outputs)
-            name = kernel_names.joined([node.name, conv.name])
-        else:
-            if node.outputs and all(graph.tensor(o).is_constant for o in node.outputs):
-                continue  # folded into a constant (fold.py, shapes.py): no kernel
-            if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
-                merged_names[node.outputs[0]] = node.name  # its reader (later in order) takes the name
-                continue  # and reads the inputs in place: no kernel
-            fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
-            if fused is not None:
-                producer = producer_of.pop(fused)
-                _schedule_after_operands(ctx.nodes, producer, node, fused, graph, inputs)
-                link(producer, node, fused, emit, producer.gpu_op.linkable_count + 1)
-                producer_of[node.outputs[0]] = producer
-                used += [i for i in dict.fromkeys([*producer.input_ids, *node.outputs]) if i not in used]
-                continue
-            op = OPS[node.op]
-            if hasattr(op, "emit_many"):  # several outputs: one kernel each, all reading the same input
-                node_inputs = runtime_inputs(node, graph)
-                for gpu_op, output in op.emit_many(node, emit):
-                    name = f"{node.name}:{output}"
-                    ctx.nodes.append(model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=[output], name=name))
-                used += [i for i in dict.fromkeys([*node_inputs, *node.outputs]) if i not in used]
-                continue
-            gpu_op = op.emit(node, emit)
-            node_outputs = list(node.outputs)
-            node_inputs = runtime_inputs(node, graph)
-            node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
-            name = kernel_names.joined([node.name, *(merged_names[i] for i in node.inputs if i in merged_names)])
-        if gpu_op.definition is not None:
-            gpu_op.definition.precision = options.precision
-        if len(node_inputs) != len(gpu_op.src_tensors_names):
-            raise ValueError(f"{node.name}: {len(node_inputs)} runtime inputs for {gpu_op.src_tensors_names}")
-        cl_node = model.CLNode(gpu_op=gpu_op, input_ids=node_inputs, output_ids=node_outputs, name=name)
-        ctx.nodes.append(cl_node)
-        if gpu_op.code and WRITE in gpu_op.code and gpu_op.code.count(WRITE) == 1:
-            producer_of[node_outputs[0]] = cl_node
-        used += [i for i in dict.fromkeys([*node_inputs, *node_outputs]) if i not in used]
+    kernels, used = _kernels(graph, nodes, inputs, outputs, options, emit, readers, paired)
+    ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
+    ctx.nodes = [k.render(options.precision) for k in kernels]
     # Tensors only ever written by a kernel that fused their reader away are not runtime tensors.
     written = {i for n in ctx.nodes for i in n.output_ids}
     read = {i for n in ctx.nodes for i in n.input_ids}
@@ -231,3 +180,67 @@ def compile_partition(
     ctx.input_ids = [i for i in inputs if i in used]
     ctx.output_ids = list(outputs)
     return ctx
+
+
+def _kernels(
+    graph: Graph,
+    nodes: list[int],
+    inputs: list[int],
+    outputs: list[int],
+    options: CompileOptions,
+    emit: EmitContext,
+    readers: dict[int, int],
+    paired: dict[int, Node],
+) -> tuple[list[KernelNode], list[int]]:
+    """The partition's kernels in launch order, and the tensors they use (in order of first use)."""
+    kernels: list[KernelNode] = []
+    used: list[int] = []
+
+    def use(tensors: list[int]) -> None:
+        used.extend(i for i in dict.fromkeys(tensors) if i not in used)
+
+    producer_of: dict[int, KernelNode] = {}  # runtime tensor -> the kernel that writes it, open to links
+    merged_names: dict[int, str] = {}  # concatenations read in place: output -> node name
+    paired_convs = {conv.index for conv in paired.values()}
+    for index in nodes:
+        node = graph.nodes[index]
+        if index in paired_convs:
+            continue  # runs in the kernel of the depthwise node before it
+        if index in paired:  # the depthwise node and the 1x1 convolution reading it, one kernel
+            conv = paired[index]
+            kernel = pair_operation(node, conv, emit, options.pair_local_bytes)
+            placed = KernelNode(kernel, [node.inputs[0]], list(conv.outputs), [node.name, conv.name])
+        else:
+            if node.outputs and all(graph.tensor(o).is_constant for o in node.outputs):
+                continue  # folded into a constant (fold.py, shapes.py): no kernel
+            if node.op == Builtin.CONCATENATION and node.outputs[0] in emit.concat_sources:
+                merged_names[node.outputs[0]] = node.name  # its reader (later in order) takes the name
+                continue  # and reads the inputs in place: no kernel
+            fused = _fusion_target(node, graph, producer_of, readers, outputs, options) if options.fuse else None
+            if fused is not None:
+                producer = producer_of.pop(fused)
+                _schedule_after_operands(kernels, producer, node, fused, graph, inputs)
+                link(producer, node, fused, emit)
+                producer_of[node.outputs[0]] = producer
+                use([*producer.input_ids, *node.outputs])
+                continue
+            op = OPS[node.op]
+            node_inputs = runtime_inputs(node, graph)
+            if op.per_output:  # several outputs: one kernel each, all reading the same input
+                for kernel, output in op.emit_many(node, emit):
+                    name = f"{node.name}:{output}"
+                    kernels.append(KernelNode(kernel, node_inputs, [output], [name], stamps_precision=False))
+                use([*node_inputs, *node.outputs])
+                continue
+            kernel = op.emit(node, emit)
+            node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
+            names = [node.name, *(merged_names[i] for i in node.inputs if i in merged_names)]
+            placed = KernelNode(kernel, node_inputs, list(node.outputs), names)
+        if len(placed.input_ids) != len(kernel.operation.src_tensors_names):
+            raise ValueError(
+                f"{node.name}: {len(placed.input_ids)} runtime inputs for {kernel.operation.src_tensors_names}"
+            )
+        kernels.append(placed)
+        producer_of[placed.output_ids[0]] = placed  # linkable() decides whether ops can join it
+        use([*placed.input_ids, *placed.output_ids])
+    return kernels, used

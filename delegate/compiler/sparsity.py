@@ -75,20 +75,7 @@ def densify(
     order = _int_vector(traversal_order, "traversal_order")
     blocks = _int_vector(block_map, "block_map")
     levels = rank + len(blocks)
-    if len(order) != levels:
-        raise ValueError(
-            f"traversal_order has {len(order)} entries; a rank-{rank} tensor with {len(blocks)} block "
-            f"dimensions needs {levels}"
-        )
-    if len(dim_metadata) != levels:
-        raise ValueError(f"{len(dim_metadata)} dimension metadata entries for {levels} traversal levels")
-    if not _permutation(order[:rank], 0, rank) or not _permutation(order[rank:], rank, levels):
-        raise ValueError(
-            f"traversal_order {order.tolist()} is not the original dimensions 0..{rank - 1} "
-            f"followed by the block dimensions {rank}..{levels - 1}"
-        )
-    if any(b < 0 or b >= rank for b in blocks) or len(set(blocks.tolist())) != len(blocks):
-        raise ValueError(f"block_map {blocks.tolist()} does not name distinct dimensions of a rank-{rank} tensor")
+    _check_levels(rank, order, blocks, len(dim_metadata))
 
     level_of = {int(d): level for level, d in enumerate(order)}
     # Extent of each expanded dimension: original ones count blocks, block ones elements in a block.
@@ -159,3 +146,23 @@ def densify(
             raise ValueError("two stored values land on the same dense element (repeated array_indices)")
         dense.reshape(-1)[flat] = values
     return dense
+
+
+def _check_levels(rank: int, order: np.ndarray, blocks: np.ndarray, metadata: int) -> None:
+    """The traversal order names the ``rank`` original dimensions then the block dimensions, and
+    there is one of the ``metadata`` entries per level."""
+    levels = rank + len(blocks)
+    if len(order) != levels:
+        raise ValueError(
+            f"traversal_order has {len(order)} entries; a rank-{rank} tensor with {len(blocks)} block "
+            f"dimensions needs {levels}"
+        )
+    if metadata != levels:
+        raise ValueError(f"{metadata} dimension metadata entries for {levels} traversal levels")
+    if not _permutation(order[:rank], 0, rank) or not _permutation(order[rank:], rank, levels):
+        raise ValueError(
+            f"traversal_order {order.tolist()} is not the original dimensions 0..{rank - 1} "
+            f"followed by the block dimensions {rank}..{levels - 1}"
+        )
+    if any(b < 0 or b >= rank for b in blocks) or len(set(blocks.tolist())) != len(blocks):
+        raise ValueError(f"block_map {blocks.tolist()} does not name distinct dimensions of a rank-{rank} tensor")

@@ -4,7 +4,9 @@ One dataclass per schema table, with fields declared in the schema's slot order
 (the writer and the native reader rely on that order and on these names, which
 are also the field names of the C structs in csrc/ctxfile.h). Scalar widths are
 carried by the ``Int32`` / ``UInt32`` / ``Float32`` annotations; enums are
-``IntEnum`` subclasses stored as bytes.
+``IntEnum`` subclasses stored as bytes. The schema is the one source of the enums: these are
+typed copies of flatc's (delegate/_generated), and tests/test_context_enums.py fails when the
+two differ.
 
 Conventions, the same as FlatBuffers': ``None`` is an absent string or
 sub-table, an empty list or ``b""`` is an absent vector. ``data`` fields hold

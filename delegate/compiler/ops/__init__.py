@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from .base import EmitContext, Op
-from .conv import BatchMatMul, Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
+from .batch_matmul import BatchMatMul
+from .concatenation import Concatenation
+from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
-from .gather import Concatenation, Pad, ResizeBilinear
+from .pad import MirrorPad, Pad
 from .pooling import Pool2D
-from .shape import MirrorPad, Reduce, ResizeNearest, SameOrder, Slice, SpaceDepth, Split, Tile, Transpose
-from .transform import Reshape, Softmax
+from .reduce import Reduce
+from .reindex import Slice, SpaceDepth, Split, Tile, Transpose
+from .reshape import Reshape, SameOrder
+from .resize import ResizeBilinear, ResizeNearest
+from .softmax import Softmax
 
 _OPS: list[Op] = [
     Conv2D(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from ...context import model
 from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
 from ..graph import FLOAT32, Activation, Graph, Node, Padding, Tensor
+from ..kernel import WRITE, Kernel, Piece, RequiredWorkGroup
 
 #: CONV_2D's kernels: the matrix products (buffer storages only), or the generic ones, ``blocked`` (4
 #: pixels x 2 slices per work-item, what texture storages get) or ``plain`` (one output FLT4 each)
@@ -45,18 +46,39 @@ class EmitContext:
         return layout.tensor_descriptor(self.graph.tensor(tensor).shape, self.precision)
 
 
-class Op(Protocol):
-    codes: tuple[int, ...]
+class Op:
+    """An op family: the builtin codes it runs, its support check and its code generator.
+
+    ``OPS`` (ops/__init__.py) maps each code to one instance. ``emit`` returns the node's
+    ``Kernel`` (``operation`` builds one), or for a family with ``per_output`` set, ``emit_many``
+    one kernel per output. What the partition compiler relies on in every kernel:
+
+    - it writes one runtime tensor, ``dst_tensor``, and reads the node's non-constant data inputs
+      (the first ``data_inputs``) in order by ``src_tensors_names``; constants are objects;
+    - a kernel that computes its output FLT4 by FLT4 in ``result``, with ``X``, ``Y``, ``S`` and
+      ``b`` its coordinates, writes it through the write hooks (kernel.WRITE, or kernel.WRITE_AT
+      with the linear index ``at``): then elementwise ops can be linked in (fusion.py). Any
+      other write leaves the kernel closed to links;
+    - ``$0`` in the entry line stands for the kernel's parameters (runtime/source.py).
+    """
+
+    codes: tuple[int, ...] = ()
     #: how many leading inputs carry data; non-constant ones become the kernel's src tensors, in order
-    data_inputs: int
+    data_inputs: int = 1
+    #: the node gets one kernel per output (``emit_many``), named ``node:output``
+    per_output: bool = False
 
     def check(self, node: Node, graph: Graph) -> str | None:
         """None when the node is supported, else why not (shown in the partition summary)."""
-        ...
+        raise NotImplementedError
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        """The node's GPU operation; runtime tensors are named by ``src_tensors_names`` / ``dst_tensors_names``."""
-        ...
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        """The node's kernel; runtime tensors are named by ``src_tensors_names`` / ``dst_tensors_names``."""
+        raise NotImplementedError
+
+    def emit_many(self, node: Node, ctx: EmitContext) -> list[tuple[Kernel, int]]:
+        """For ``per_output`` families: (kernel, output tensor) for each output, all reading the same inputs."""
+        raise NotImplementedError
 
 
 def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
@@ -150,26 +172,6 @@ MAIN_FUNCTION($0) {
 """
 
 
-#: Zero the lanes of the last slice past the channel count (so no NaN or inf from padding ever
-#: reaches a later kernel that multiplies all four lanes), then write ``result`` and close the kernel.
-WRITE = """  if (S == args.dst_tensor.Slices() - 1) {
-    int left = args.dst_tensor.Channels() - S * 4;
-    if (left < 4) result.w = (FLT)(0.0f);
-    if (left < 3) result.z = (FLT)(0.0f);
-    if (left < 2) result.y = (FLT)(0.0f);
-  }
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
-"""
-
-
-_PLAIN_WRITE = "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
-
-#: ``WRITE`` for kernels that know the linear index ``at`` of (X, Y, S, b) (buffer storages):
-#: fusion links code in front of both.
-WRITE_AT = WRITE.replace("args.dst_tensor.Write(result, X, Y, S, b);", "args.dst_tensor.WriteAt(result, at);")
-
-
 def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation: int, padding: int) -> int:
     """Leading padding TFLite uses for SAME (half the total, rounded down) or 0 for VALID."""
     if padding != Padding.SAME:
@@ -179,18 +181,14 @@ def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation
     return total // 2
 
 
-def operation(code: str, *, srcs: list[str], ints: dict[str, int] | None = None,
+def operation(body: str | list[Piece], *, srcs: list[str], ints: dict[str, int] | None = None,
               floats: dict[str, float] | None = None, literals: dict[str, int] | None = None,
-              **arguments: list) -> model.GPUOperation:  # fmt: skip
-    """A GPUOperation over one output ``dst_tensor`` with the scalar arguments given.
+              work_group: RequiredWorkGroup | None = None, **arguments: list) -> Kernel:  # fmt: skip
+    """The kernel of ``body`` over one output ``dst_tensor`` with the scalar arguments given.
 
     ``ints`` become kernel parameters; ``literals`` are inactive values the runtime writes into the
     source as constants (so the OpenCL compiler can unroll and fold them).
-
-    The closing ``args.dst_tensor.Write(result, X, Y, S, b);`` of a kernel gets the padding mask
-    of ``WRITE`` in front of it.
     """
-    code = code.replace(_PLAIN_WRITE, WRITE)
     args = model.Arguments(
         int_values=[
             *(model.IntValue(k, int(v), True) for k, v in (ints or {}).items()),
@@ -199,16 +197,22 @@ def operation(code: str, *, srcs: list[str], ints: dict[str, int] | None = None,
         float_values=[model.FloatValue(k, float(v), True) for k, v in (floats or {}).items()],
         **arguments,
     )
-    return model.GPUOperation(
+    size = model.Int3(*work_group.size) if work_group else model.Int3(8, 4, 1)
+    op = model.GPUOperation(
         arguments=args,
-        code=code,
-        work_group_size=model.Int3(8, 4, 1),
+        work_group_size=size,
         tensor_to_grid=model.TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z,
         definition=model.OperationDef(),
         grid_dimension=3,
         src_tensors_names=srcs,
         dst_tensors_names=["dst_tensor"],
     )
+    return Kernel(op, [body] if isinstance(body, str) else body, work_group)
+
+
+def written(body: str) -> list[Piece]:
+    """``body``, then the masked write of ``result`` that closes the kernel (where links go)."""
+    return [body, WRITE]
 
 
 def buffer_object(name: str, data: bytes, dtype: np.dtype, element_size: int = 4) -> model.BufferDescriptorMapValue:

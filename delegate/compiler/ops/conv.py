@@ -7,37 +7,36 @@ import numpy as np
 from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node, Tensor
+from ..kernel import Kernel
 from .base import (
     HEAD,
     LANES,
     EmitContext,
+    Op,
     activation_check,
     activation_code,
     buffer_object,
     linear_object,
-    operands,
     operation,
     runtime_io,
     same_padding,
+    written,
 )
 from .conv_blocked import blocked_conv_code
-from .conv_fast import (
-    DEPTHWISE_MAX_TAPS,
-    DEPTHWISE_PIXELS,
+from .depthwise_rows import DEPTHWISE_MAX_TAPS, DEPTHWISE_PIXELS, depthwise_code, pack_depthwise_weights
+from .gemm_blocks import (
     GEMM_GROUPS,
     THIRDS_GROUPS,
     THIRDS_PIXELS,
-    depthwise_code,
-    gemm_conv_code,
     gemm_groups,
     gemm_pixels,
     gemm_width,
     odd_thirds,
-    pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
     source_names,
 )
+from .gemm_conv import GemmSpec, flat_code, phases_code, rows_code, transposed_code
 
 _WINDOW = """
   for (int ky = 0; ky < args.kernel_h; ++ky) {
@@ -49,11 +48,9 @@ _WINDOW = """
 """
 
 
-#: Close a kernel that accumulated ``acc``: convert, apply the fused activation, write.
+#: Close a kernel that accumulated ``acc``: convert, apply the fused activation (the write follows).
 _FINISH = """  FLT4 result = TO_FLT4(acc);
   {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
 
 
@@ -109,8 +106,6 @@ GROUPED = (
     else result.w = (FLT)acc;
   }
   {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
 )
 
@@ -153,12 +148,13 @@ DEPTHWISE_MULTIPLIER = (
 )
 
 
-def _bias(node: Node, graph: Graph, channels: int, ctx: EmitContext) -> bytes:
+def bias_values(node: Node, graph: Graph, channels: int, ctx: EmitContext) -> bytes:
+    """A convolution node's biases (its input 2, zeros when absent) as layout.linear lays them out."""
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] >= 0 else None
     return layout.linear(None if bias is None else graph.tensor(bias).constant, channels, ctx.dtype)
 
 
-class Conv2D:
+class Conv2D(Op):
     codes = (Builtin.CONV_2D,)
     data_inputs = 1
 
@@ -175,13 +171,13 @@ class Conv2D:
             return f"{src.shape[3]} input channels do not split into groups of {filters.shape[3]}"
         return activation_check(node.params["activation"])
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         g, p = ctx.graph, node.params
-        src, dst, filters, ints = _conv_window(node, ctx)
+        src, dst, filters, ints = conv_window(node, ctx)
         _, kh, kw, _ = filters.shape
         if filters.shape[3] != src.shape[3]:
             return self._grouped(node, ctx, filters, ints)
-        if _use_gemm(ctx):
+        if use_gemm(ctx):
             flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
             sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
             return gemm_operation(node, ctx, filters, ints, flat, sources=sources)
@@ -189,23 +185,24 @@ class Conv2D:
         code = (
             blocked_conv_code(activation_code(p["activation"]))
             if blocked
-            else CONV.replace("{activation}", activation_code(p["activation"]))
+            else written(CONV.replace("{activation}", activation_code(p["activation"])))
         )
-        op = operation(
+        kernel = operation(
             code,
             srcs=["src_tensor"],
             ints=ints,
             buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", bias_values(node, g, dst.shape[3], ctx), ctx.dtype)],
         )
         if blocked:  # one work-item per 4 pixels x 2 slices
             b, h, w, c = dst.shape
+            op = kernel.operation
             op.tensor_to_grid = model.TensorToGrid.CUSTOM
             op.grid_size = model.Int3(-(-w // 4) * b, h, -(-layout.slices(c) // 2))
             op.work_group_size = model.Int3(4, 4, 2)
-        return op
+        return kernel
 
-    def _grouped(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> model.GPUOperation:
+    def _grouped(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> Kernel:
         """Grouped convolution, one output lane at a time; weights stay in TFLite's OHWI order."""
         g = ctx.graph
         dst = g.tensor(node.outputs[0])
@@ -214,14 +211,14 @@ class Conv2D:
             "cin_group": cin_group,
             "cout_group": filters.shape[0] // (g.tensor(node.inputs[0]).shape[3] // cin_group),
         }
-        code = GROUPED.replace("{activation}", activation_code(node.params["activation"]))
+        code = written(GROUPED.replace("{activation}", activation_code(node.params["activation"])))
         weights = np.ascontiguousarray(filters, np.float32).astype(ctx.dtype).tobytes()
         return operation(
             code,
             srcs=["src_tensor"],
             ints=ints,
             buffer_objects=[buffer_object("weights", weights, ctx.dtype, element_size=1)],
-            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[3], ctx), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", bias_values(node, g, dst.shape[3], ctx), ctx.dtype)],
         )
 
 
@@ -231,7 +228,7 @@ def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
     height and width along channels, every one but the last a whole number of slices."""
     g = ctx.graph
     out = concat.outputs[0]
-    if node.op != Builtin.CONV_2D or node.inputs[0] != out or out in node.inputs[1:] or not _use_gemm(ctx):
+    if node.op != Builtin.CONV_2D or node.inputs[0] != out or out in node.inputs[1:] or not use_gemm(ctx):
         return False
     shapes = [g.tensor(i).shape for i in concat.inputs]
     if concat.params.get("activation", 0) or any(g.tensor(i).is_constant for i in concat.inputs):
@@ -245,7 +242,7 @@ def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
     return len(filters) == 4 and filters[3] == g.tensor(out).shape[3] and len(concat.inputs) <= 8
 
 
-def _use_gemm(ctx: EmitContext) -> bool:
+def use_gemm(ctx: EmitContext) -> bool:
     """The matrix-product kernels run on buffer-backed storage unless CompileOptions.conv_kernels picks
     the generic ones (``blocked`` or ``plain``, for comparisons)."""
     return ctx.linear_storage and ctx.conv_kernels == "gemm"
@@ -253,9 +250,9 @@ def _use_gemm(ctx: EmitContext) -> bool:
 
 def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,
                    biases: bytes | None = None, transposed: bool = False, phases: bool = False,
-                   sources: int = 1) -> model.GPUOperation:  # fmt: skip
+                   sources: int = 1) -> Kernel:  # fmt: skip
     """CONV_2D (OHWI ``filters``), FULLY_CONNECTED (1x1 filters, ``flat``) or TRANSPOSE_CONV
-    (``transposed``; ``phases`` when kernel = stride, see gemm_conv_code) as the matrix-product
+    (``transposed``; ``phases`` when kernel = stride, see gemm_conv.phases_code) as the matrix-product
     kernel; ``biases`` as layout.linear lays them out (default: the node's input 2); ``sources``:
     how many tensors the input is concatenated from (EmitContext.concat_sources)."""
     g = ctx.graph
@@ -268,23 +265,21 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
     if flat and pixels > 1 and odd_thirds(groups):
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
-    code = gemm_conv_code(
+    spec = GemmSpec(
         node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),
-        flat=flat,
-        transposed=transposed,
-        phases=phases,
-        sources=sources,
-        lanes=cin if sources == 1 and cin < 4 else 4,
-        whole_pixels=per_item >= groups,
         pixels=pixels,
         groups=per_item,
         width=width,
+        sources=sources,
+        lanes=cin if sources == 1 and cin < 4 else 4,
+        whole_pixels=per_item >= groups,
     )
+    mode = flat_code if flat else phases_code if phases else transposed_code if transposed else rows_code
     window = {} if flat or phases else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
-    biases = pack_gemm_biases(_bias(node, g, c, ctx) if biases is None else biases, ctx.dtype, width)
-    op = operation(
-        code,
+    biases = pack_gemm_biases(bias_values(node, g, c, ctx) if biases is None else biases, ctx.dtype, width)
+    kernel = operation(
+        mode(spec),
         srcs=source_names(sources),
         literals=window,
         buffer_objects=[
@@ -292,6 +287,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
             buffer_object("biases", biases, ctx.dtype, element_size=width),
         ],
     )
+    op = kernel.operation
     op.tensor_to_grid = model.TensorToGrid.CUSTOM
     if flat:
         op.grid_size = model.Int3(-(-npix // pixels), -(-groups // per_item), 1)
@@ -306,10 +302,10 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         op.grid_size = model.Int3(blocks, h, -(-groups // per_item))
         local_x = min(8, 1 << (blocks - 1).bit_length())
         op.work_group_size = model.Int3(local_x, max(1, min(8 // local_x, 1 << (h - 1).bit_length())), 1)
-    return op
+    return kernel
 
 
-def _conv_window(node: Node, ctx: EmitContext) -> tuple[Tensor, Tensor, np.ndarray, dict[str, int]]:
+def conv_window(node: Node, ctx: EmitContext) -> tuple[Tensor, Tensor, np.ndarray, dict[str, int]]:
     """A convolution node's input and output, its constant filters and its window arguments."""
     g = ctx.graph
     src, dst = g.tensor(node.inputs[0]), g.tensor(node.outputs[0])
@@ -333,7 +329,7 @@ def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, k
     }
 
 
-class DepthwiseConv2D:
+class DepthwiseConv2D(Op):
     codes = (Builtin.DEPTHWISE_CONV_2D,)
     data_inputs = 1
 
@@ -349,9 +345,9 @@ class DepthwiseConv2D:
             return "output channels are not a multiple of input channels"
         return activation_check(node.params["activation"])
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         p = node.params
-        src, dst, filters, ints = _conv_window(node, ctx)
+        src, dst, filters, ints = conv_window(node, ctx)
         _, kh, kw, _ = filters.shape
         multiplier = dst.shape[3] // src.shape[3]
         if multiplier == 1 and ctx.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
@@ -361,14 +357,14 @@ class DepthwiseConv2D:
             ints["multiplier"] = multiplier
             template = DEPTHWISE_MULTIPLIER
         return operation(
-            template.replace("{activation}", activation_code(p["activation"])),
+            written(template.replace("{activation}", activation_code(p["activation"]))),
             srcs=["src_tensor"],
             ints=ints,
             buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", _bias(node, ctx.graph, dst.shape[3], ctx), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", bias_values(node, ctx.graph, dst.shape[3], ctx), ctx.dtype)],
         )
 
-    def _unrolled(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> model.GPUOperation:
+    def _unrolled(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> Kernel:
         g = ctx.graph
         dst = g.tensor(node.outputs[0])
         code = depthwise_code(
@@ -378,22 +374,23 @@ class DepthwiseConv2D:
             dilation=(ints["dilation_h"], ints["dilation_w"]),
             pad=(ints["pad_h"], ints["pad_w"]),
         )
-        op = operation(
+        kernel = operation(
             code,
             srcs=["src_tensor"],
             buffer_objects=[
                 buffer_object("weights", pack_depthwise_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
-                buffer_object("biases", pack_gemm_biases(_bias(node, g, dst.shape[3], ctx), ctx.dtype), ctx.dtype,
+                buffer_object("biases", pack_gemm_biases(bias_values(node, g, dst.shape[3], ctx), ctx.dtype), ctx.dtype,
                               element_size=8),
             ],
         )  # fmt: skip
         b, h, w, c = dst.shape
+        op = kernel.operation
         op.tensor_to_grid = model.TensorToGrid.CUSTOM
         op.grid_size = model.Int3(-(-w // DEPTHWISE_PIXELS) * b, h, -(-layout.slices(c) // 2))
-        # a column of row blocks: measured 6-8% faster than (4, 2, 1) over MobileNetV2's depthwise layers,
-        # up to 20% on the 7x7 and 14x14 ones, whose grids are 1-2 blocks wide
+        # a column of row blocks: the small outputs' grids are only 1-2 blocks wide
+        # (benchmarks/RESULTS.md, "Kernel choices")
         op.work_group_size = model.Int3(1, h, 1)
-        return op
+        return kernel
 
 
 # Fully connected: a 1x1 convolution over (b, h, w) rows; weights as for CONV_2D.
@@ -408,7 +405,7 @@ FULLY_CONNECTED = (
 )
 
 
-class FullyConnected:
+class FullyConnected(Op):
     codes = (Builtin.FULLY_CONNECTED,)
     data_inputs = 1
 
@@ -426,19 +423,19 @@ class FullyConnected:
             return "input rows do not map onto output rows"
         return activation_check(node.params["activation"])
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         g, p = ctx.graph, node.params
         dst = g.tensor(node.outputs[0])
         weights = g.tensor(node.inputs[1]).constant
         assert weights is not None
         filters = np.asarray(weights, np.float32).reshape(weights.shape[0], 1, 1, weights.shape[1])
-        if _use_gemm(ctx):
+        if use_gemm(ctx):
             return gemm_operation(node, ctx, filters, {}, flat=True)
         return operation(
-            FULLY_CONNECTED.replace("{activation}", activation_code(p["activation"])),
+            written(FULLY_CONNECTED.replace("{activation}", activation_code(p["activation"]))),
             srcs=["src_tensor"],
             buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", _bias(node, g, dst.shape[-1], ctx), ctx.dtype)],
+            tensor_linear_objects=[linear_object("biases", bias_values(node, g, dst.shape[-1], ctx), ctx.dtype)],
         )
 
 
@@ -468,7 +465,7 @@ TRANSPOSE_CONV = (
 )
 
 
-class TransposeConv:
+class TransposeConv(Op):
     """TRANSPOSE_CONV: inputs (output_shape, weights [O, KH, KW, I], input[, bias])."""
 
     codes = (Builtin.TRANSPOSE_CONV,)
@@ -490,7 +487,7 @@ class TransposeConv:
             return "weights do not match input and output channels"
         return activation_check(node.params.get("activation", 0))
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         g, p = ctx.graph, node.params
         src, dst = g.tensor(node.inputs[2]), g.tensor(node.outputs[0])
         filters = g.tensor(node.inputs[1]).constant
@@ -508,73 +505,15 @@ class TransposeConv:
             "pad_w": same_padding(dst.shape[2], src.shape[2], kw, sw, 1, p["padding"]),
         }
         biases = layout.linear(None if bias is None else g.tensor(bias).constant, dst.shape[3], ctx.dtype)
-        if _use_gemm(ctx):
+        if use_gemm(ctx):
             # Kernel = stride without padding: each output pixel has exactly one tap.
             phases = (kh, kw) == (sh, sw) and ints["pad_h"] == ints["pad_w"] == 0
             phases = phases and tuple(dst.shape[1:3]) == (src.shape[1] * sh, src.shape[2] * sw)
             return gemm_operation(node, ctx, filters, ints, flat=False, biases=biases, transposed=True, phases=phases)
         return operation(
-            TRANSPOSE_CONV.replace("{activation}", activation_code(p.get("activation", 0))),
+            written(TRANSPOSE_CONV.replace("{activation}", activation_code(p.get("activation", 0)))),
             srcs=["src_tensor"],
             ints=ints,
             buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
             tensor_linear_objects=[linear_object("biases", biases, ctx.dtype)],
         )
-
-
-class BatchMatMul:
-    """BATCH_MATMUL: [..., M, K] x [..., K, N] (either side transposed by adj_x / adj_y), batch dims
-    broadcast; either operand may be a constant. One output lane at a time."""
-
-    codes = (Builtin.BATCH_MATMUL,)
-    data_inputs = 2
-
-    def check(self, node: Node, graph: Graph) -> str | None:
-        problem = runtime_io(node, graph)
-        if problem:
-            return problem
-        lhs, rhs = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
-        if min(len(lhs.shape), len(rhs.shape)) < 2:
-            return "operands of rank < 2"
-        if lhs.is_constant and rhs.is_constant:
-            return "both operands are constants"
-        out = layout.bhwc(graph.tensor(node.outputs[0]).shape)
-        for t in (lhs, rhs):
-            if any(d not in (1, o) for d, o in zip(layout.bhwc(t.shape)[:2], out[:2], strict=True)):
-                return "batch dimensions do not broadcast"
-        return None
-
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        srcs, objects = operands(["lhs", "rhs"], list(node.inputs), ctx)
-        adj_x, adj_y = bool(node.params.get("adj_x")), bool(node.params.get("adj_y"))
-        yl, bl = "args.lhs.Height() == 1 ? 0 : Y", "args.lhs.Batch() == 1 ? 0 : b"
-        yr, br = "args.rhs.Height() == 1 ? 0 : Y", "args.rhs.Batch() == 1 ? 0 : b"
-        lhs = (
-            f"dlg_component(args.lhs.Read(kk, {yl}, X / 4, {bl}), X % 4)"
-            if adj_x
-            else f"dlg_component(args.lhs.Read(X, {yl}, kk / 4, {bl}), kk % 4)"
-        )
-        rhs = (
-            f"dlg_component(args.rhs.Read(n, {yr}, kk / 4, {br}), kk % 4)"
-            if adj_y
-            else f"dlg_component(args.rhs.Read(kk, {yr}, n / 4, {br}), n % 4)"
-        )
-        depth = "args.lhs.Width()" if adj_x else "args.lhs.Channels()"
-        code = (
-            LANES
-            + HEAD
-            + f"""  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {{
-    int n = S * 4 + k;
-    if (n >= args.dst_tensor.Channels()) break;
-    float acc = 0.0f;
-    for (int kk = 0; kk < {depth}; ++kk) {{
-      acc += (float){lhs} * (float){rhs};
-    }}
-    result = dlg_set(result, k, (FLT)acc);
-  }}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}}
-"""
-        )
-        return operation(code, srcs=srcs, tensor_objects=objects)

@@ -9,6 +9,8 @@ still fuse into it.
 
 from __future__ import annotations
 
+from ..kernel import WRITE, Piece
+
 PIXELS = 4
 SLICES = 2
 
@@ -17,7 +19,7 @@ def _acc(p: int, s: int) -> str:
     return f"a{s}{p}"
 
 
-def blocked_conv_code(activation: str) -> str:
+def blocked_conv_code(activation: str) -> list[Piece]:
     lines = [
         """
 MAIN_FUNCTION($0) {
@@ -76,5 +78,4 @@ MAIN_FUNCTION($0) {
     if (X >= W || S >= args.dst_tensor.Slices()) continue;
 """)
     lines.append(f"    {activation}\n")
-    lines.append("  args.dst_tensor.Write(result, X, Y, S, b);\n}\n}\n")
-    return "".join(lines)
+    return ["".join(lines), WRITE, "}\n"]

@@ -5,11 +5,10 @@ A work-group computes one output row. First its work-items compute the depthwise
 channel into local memory (items of ``DW_PIXELS`` pixels x a pair of slices, the window
 unrolled, each input column multiplied into the pixels it feeds as soon as it is loaded; each
 work-item takes a run of consecutive items: PoCL runs a work-group's work-items one after the
-other, so the core then reads the input rows in order rather than in eight interleaved sweeps,
-2.5-22% faster pairs); then,
-after a barrier, the 1x1 product over that row (items of ``PIXELS`` pixels x ``GROUPS`` groups
-of 8 output channels, FLT8 accumulators as in ``conv_fast.gemm_conv_code``). The depthwise
-output never goes through global memory, and the pair costs one launch instead of two.
+other, so the core then reads the input rows in order rather than in eight interleaved sweeps);
+then, after a barrier, the 1x1 product over that row (items of ``PIXELS`` pixels x ``GROUPS``
+groups of 8 output channels, FLT8 accumulators as in gemm_conv.py). The depthwise output never
+goes through global memory, and the pair costs one launch instead of two.
 
 On a CPU device a work-group runs on one core, its work-items one after the other, so the row in
 local memory stays in that core's cache. On a GPU the same shape would leave most of the chip
@@ -19,26 +18,29 @@ idle (a few hundred work-groups of 8), so the compiler pairs only for CPU device
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...context import model
 from .. import layout
 from ..graph import Builtin, Node
-from .base import WRITE, WRITE_AT, EmitContext, activation_code, buffer_object, operation
-from .conv import _bias, _conv_window, _use_gemm
-from .conv_fast import (
+from ..kernel import ENTRY, LANE_MASK, Kernel, Piece, RequiredWorkGroup
+from .base import EmitContext, activation_code, buffer_object, operation
+from .conv import bias_values, conv_window, use_gemm
+from .depthwise_rows import pack_depthwise_weights, slice_offsets, slice_pack_load
+from .gemm_blocks import (
     SLICE_PARTS,
     THIRDS_GROUPS,
     THIRDS_PIXELS,
-    _gemm_fast_epilogue,
+    accumulators,
+    block_write,
     gemm_groups,
     gemm_width,
     odd_thirds,
-    pack_depthwise_weights,
     pack_gemm_biases,
     pack_gemm_weights,
-    slice_offsets,
-    slice_pack_load,
+    row_pixels,
     slice_step,
-    spill_slices,
+    spilled_writes,
 )
 
 #: Pixels per depthwise item, pixels and groups of 8 output channels per 1x1 item.
@@ -46,13 +48,13 @@ DW_PIXELS = 8
 PIXELS = 5
 GROUPS = 2
 #: Pixels per 1x1 item when the output is a single group (16 channels in groups of 16): the item
-#: holds one group, not a copy of it, in as many accumulators. MobileNetV2 ran 1% faster than
-#: with the copy; 6, 8, 10 and 12 pixels were level (races of whole calls, session 12).
+#: holds one group, not a copy of it, in as many accumulators.
 SINGLE_GROUP_PIXELS = 10
 #: Work-items per work-group (the kernel requires it; its code shares items over GROUP_SIZE_0
 #: work-items, so a persistent kernel may run a work-group as one work-item, see
 #: runtime/persistent.py).
 LOCAL = 8
+WORK_GROUP = RequiredWorkGroup((LOCAL, 1, 1), serial=True)
 #: Largest depthwise window the pair kernel is generated for.
 MAX_TAPS = 25
 #: Smallest output height x batch and width paired: below them the pair was slower than the two
@@ -78,35 +80,58 @@ def dw_width(channels: int, vector_width: int) -> int:
     return 16 if vector_width >= 16 and channels > 8 else 8
 
 
-def pair_code(*, dw_act: int, act: int, kernel: tuple[int, int], stride: tuple[int, int], pad: tuple[int, int],
-              local_bytes: int, thirds: bool = False, width: int = 8, dw: int = 8,
-              single_group: bool = False) -> str:  # fmt: skip
-    """The kernel for a depthwise stage with ``kernel``, ``stride``, leading ``pad`` (undilated)
-    and activation ``dw_act``, then a 1x1 convolution with activation ``act`` whose items are
-    PIXELS x GROUPS, or THIRDS_PIXELS x THIRDS_GROUPS when ``thirds`` (``conv_fast.odd_thirds``); its local
-    row holds ``local_bytes`` (``pairs`` admits only rows that fit). Grid (LOCAL, H * B, 1), work-group
-    (LOCAL, 1, 1). Widths and channel counts are read at run time, so layers of one shape of
-    window share one kernel source (PoCL compiles each distinct source, twice on a cold start:
-    MobileNetV2's 13 pairs as literals made its cold start 2.3x longer).
+@dataclass(frozen=True)
+class PairSpec:
+    """A pair kernel: a depthwise stage with ``kernel``, ``stride``, leading ``pad`` (undilated) and
+    activation ``dw_act``, then a 1x1 convolution with activation ``act``.
+
+    Its 1x1 items are PIXELS x GROUPS, or THIRDS_PIXELS x THIRDS_GROUPS when ``thirds``
+    (``gemm_blocks.odd_thirds``), or SINGLE_GROUP_PIXELS x 1 when ``single_group`` (the output is
+    one group of ``width`` channels: a second group would be a copy of the first). Its local row
+    holds ``local_bytes`` (``pairs`` admits only rows that fit). ``width``: output channels per
+    1x1 group (gemm_blocks.gemm_width); ``dw``: channels per depthwise item, 8 (a pair of
+    slices) or 16 (four: ``dw_width``).
+    """
+
+    dw_act: int
+    act: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    local_bytes: int
+    thirds: bool = False
+    width: int = 8
+    dw: int = 8
+    single_group: bool = False
+
+    @property
+    def block(self) -> tuple[int, int]:
+        """Pixels and groups of a 1x1 item."""
+        if self.single_group:
+            return SINGLE_GROUP_PIXELS, 1
+        return (THIRDS_PIXELS, THIRDS_GROUPS) if self.thirds else (PIXELS, GROUPS)
+
+
+def pair_code(spec: PairSpec) -> list[Piece]:
+    """The pair kernel's body. Grid (LOCAL, H * B, 1), work-group WORK_GROUP. Widths and channel
+    counts are read at run time, so layers of one shape of window share one kernel source (PoCL
+    compiles each distinct source: literals would make a cold start much longer).
 
     Objects: ``dw_weights`` / ``dw_biases`` (pack_depthwise_weights / pack_gemm_biases of the
     depthwise filters), ``weights`` / ``biases`` (pack_gemm_weights / pack_gemm_biases of the 1x1
-    filters, ``width`` output channels per group: conv_fast.gemm_width). ``dw``: channels per
-    depthwise item, 8 (a pair of slices) or 16 (four: ``dw_width``). ``single_group``: the output is
-    one group of ``width`` channels, so an item is SINGLE_GROUP_PIXELS pixels x 1 group (a second
-    group would be a copy of the first: 16-channel projections in groups of 16)."""
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
-    P, G = (THIRDS_PIXELS, THIRDS_GROUPS) if thirds else (PIXELS, GROUPS)
-    if single_group:
-        P, G = SINGLE_GROUP_PIXELS, 1
+    filters)."""
+    return [*_depthwise_stage(spec), "  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n", *_projection_stage(spec)]
+
+
+def _depthwise_stage(spec: PairSpec) -> list[Piece]:
+    """The depthwise row into local ``mid``: each work-item a run of consecutive items of
+    DW_PIXELS pixels x ``dw`` channels (the item loop is left open)."""
+    (_, sw), (_, pw), dw = spec.stride, spec.pad, spec.dw
     q = dw // 4
-    parts = SLICE_PARTS[width]
-    per = len(parts)
-    L = [
-        f"""
-__attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
-  /* WORK_GROUP_SERIAL: the work-group's items are shared among GROUP_SIZE_0 work-items */
-  __local FLT{dw} mid[{local_bytes // (4 * dw)}];
+    lines: list[Piece] = [
+        "\n",
+        ENTRY,
+        f"""  __local FLT{dw} mid[{spec.local_bytes // (4 * dw)}];
   int H = args.dst_tensor.Height();
   int W = args.dst_tensor.Width();
   int mid_slices = args.src_tensor.Slices();
@@ -126,12 +151,25 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
     int pack = item / dw_blocks;
     int S0 = pack * {q};
     int xi = X0 * {sw} - {pw};
-"""
+""",
     ]
-    L += slice_offsets(dw, "S0 + {k} < mid_slices")
-    L.append(f"    ACCUM_FLT{dw} bias = TO_ACCUM_FLT{dw}(args.dw_biases.Read(pack));\n")
+    lines += slice_offsets(dw, "S0 + {k} < mid_slices")
+    lines.append(f"    ACCUM_FLT{dw} bias = TO_ACCUM_FLT{dw}(args.dw_biases.Read(pack));\n")
+    lines += [f"    ACCUM_FLT{dw} d{p} = bias;\n" for p in range(DW_PIXELS)]
+    lines += _depthwise_window(spec)
     for p in range(DW_PIXELS):
-        L.append(f"    ACCUM_FLT{dw} d{p} = bias;\n")
+        lines.append(f"    {{\n    FLT{dw} o = TO_FLT{dw}(d{p});\n")
+        activation = activation_code(spec.dw_act, "o", width=dw)
+        if activation:
+            lines.append(f"    {activation}\n")
+        lines.append(f"    if (X0 + {p} < W) mid[(X0 + {p}) * packs + pack] = o;\n    }}\n")
+    return lines
+
+
+def _depthwise_window(spec: PairSpec) -> list[str]:
+    """The unrolled window of a depthwise item: each input column multiplied into the pixels it
+    feeds as soon as it is loaded; items away from the row's ends load without checks."""
+    (kh, kw), (sh, sw), (ph, _), dw = spec.kernel, spec.stride, spec.pad, spec.dw
     columns = sorted({p * sw + kx for p in range(DW_PIXELS) for kx in range(kw)})
 
     def window_row(checked: bool) -> list[str]:
@@ -148,29 +186,30 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
             out.append("        }\n")
         return out
 
+    lines = []
     for ky in range(kh):
-        L.append(f"    {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
-        L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
+        lines.append(f"    {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
+        lines.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
         for kx in range(kw):
-            L.append(
+            lines.append(
                 f"      ACCUM_FLT{dw} k{kx} = "
                 f"TO_ACCUM_FLT{dw}(args.dw_weights.Read((pack * {kh} + {ky}) * {kw} + {kx}));\n"
             )
-        L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
-        L += window_row(False)
-        L.append("      } else {\n")
-        L += window_row(True)
-        L.append("      }\n    }\n    }\n")
-    for p in range(DW_PIXELS):
-        L.append(f"    {{\n    FLT{dw} o = TO_FLT{dw}(d{p});\n")
-        activation = activation_code(dw_act, "o", width=dw)
-        if activation:
-            L.append(f"    {activation}\n")
-        L.append(f"    if (X0 + {p} < W) mid[(X0 + {p}) * packs + pack] = o;\n    }}\n")
-    L.append("  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n")
-    # The 1x1 product over the row in local memory: slice s of pixel x is FLT4 number
-    # x * {q} * packs + s there (the padding lanes and missing last slices are zero).
-    L.append(
+        lines.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
+        lines += window_row(False)
+        lines.append("      } else {\n")
+        lines += window_row(True)
+        lines.append("      }\n    }\n    }\n")
+    return lines
+
+
+def _projection_stage(spec: PairSpec) -> list[Piece]:
+    """The 1x1 product over the row in local memory, the work-items taking its items in turn.
+    Slice s of pixel x is FLT4 number x * (dw / 4) * packs + s there (the padding lanes and
+    missing last slices are zero)."""
+    (P, G), width, q = spec.block, spec.width, spec.dw // 4
+    per = len(SLICE_PARTS[width])
+    lines: list[Piece] = [
         f"""  int dst_slices = args.dst_tensor.Slices();
   int ngroups = (dst_slices + {per - 1}) / {per};
   int items = (ngroups + {G - 1}) / {G};
@@ -180,42 +219,19 @@ __attribute__((reqd_work_group_size({LOCAL}, 1, 1))) MAIN_FUNCTION($0) {{
   int X0 = (item / items) * {P};
   int group_size = mid_slices * 4;
 """
-    )
-    for g in range(G):
-        L.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
-        L.append(f"  ACCUM_FLT{width} bias{g} = TO_ACCUM_FLT{width}(args.biases.Read(w{g} / group_size));\n")
-        for p in range(P):
-            L.append(f"  ACCUM_FLT{width} a{g}{p} = bias{g};\n")
-    for p in range(P):
-        L.append(f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * {q} * packs;\n")
-    L.append("  for (int s = 0; s < mid_slices; ++s) {\n")
-    L += slice_step("    ", P, G, "w", "mid4[o{p} + s]", width=width)
-    L.append("  }\n")
+    ]
+    lines += accumulators(P, G, width)
+    lines += [f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * {q} * packs;\n" for p in range(P)]
+    lines.append("  for (int s = 0; s < mid_slices; ++s) {\n")
+    lines += slice_step("    ", P, G, "w", "mid4[o{p} + s]", width=width)
+    lines.append("  }\n")
     setup = f"    int at0 = args.dst_tensor.Offset(X0, Y, g0 * {per}, b);\n    int X = X0;\n"
-    epilogue = _gemm_fast_epilogue(act, P, G, f"X0 + {P - 1} < W", setup, "B", "    X += 1;\n", width)
-    assert epilogue[-1] == "    return;\n  }\n"
-    L += [*epilogue[:-1], "    continue;\n  }\n"]  # the next item, not the end of the kernel
-    L.append(f"  FLT4 outs[{per * G * P}];\n")
-    for g in range(G):
-        for p in range(P):
-            i = p * per * G + g * per
-            L.append(spill_slices(f"a{g}{p}", i, parts))
-    L.append(
-        f"""  for (int p = 0; p < {P}; ++p) {{
-    int X = X0 + p;
-    if (X >= W) break;
-    for (int j = 0; j < {per * G}; ++j) {{
-    int S = g0 * {per} + j;
-    if (S >= dst_slices) continue;
-    FLT4 result = outs[p * {per * G} + j];
-    {activation_code(act)}
-"""
-        + WRITE
-        + "  }\n  }\n}\n"
-    )
-    code = "".join(L)
-    assert code.count(WRITE) == 1 and WRITE_AT in code  # where fusion links ops after the pair
-    return code
+    # a whole block leaves for the next item, not the end of the kernel
+    lines += block_write(spec.act, P, G, f"X0 + {P - 1} < W", setup, "B", "    X += 1;\n", width, "    continue;\n")
+    lines += spilled_writes(spec.act, P, G, width, row_pixels(P))
+    lines.insert(len(lines) - 1, LANE_MASK)
+    lines.append("  }\n  }\n}\n")
+    return lines
 
 
 def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
@@ -224,19 +240,19 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
     memory? Yes for a depth multiplier 1, undilated depthwise convolution of up to MAX_TAPS taps
     and strides 1 or 2, followed by a 1x1, stride 1 convolution over all its channels, on buffer
     storage, with at least MIN_ROWS rows and MIN_WIDTH columns of output."""
-    if dw.op != Builtin.DEPTHWISE_CONV_2D or conv.op != Builtin.CONV_2D or not _use_gemm(ctx):
+    if dw.op != Builtin.DEPTHWISE_CONV_2D or conv.op != Builtin.CONV_2D or not use_gemm(ctx):
         return False
     if conv.inputs[0] != dw.outputs[0] or dw.outputs[0] in conv.inputs[1:]:
         return False
     if len(conv.outputs) != 1 or len(dw.outputs) != 1:
         return False
-    src, mid, dw_filters, ints = _conv_window(dw, ctx)
+    src, mid, dw_filters, ints = conv_window(dw, ctx)
     _, kh, kw, _ = dw_filters.shape
     if mid.shape[3] != src.shape[3] or kh * kw > MAX_TAPS or ints["dilation_h"] != 1 or ints["dilation_w"] != 1:
         return False
     if ints["stride_h"] not in (1, 2) or ints["stride_w"] not in (1, 2):
         return False
-    _, dst, filters, conv_ints = _conv_window(conv, ctx)
+    _, dst, filters, conv_ints = conv_window(conv, ctx)
     if filters.shape[1:] != (1, 1, mid.shape[3]) or conv_ints["stride_h"] != 1 or conv_ints["stride_w"] != 1:
         return False
     b, h, w, _ = dst.shape
@@ -244,36 +260,35 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
     return b * h >= MIN_ROWS and w >= MIN_WIDTH and row_bytes <= local_bytes
 
 
-def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> model.GPUOperation:
+def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> Kernel:
     """The kernel of a pair ``pairs`` accepted (with the same ``local_bytes``)."""
     g = ctx.graph
-    _, mid, dw_filters, ints = _conv_window(dw, ctx)
-    _, dst, filters, _ = _conv_window(conv, ctx)
+    _, mid, dw_filters, ints = conv_window(dw, ctx)
+    _, dst, filters, _ = conv_window(conv, ctx)
     b, h, _, c = dst.shape
     width = gemm_width(c, ctx.vector_width)
     groups = gemm_groups(c, width)
     dw_vector = dw_width(mid.shape[3], ctx.vector_width)
-    code = pair_code(
+    spec = PairSpec(
         dw_act=dw.params["activation"], act=conv.params["activation"], local_bytes=local_bytes,
         kernel=(ints["kernel_h"], ints["kernel_w"]),
         stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
         thirds=odd_thirds(groups), width=width, dw=dw_vector, single_group=groups == 1,
     )  # fmt: skip
-    dw_biases = pack_gemm_biases(_bias(dw, g, mid.shape[3], ctx), ctx.dtype, dw_vector)
+    dw_biases = pack_gemm_biases(bias_values(dw, g, mid.shape[3], ctx), ctx.dtype, dw_vector)
     dw_weights = pack_depthwise_weights(dw_filters, ctx.dtype, dw_vector)
-    op = operation(
-        code,
+    biases = pack_gemm_biases(bias_values(conv, g, c, ctx), ctx.dtype, width)
+    kernel = operation(
+        pair_code(spec),
         srcs=["src_tensor"],
+        work_group=WORK_GROUP,
         buffer_objects=[
             buffer_object("dw_weights", dw_weights, ctx.dtype, element_size=dw_vector),
             buffer_object("dw_biases", dw_biases, ctx.dtype, element_size=dw_vector),
             buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, width), ctx.dtype, element_size=width),
-            buffer_object(
-                "biases", pack_gemm_biases(_bias(conv, g, c, ctx), ctx.dtype, width), ctx.dtype, element_size=width
-            ),
+            buffer_object("biases", biases, ctx.dtype, element_size=width),
         ],
     )
-    op.tensor_to_grid = model.TensorToGrid.CUSTOM
-    op.grid_size = model.Int3(LOCAL, h * b, 1)
-    op.work_group_size = model.Int3(LOCAL, 1, 1)
-    return op
+    kernel.operation.tensor_to_grid = model.TensorToGrid.CUSTOM
+    kernel.operation.grid_size = model.Int3(LOCAL, h * b, 1)
+    return kernel

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
-from .base import HEAD, EmitContext, activation_check, activation_code, operands, operation, runtime_io
+from ..kernel import Kernel
+from .base import HEAD, EmitContext, Op, activation_check, activation_code, operands, operation, runtime_io, written
 
 #: result from FLT4 a_v and b_in_v
-_BINARY = {
+BINARY = {
     Builtin.ADD: "a_v + b_in_v",
     Builtin.SUB: "a_v - b_in_v",
     Builtin.MUL: "a_v * b_in_v",
@@ -19,7 +19,7 @@ _BINARY = {
     Builtin.POW: "pow(a_v, b_in_v)",
     Builtin.PRELU: "a_v < INIT_FLT4(0.0f) ? a_v * b_in_v : a_v",
 }
-_FUSED = (Builtin.ADD, Builtin.SUB, Builtin.MUL, Builtin.DIV)
+FUSED = (Builtin.ADD, Builtin.SUB, Builtin.MUL, Builtin.DIV)
 
 
 def read_broadcast(name: str, indent: str = "  ") -> str:
@@ -32,8 +32,8 @@ def read_broadcast(name: str, indent: str = "  ") -> str:
     )
 
 
-class Binary:
-    codes = tuple(_BINARY)
+class Binary(Op):
+    codes = tuple(BINARY)
     data_inputs = 2
 
     def check(self, node: Node, graph: Graph) -> str | None:
@@ -52,23 +52,22 @@ class Binary:
                 return f"input {i} of shape {t.shape} does not broadcast to the output"
         if all(graph.tensor(i).is_constant for i in node.inputs):
             return "both inputs are constants"
-        return activation_check(node.params.get("activation", 0)) if node.op in _FUSED else None
+        return activation_check(node.params.get("activation", 0)) if node.op in FUSED else None
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         srcs, objects = operands(["a", "b_in"], list(node.inputs), ctx)
-        act = activation_code(node.params.get("activation", 0)) if node.op in _FUSED else ""
+        act = activation_code(node.params.get("activation", 0)) if node.op in FUSED else ""
         code = (
             HEAD
             + read_broadcast("a")
             + read_broadcast("b_in")
-            + f"  FLT4 result = {_BINARY[Builtin(node.op)]};\n  {act}\n"
-            + "  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
+            + f"  FLT4 result = {BINARY[Builtin(node.op)]};\n  {act}\n"
         )
-        return operation(code, srcs=srcs, tensor_objects=objects)
+        return operation(written(code), srcs=srcs, tensor_objects=objects)
 
 
 #: statements turning FLT4 ``result`` (the input) into the op's value
-_UNARY = {
+UNARY = {
     Builtin.LOGISTIC: activation_code(Activation.SIGMOID),
     Builtin.RELU: activation_code(Activation.RELU),
     Builtin.RELU6: activation_code(Activation.RELU6),
@@ -92,8 +91,8 @@ _UNARY = {
 }
 
 
-class Unary:
-    codes = tuple(_UNARY)
+class Unary(Op):
+    codes = tuple(UNARY)
     data_inputs = 1
 
     def check(self, node: Node, graph: Graph) -> str | None:
@@ -106,12 +105,7 @@ class Unary:
             return "input and output shapes differ"
         return None
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        code = (
-            HEAD
-            + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n  "
-            + _UNARY[Builtin(node.op)]
-            + "\n  args.dst_tensor.Write(result, X, Y, S, b);\n}\n"
-        )
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        code = HEAD + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n  " + UNARY[Builtin(node.op)] + "\n"
         floats = {"alpha": node.params.get("alpha", 0.2)} if node.op == Builtin.LEAKY_RELU else None
-        return operation(code, srcs=["src_tensor"], floats=floats)
+        return operation(written(code), srcs=["src_tensor"], floats=floats)

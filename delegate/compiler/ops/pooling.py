@@ -1,21 +1,12 @@
-"""AVERAGE_POOL_2D and MAX_POOL_2D (MEAN is a reduction: shape.py)."""
+"""AVERAGE_POOL_2D and MAX_POOL_2D (MEAN is a reduction: reduce.py)."""
 
 from __future__ import annotations
 
 from ...context import model
 from ..graph import Builtin, Graph, Node
-from .base import (
-    HEAD,
-    WRITE,
-    WRITE_AT,
-    EmitContext,
-    activation_check,
-    activation_code,
-    operation,
-    runtime_io,
-    same_padding,
-)
-from .conv_fast import row_block_head, window_row_loads
+from ..kernel import LANE_MASK, WRITE, WRITE_AT, Kernel, Piece
+from .base import HEAD, EmitContext, Op, activation_check, activation_code, operation, runtime_io, same_padding, written
+from .row_blocks import row_block_head, window_row_loads
 
 #: Output pixels per work-item of the row kernel (``pool_rows_code``).
 POOL_PIXELS = 4
@@ -39,13 +30,11 @@ _POOL = (
   }
   FLT4 result = TO_FLT4({finish});
   {activation}
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
 )
 
 
-class Pool2D:
+class Pool2D(Op):
     codes = (Builtin.AVERAGE_POOL_2D, Builtin.MAX_POOL_2D)
     data_inputs = 1
 
@@ -57,7 +46,7 @@ class Pool2D:
             return "pooling needs a 4-D input"
         return activation_check(node.params["activation"])
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         g, p = ctx.graph, node.params
         src, dst = g.tensor(node.inputs[0]).shape, g.tensor(node.outputs[0]).shape
         kh, kw = p["filter_height"], p["filter_width"]
@@ -79,11 +68,11 @@ class Pool2D:
             return _pool_rows(node, ctx, ints)
         # The window as constants, so the compiler can unroll it.
         code = code.replace("{activation}", activation_code(p["activation"]))
-        return operation(code, srcs=["src_tensor"], literals=ints)
+        return operation(written(code), srcs=["src_tensor"], literals=ints)
 
 
 def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: tuple[int, int],
-                   pad: tuple[int, int], pixels: int = POOL_PIXELS) -> str:  # fmt: skip
+                   pad: tuple[int, int], pixels: int = POOL_PIXELS) -> list[Piece]:  # fmt: skip
     """MAX_POOL_2D (``maximum``) or AVERAGE_POOL_2D over buffer-backed tensors, the window unrolled.
 
     A work-item computes ``pixels`` consecutive output pixels of one row for one slice, loading each
@@ -100,7 +89,7 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
     def load(j: int) -> str:
         return f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B))"
 
-    L = [row_block_head(P, sw, pw, "S", "GLOBAL_ID_2")]
+    L: list[Piece] = [row_block_head(P, sw, pw, "S", "GLOBAL_ID_2")]
     if not maximum:
         L.append("  int rows = 0;  // window rows inside the input\n")
     for p in range(P):
@@ -132,7 +121,7 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
             L.append(f"  {activation}\n")
     L.append(f"  if (X0 + {P - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S, b);\n")
     for p in range(P):
-        L.append(f"  {{\n    int X = X0 + {p};\n    int at = at0 + {p} * B;\n    FLT4 result = o{p};\n" + WRITE_AT)
+        L += [f"  {{\n    int X = X0 + {p};\n    int at = at0 + {p} * B;\n    FLT4 result = o{p};\n", WRITE_AT]
     L.append("    return;\n  }\n")
     L.append(f"  FLT4 outs[{P}];\n")
     L.append("".join(f"  outs[{p}] = o{p};\n" for p in range(P)))
@@ -142,13 +131,12 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
     if (X >= W) break;
     FLT4 result = outs[i];
 """
-        + WRITE
-        + "}\n"
     )
-    return "".join(L)
+    L += [LANE_MASK, WRITE, "}\n"]
+    return L
 
 
-def _pool_rows(node: Node, ctx: EmitContext, ints: dict[str, int]) -> model.GPUOperation:
+def _pool_rows(node: Node, ctx: EmitContext, ints: dict[str, int]) -> Kernel:
     p = node.params
     b, h, w, _ = ctx.graph.tensor(node.outputs[0]).shape
     slices = -(-ctx.graph.tensor(node.outputs[0]).shape[3] // 4)
@@ -159,8 +147,9 @@ def _pool_rows(node: Node, ctx: EmitContext, ints: dict[str, int]) -> model.GPUO
         stride=(ints["stride_h"], ints["stride_w"]),
         pad=(ints["pad_h"], ints["pad_w"]),
     )
-    op = operation(code, srcs=["src_tensor"])
+    kernel = operation(code, srcs=["src_tensor"])
+    op = kernel.operation
     op.tensor_to_grid = model.TensorToGrid.CUSTOM
     op.grid_size = model.Int3(-(-w // POOL_PIXELS) * b, h, slices)
     op.work_group_size = model.Int3(1, h, 1)
-    return op
+    return kernel

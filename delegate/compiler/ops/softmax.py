@@ -1,55 +1,12 @@
-"""RESHAPE (any float32 shape of the same size) and SOFTMAX over the last axis."""
+"""SOFTMAX (beta) and LOG_SOFTMAX over the last axis, as kernels of their own (one linked into the
+matrix-product kernel producing its input: pixel_softmax.py)."""
 
 from __future__ import annotations
 
-import math
-
 from ...context import model
 from ..graph import Builtin, Graph, Node
-from .base import HEAD, LANES, EmitContext, operation, runtime_io
-
-# Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,
-# which is the same element of the input.
-_RESHAPE = (
-    LANES
-    + HEAD
-    + """  int C = args.dst_tensor.Channels();
-  int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {
-    int c = S * 4 + k;
-    if (c >= C) break;
-    int flat = ((b * args.dst_tensor.Height() + Y) * args.dst_tensor.Width() + X) * C + c;
-    int c_in = flat % ic; int t = flat / ic;
-    int x_in = t % iw; t = t / iw;
-    int y_in = t % ih; int b_in = t / ih;
-    FLT v = dlg_component(args.src_tensor.Read(x_in, y_in, c_in / 4, b_in), c_in % 4);
-    if (k == 0) result.x = v; else if (k == 1) result.y = v; else if (k == 2) result.z = v; else result.w = v;
-  }
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
-"""
-)
-
-
-class Reshape:
-    codes = (Builtin.RESHAPE,)
-    data_inputs = 1
-
-    def check(self, node: Node, graph: Graph) -> str | None:
-        src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
-        problem = runtime_io(node, graph, data_inputs=1)
-        if problem:
-            return problem
-        if src.is_constant:
-            return "reshape of a constant"
-        if math.prod(src.shape) != math.prod(dst.shape):
-            return "element counts differ"
-        return None
-
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
-        return operation(_RESHAPE, srcs=["src_tensor"])
-
+from ..kernel import Kernel
+from .base import HEAD, EmitContext, Op, operation, runtime_io
 
 # One work-item per (b, Y, X) row: max, sum of exp, normalise; padded channels masked out.
 _SOFTMAX = (
@@ -111,7 +68,7 @@ _SOFTMAX_ONE_SLICE = (
 )
 
 
-class Softmax:
+class Softmax(Op):
     """SOFTMAX (beta) and LOG_SOFTMAX over the last axis."""
 
     codes = (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX)
@@ -125,14 +82,14 @@ class Softmax:
             return "input and output shapes differ"
         return None
 
-    def emit(self, node: Node, ctx: EmitContext) -> model.GPUOperation:
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         log = node.op == Builtin.LOG_SOFTMAX
         beta = node.params.get("beta", 1.0) if node.op == Builtin.SOFTMAX else 1.0
         if ctx.graph.tensor(node.inputs[0]).shape[-1] <= 4:
             code = _SOFTMAX_ONE_SLICE.replace("{final}", "v - (float4)(log_sum)" if log else "e * inv")
         else:
             code = _SOFTMAX.replace("{final}", "v - (float4)(log_sum)" if log else "exp(v) * inv")
-        op = operation(code, srcs=["src_tensor"], floats={"beta": beta})
+        kernel = operation(code, srcs=["src_tensor"], floats={"beta": beta})
         # One work-item per row: slices are looped inside.
-        op.tensor_to_grid = model.TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1
-        return op
+        kernel.operation.tensor_to_grid = model.TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1
+        return kernel

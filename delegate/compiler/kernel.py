@@ -1,0 +1,175 @@
+"""A node's kernel while its partition compiles: source in pieces, hooks, metadata; rendered once.
+
+An op's generator returns a ``Kernel``: the ``GPUOperation`` that launches it (everything but the
+code) and its body, OpenCL text with typed pieces at the points other ops may join it:
+
+- ``WriteHook``: a write of the FLT4 ``result`` (``WRITE`` at (X, Y, S, b), ``WRITE_AT`` at a
+  linear index). Elementwise ops linked into the kernel (fusion.py) run on ``result`` in front
+  of every one, in the order they were linked. A kernel without write hooks takes no links.
+- ``PixelOps``: a point of a matrix-product kernel where a work-item holds every channel of its
+  pixels in accumulators; a softmax linked there (ops/pixel_softmax.py) runs on them. Unused, it
+  renders as a comment naming its parameters.
+- ``ENTRY``: the kernel's entry line, with the ``reqd_work_group_size`` of its
+  ``RequiredWorkGroup`` and the runtime's ``SERIAL_MARKER`` when the work-group is serial.
+
+Fusion and the pair kernel read this metadata, never the text. ``KernelNode`` adds what the
+partition knows (tensor ids, the TFLite nodes run) and renders into the context's ``CLNode``,
+whose name (kernel_names.py) carries the nodes run into the context file, where the plugin's
+reports count them, for a partition read back from the serialization cache as for a fresh one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..context import model
+from ..context.kernel_text import SERIAL_MARKER
+from . import kernel_names
+
+#: Zero the lanes of the last slice past the channel count (so no NaN or inf from padding ever
+#: reaches a later kernel that multiplies all four lanes), then write ``result`` and close the block.
+MASKED_WRITE = """  if (S == args.dst_tensor.Slices() - 1) {
+    int left = args.dst_tensor.Channels() - S * 4;
+    if (left < 4) result.w = (FLT)(0.0f);
+    if (left < 3) result.z = (FLT)(0.0f);
+    if (left < 2) result.y = (FLT)(0.0f);
+  }
+  args.dst_tensor.Write(result, X, Y, S, b);
+}
+"""
+#: ``MASKED_WRITE`` for kernels that know the linear index ``at`` of (X, Y, S, b) (buffer storages).
+MASKED_WRITE_AT = MASKED_WRITE.replace(
+    "args.dst_tensor.Write(result, X, Y, S, b);", "args.dst_tensor.WriteAt(result, at);"
+)
+
+
+#: the lane mask of MASKED_WRITE by itself: the row kernels (depthwise, pooling, pair) applied it
+#: once more in front of their closing write
+LANE_MASK = MASKED_WRITE[: MASKED_WRITE.index("  args.dst_tensor.Write")]
+
+
+@dataclass(frozen=True)
+class WriteHook:
+    """A write of the kernel's ``result``: linked ops run in front of it."""
+
+    text: str
+
+
+WRITE = WriteHook(MASKED_WRITE)
+WRITE_AT = WriteHook(MASKED_WRITE_AT)
+
+
+@dataclass(frozen=True)
+class PixelOps:
+    """Where a matrix-product work-item holds its ``pixels`` x ``groups`` accumulators ``a{g}{p}``
+    of ``width`` channels each, before the fused ``activation`` (TFLite's enum) is applied."""
+
+    pixels: int
+    groups: int
+    activation: int
+    width: int = 8
+
+    def marker(self) -> str:
+        """The text of the point when nothing is linked there."""
+        return (
+            f"  /* pixel ops: pixels={self.pixels} groups={self.groups} activation={self.activation}"
+            f" width={self.width} */\n"
+        )
+
+
+@dataclass(frozen=True)
+class Entry:
+    """The kernel's entry line (``MAIN_FUNCTION($0) {``), declared by the kernel's work-group."""
+
+
+ENTRY = Entry()
+
+
+@dataclass(frozen=True)
+class RequiredWorkGroup:
+    """The work-group size a kernel's code relies on; ``serial``: its code shares the work-group's
+    items over GROUP_SIZE_0 work-items, so a persistent kernel may run it as one work-item."""
+
+    size: tuple[int, int, int]
+    serial: bool = False
+
+    def entry(self) -> str:
+        x, y, z = self.size
+        line = f"__attribute__((reqd_work_group_size({x}, {y}, {z}))) MAIN_FUNCTION($0) {{\n"
+        if self.serial:
+            line += f"  /* {SERIAL_MARKER}: the work-group's items are shared among GROUP_SIZE_0 work-items */\n"
+        return line
+
+
+Piece = str | WriteHook | PixelOps | Entry
+
+
+@dataclass(eq=False)
+class Kernel:
+    """The GPUOperation launching a kernel (its ``code`` left for ``render``) and its body."""
+
+    operation: model.GPUOperation
+    body: list[Piece]
+    work_group: RequiredWorkGroup | None = None
+    #: code blocks of the elementwise ops linked in, in order (run in front of every write)
+    linked: list[str] = field(default_factory=list)
+    #: the code of the op linked at ``pixel_ops`` (a softmax), if any
+    pixel_code: str | None = None
+
+    @property
+    def accepts_links(self) -> bool:
+        """Does the kernel declare the writes of its ``result`` (so linked ops can run there)?"""
+        return any(isinstance(piece, WriteHook) for piece in self.body)
+
+    @property
+    def pixel_ops(self) -> PixelOps | None:
+        return next((piece for piece in self.body if isinstance(piece, PixelOps)), None)
+
+    @property
+    def links(self) -> int:
+        """How many ops are linked into the kernel."""
+        return len(self.linked) + (self.pixel_code is not None)
+
+    def render(self) -> str:
+        """The kernel's OpenCL text."""
+        linked = "".join(self.linked)
+        out = []
+        for piece in self.body:
+            if isinstance(piece, str):
+                out.append(piece)
+            elif isinstance(piece, WriteHook):
+                out.append(linked + piece.text)
+            elif isinstance(piece, PixelOps):
+                out.append(piece.marker() if self.pixel_code is None else self.pixel_code)
+            else:
+                out.append(self.work_group.entry() if self.work_group else "MAIN_FUNCTION($0) {\n")
+        return "".join(out)
+
+
+@dataclass(eq=False)
+class KernelNode:
+    """A kernel placed in a partition: the tensors it reads and writes and the TFLite nodes it runs
+    (its own first; more when ops are linked in, a pair runs, or a concatenation is read in place)."""
+
+    kernel: Kernel
+    input_ids: list[int]
+    output_ids: list[int]
+    nodes: list[str]
+    #: render writes the partition's precision into the operation's definition (the per-output
+    #: kernels of SPLIT and the copies of constant outputs never had it: they keep the default, which
+    #: the runtime never reads)
+    stamps_precision: bool = True
+
+    @property
+    def fused_ops(self) -> int:
+        return len(self.nodes) - 1
+
+    def render(self, precision: model.CalculationsPrecision) -> model.CLNode:
+        """The context's node: the kernel's text rendered, its definition at ``precision``."""
+        op = self.kernel.operation
+        op.code = self.kernel.render()
+        op.linkable_count = self.kernel.links
+        if op.definition is not None and self.stamps_precision:
+            op.definition.precision = precision
+        name = kernel_names.joined(self.nodes)
+        return model.CLNode(gpu_op=op, input_ids=self.input_ids, output_ids=self.output_ids, name=name)

@@ -1,0 +1,82 @@
+"""CONCATENATION along any axis (one read in place by its reader needs no kernel: partition.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import layout
+from ..graph import Builtin, Graph, Node
+from ..kernel import Kernel
+from .base import (
+    HEAD,
+    LANES,
+    EmitContext,
+    Op,
+    activation_check,
+    activation_code,
+    operands,
+    operation,
+    runtime_io,
+    written,
+)
+
+
+def _axis4(axis: int, rank: int) -> int:
+    return (axis % rank) + (4 - rank)
+
+
+class Concatenation(Op):
+    codes = (Builtin.CONCATENATION,)
+    data_inputs = 64
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = runtime_io(node, graph)
+        if problem:
+            return problem
+        if not 1 <= len(node.inputs) <= 16:
+            return f"{len(node.inputs)} inputs (1 to 16 supported)"
+        if all(graph.tensor(i).is_constant for i in node.inputs):
+            return "all inputs are constants"
+        rank = len(graph.tensor(node.outputs[0]).shape)
+        if any(len(graph.tensor(i).shape) != rank for i in node.inputs):
+            return "inputs of different ranks"
+        return activation_check(node.params.get("activation", 0))
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        g = ctx.graph
+        rank = len(g.tensor(node.outputs[0]).shape)
+        axis = _axis4(node.params.get("axis", 0), rank)
+        names = [f"src_{k}" for k in range(len(node.inputs))]
+        srcs, objects = operands(names, list(node.inputs), ctx)
+        sizes = [layout.bhwc(g.tensor(i).shape)[axis] for i in node.inputs]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+        lines = [LANES, HEAD]
+        if axis == 3 and all(o % 4 == 0 for o in offsets[:-1]):  # channels, every input starts a slice
+            lines.append("  FLT4 result;\n")
+            for n, name in enumerate(names):
+                first, last = offsets[n] // 4, layout.slices(offsets[n + 1])
+                where = "if" if n == 0 else "else if"
+                lines.append(f"  {where} (S < {last}) result = args.{name}.Read(X, Y, S - {first}, b);\n")
+            lines.append("  else result = INIT_FLT4(0.0f);\n")
+        elif axis == 3:  # channels: place lane by lane
+            lines.append("  FLT4 result = INIT_FLT4(0.0f);\n  for (int k = 0; k < 4; ++k) {\n    int c = S * 4 + k;\n")
+            for n, name in enumerate(names):
+                lo, hi = offsets[n], offsets[n + 1]
+                lines.append(
+                    f"    if (c >= {lo} && c < {hi}) result = dlg_set(result, k, dlg_component("
+                    f"args.{name}.Read(X, Y, (c - {lo}) / 4, b), (c - {lo}) % 4));\n"
+                )
+            lines.append("  }\n")
+        else:
+            coord = {0: "b", 1: "Y", 2: "X"}[axis]
+            lines.append("  FLT4 result = INIT_FLT4(0.0f);\n")
+            for n, name in enumerate(names):
+                lo, hi = offsets[n], offsets[n + 1]
+                at = {
+                    "b": ("X", "Y", "S", f"b - {lo}"),
+                    "Y": ("X", f"Y - {lo}", "S", "b"),
+                    "X": (f"X - {lo}", "Y", "S", "b"),
+                }[coord]
+                lines.append(f"  if ({coord} >= {lo} && {coord} < {hi}) result = args.{name}.Read({', '.join(at)});\n")
+        lines.append("  " + activation_code(node.params.get("activation", 0)) + "\n")
+        return operation(written("".join(lines)), srcs=srcs, tensor_objects=objects)

@@ -1,0 +1,225 @@
+"""Building blocks of the matrix-product kernels (gemm_conv.py, and the 1x1 stage of conv_pair.py).
+
+A work-item computes ``pixels`` output pixels x ``groups`` groups of ``width`` (8 or 16) output
+channels, with one FLT8 (FLT16) accumulator ``a{g}{p}`` per (group, pixel): on AVX2 (AVX-512)
+that is one register each. Weights are packed by ``pack_gemm_weights`` so that a group's output
+channels at one input channel are one vector, and a group's weights are one contiguous run. A
+work-item whose block lies wholly inside the output writes it at linear indices straight from
+the accumulators (``block_write``); edge blocks take the general write (``spilled_writes``).
+Both end in the write hooks (``WRITE_AT`` / ``WRITE``) that elementwise fusion links code in
+front of.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import layout
+from ..kernel import WRITE, WRITE_AT, Piece
+from .base import activation_code
+
+#: Default blocking of the matrix-product kernel: 6 (or 5, see gemm_pixels) pixels x 2 groups of 8
+#: output channels, 12 FLT8 accumulators: with a lane's FMAs going pixel by pixel (slice_step)
+#: they fit AVX2's 16 registers (the choice is measured in benchmarks/RESULTS.md, "Kernel
+#: choices").
+GEMM_PIXELS = 6
+#: The other pixel count ``gemm_pixels`` may pick.
+GEMM_PIXELS_ALT = 5
+GEMM_GROUPS = 2
+
+
+def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8) -> bytes:
+    """OHWI filters as FLT8 (``width`` 16: FLT16) rows: (group of ``width`` output channels, ky,
+    kx, input channel padded to a multiple of 4) -> the group's output channels. Missing output
+    channels are zero."""
+    _, kh, kw, _ = filters.shape
+    f = layout.pad_channels(filters.astype(np.float32), 3)
+    f = layout.pad_channels(f, 0, width)
+    groups = f.shape[0] // width
+    f = f.reshape(groups, width, kh, kw, f.shape[3])  # (g, o, ky, kx, ci)
+    return np.ascontiguousarray(f.transpose(0, 2, 3, 4, 1)).astype(dtype).tobytes()
+
+
+def pack_gemm_biases(bias: bytes, dtype: np.dtype, width: int = 8) -> bytes:
+    """Per-channel biases (as laid out by layout.linear) padded to a multiple of ``width`` channels."""
+    values = np.frombuffer(bias, dtype)
+    extra = (-len(values)) % width
+    return np.concatenate([values, np.zeros(extra, dtype)]).tobytes()
+
+
+def gemm_pixels(pixels: int) -> int:
+    """Pixels per work-item for a row (or flat run) of ``pixels``: GEMM_PIXELS, unless its last
+    block pads more than 2% over what GEMM_PIXELS_ALT's would (49 pixels: 9 x 6 = 54 slots
+    against 10 x 5 = 50), or 1 for rows shorter than a block."""
+    if pixels < GEMM_PIXELS_ALT:
+        return 1
+    if pixels < GEMM_PIXELS:
+        return GEMM_PIXELS_ALT
+    slots, alt_slots = (-(-pixels // p) * p for p in (GEMM_PIXELS, GEMM_PIXELS_ALT))
+    return GEMM_PIXELS_ALT if slots > 1.02 * alt_slots else GEMM_PIXELS
+
+
+def gemm_groups(channels: int, width: int = 8) -> int:
+    return -(-channels // width)
+
+
+def gemm_width(channels: int, vector_width: int) -> int:
+    """Output channels per group of a matrix-product kernel writing ``channels``: 16 when the
+    device wants 16-wide vectors (``EmitContext.vector_width``) and there are more than 8 channels,
+    else 8: padding costs less than half-width vectors (benchmarks/RESULTS.md, "Kernel choices")."""
+    if vector_width < 16:
+        return 8
+    return 16 if channels > 8 else 8
+
+
+#: Components of an accumulator of ``width`` channels, one FLT4 (slice) each, in order.
+SLICE_PARTS = {8: ("lo", "hi"), 16: ("s0123", "s4567", "s89ab", "scdef")}
+
+
+def spill_slices(accumulator: str, first: int, parts: tuple[str, ...]) -> str:
+    """Copy ``accumulator``'s slices (``parts``) into ``outs[first]``, ``outs[first + 1]``, ..."""
+    return "  " + " ".join(f"outs[{first + h}] = TO_FLT4({accumulator}.{part});" for h, part in enumerate(parts)) + "\n"
+
+
+#: Items of an output that ``odd_thirds`` picks: pixels x groups of 8 channels.
+THIRDS_PIXELS, THIRDS_GROUPS = 4, 3
+
+
+def odd_thirds(groups: int) -> bool:
+    """Does an output of ``groups`` groups of 8 channels take items of THIRDS_PIXELS (4) pixels x
+    THIRDS_GROUPS (3) groups (12 accumulators) instead of GEMM_PIXELS x GEMM_GROUPS? Yes for an
+    odd multiple of 3 (24 channels: 2 groups per item would compute a fourth, padding group, a
+    third more work; 5 x 3 would not fit AVX2's 16 registers)."""
+    return groups % 2 == 1 and groups % 3 == 0
+
+
+def gemm_head(width: int) -> str:
+    """Opening of every matrix-product kernel: output batch, width, slices and groups of
+    ``width`` / 4 slices."""
+    per = width // 4
+    return f"""
+MAIN_FUNCTION($0) {{
+  int B = args.dst_tensor.Batch();
+  int W = args.dst_tensor.Width();
+  int dst_slices = args.dst_tensor.Slices();
+  int ngroups = (dst_slices + {per - 1}) / {per};
+"""
+
+
+#: Advance (X, Y, b) to the next pixel in flat order.
+STEP_PIXEL = "    b += 1;\n    if (b == B) { b = 0; X += 1; if (X == W) { X = 0; Y += 1; } }\n"
+
+
+def block_write(act: int, P: int, G: int, full: str, setup: str, step: str, next_pixel: str, width: int = 8,
+                leave: str = "    return;\n") -> list[Piece]:  # fmt: skip
+    """Write a whole block (every pixel and output slice of the work-item inside the tensor: the
+    condition ``full``) at linear indices, straight from the accumulators, the activation applied
+    to each FLT8, which spares the wide layers the spill through ``outs``.
+    ``setup`` defines ``at0`` (index of the first pixel's first slice) and (X, Y, b); pixels are
+    ``step`` indices apart and ``next_pixel`` advances (X, Y, b), which stay defined for linked
+    ops; the compiler drops them when nothing reads them. ``width``: channels per group. ``leave``
+    ends the work-item's block (``continue;`` where a work-item loops over several)."""
+    parts = SLICE_PARTS[width]
+    per = len(parts)
+    L: list[Piece] = [
+        f"  if ({full} && g0 * {per} + {per * G - 1} < dst_slices) {{\n",
+        "    int dstride = args.dst_tensor.Offset(0, 0, 1, 0);\n",
+        setup,
+    ]
+    for p in range(P):
+        for g in range(G):
+            L.append(f"    FLT{width} r{g}{p} = TO_FLT{width}(a{g}{p});\n")
+            activation = activation_code(act, f"r{g}{p}", width=width)
+            if activation:
+                L.append(f"    {activation}\n")
+            for h, half in enumerate(parts):
+                j = per * g + h
+                L.append(
+                    f"  {{\n    int S = g0 * {per} + {j};\n    int at = at0 + {j} * dstride + {p} * {step};\n"
+                    f"    FLT4 result = r{g}{p}.{half};\n"
+                )
+                L.append(WRITE_AT)
+        if p < P - 1:
+            L.append(next_pixel)
+    L.append(leave + "  }\n")
+    return L
+
+
+def source_names(sources: int) -> list[str]:
+    """Kernel names of the input tensors of a matrix-product kernel reading ``sources`` tensors."""
+    return ["src_tensor", *(f"src_tensor_{i}" for i in range(1, sources))]
+
+
+def slice_loop(indent: str, P: int, G: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
+                width: int = 8) -> list[str]:  # fmt: skip
+    """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
+    through the input tensors ``names`` in turn (same geometry, so the same offsets)."""
+    L = []
+    for name in names:
+        L.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
+        mask = " * m{p}" if masked else ""
+        L += slice_step(f"{indent}  ", P, G, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width)
+        L.append(f"{indent}}}\n")
+    return L
+
+
+def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "", lanes: int = 4,
+               width: int = 8) -> list[str]:  # fmt: skip
+    """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
+    p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
+    group, read from ``wbase``0.. on, which then step to the next slice."""
+    L = []
+    for p in range(P):
+        L.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)};\n")
+    for k, lane in enumerate("xyzw"[:lanes]):
+        for g in range(G):
+            L.append(f"{indent}ACCUM_FLT{width} k{g}{k} = TO_ACCUM_FLT{width}(args.weights.Read({wbase}{g} + {k}));\n")
+        for p in range(P):
+            for g in range(G):
+                L.append(f"{indent}a{g}{p} += v{p}.{lane} * k{g}{k};\n")
+    for g in range(G):
+        L.append(f"{indent}{wbase}{g} += 4;\n")
+    return L
+
+
+def accumulators(P: int, G: int, width: int, after_group: str = "") -> list[str]:
+    """Per group g of the work-item: ``w{g}``, the offset of its weights (the last group's for
+    groups past ``ngroups``, whose results are never written), and its ``P`` accumulators
+    ``a{g}{p}``, set to its biases; then ``after_group`` (formatted with ``g``)."""
+    L = []
+    for g in range(G):
+        L.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
+        L.append(f"  ACCUM_FLT{width} bias{g} = TO_ACCUM_FLT{width}(args.biases.Read(w{g} / group_size));\n")
+        for p in range(P):
+            L.append(f"  ACCUM_FLT{width} a{g}{p} = bias{g};\n")
+        if after_group:
+            L.append(after_group.format(g=g))
+    return L
+
+
+def row_pixels(P: int) -> str:
+    """Open the loop over a block's ``P`` pixels, consecutive from ``X0`` on one row."""
+    return f"  for (int p = 0; p < {P}; ++p) {{\n    int X = X0 + p;\n    if (X >= W) break;\n"
+
+
+def spilled_writes(act: int, P: int, G: int, width: int, pixel_loop: str) -> list[Piece]:
+    """The general write of a block: the accumulators spilled to ``outs``, then for each pixel
+    (``pixel_loop`` opens the loop and sets ``X``, ``Y``, ``b``) every slice inside the tensor,
+    activated, through the masked write; the pixel loop is left open."""
+    parts = SLICE_PARTS[width]
+    per = len(parts)
+    L: list[Piece] = [f"  FLT4 outs[{per * G * P}];\n"]
+    for g in range(G):
+        for p in range(P):
+            L.append(spill_slices(f"a{g}{p}", p * per * G + g * per, parts))
+    L.append(pixel_loop)
+    L.append(
+        f"""    for (int j = 0; j < {per * G}; ++j) {{
+    int S = g0 * {per} + j;
+    if (S >= dst_slices) continue;
+    FLT4 result = outs[p * {per * G} + j];
+    {activation_code(act)}
+"""
+    )
+    L.append(WRITE)
+    return L

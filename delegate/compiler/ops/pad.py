@@ -1,0 +1,83 @@
+"""PAD / PADV2 (constant padding) and MIRROR_PAD (reflected or symmetric)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Builtin, Graph, Node
+from ..kernel import Kernel
+from .base import HEAD, LANES, EmitContext, Op, operation, runtime_io, written
+from .reindex import OUT, SIZE, constant_values, data_check, gather_code, rank_of
+
+
+class Pad(Op):
+    codes = (Builtin.PAD, Builtin.PADV2)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = runtime_io(node, graph, constant_inputs=(1, 2), data_inputs=1)
+        if problem:
+            return problem
+        paddings = graph.tensor(node.inputs[1]).constant
+        if paddings is None or np.asarray(paddings).shape != (len(graph.tensor(node.inputs[0]).shape), 2):
+            return "paddings must be a constant [rank, 2] tensor"
+        if (np.asarray(paddings) < 0).any():
+            return "negative paddings"
+        if node.op == Builtin.PADV2 and len(node.inputs) > 2:
+            value = graph.tensor(node.inputs[2]).constant
+            if value is None or np.asarray(value).size != 1:
+                return "PADV2 needs a constant scalar pad value"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        g = ctx.graph
+        rank = len(g.tensor(node.inputs[0]).shape)
+        pads = np.zeros((4, 2), int)
+        pads[4 - rank :] = np.asarray(g.tensor(node.inputs[1]).constant).reshape(rank, 2)
+        value = 0.0
+        if node.op == Builtin.PADV2 and len(node.inputs) > 2:
+            value = float(np.asarray(g.tensor(node.inputs[2]).constant).reshape(-1)[0])
+        code = (
+            LANES
+            + HEAD
+            + """  FLT4 result = (FLT4)((FLT)(args.value));
+  int xi = X - args.pad_x; int yi = Y - args.pad_y; int bi = b - args.pad_b;
+  if (xi >= 0 && xi < args.src_tensor.Width() && yi >= 0 && yi < args.src_tensor.Height()
+      && bi >= 0 && bi < args.src_tensor.Batch()) {
+    for (int k = 0; k < 4; ++k) {
+      int ci = S * 4 + k - args.pad_c;
+      if (ci >= 0 && ci < args.src_tensor.Channels())
+        result = dlg_set(result, k, dlg_component(args.src_tensor.Read(xi, yi, ci / 4, bi), ci % 4));
+    }
+  }
+"""
+        )
+        ints = {"pad_b": pads[0, 0], "pad_y": pads[1, 0], "pad_x": pads[2, 0], "pad_c": pads[3, 0]}
+        return operation(written(code), srcs=["src_tensor"], ints=ints, floats={"value": value})
+
+
+class MirrorPad(Op):
+    codes = (Builtin.MIRROR_PAD,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = data_check(node, graph, constants=(1,))
+        if problem:
+            return problem
+        if node.params.get("mode") not in (1, 2):
+            return "unknown mirror padding mode"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        rank = rank_of(ctx.graph, node.inputs[0])
+        pads = np.zeros((4, 2), int)
+        pads[4 - rank :] = constant_values(ctx.graph, node, 1).reshape(rank, 2)  # type: ignore[union-attr]
+        reflect = node.params.get("mode") == 1  # REFLECT: edge not repeated; SYMMETRIC: repeated
+        exprs, ints = [], {}
+        for j, (o, size) in enumerate(zip(OUT, SIZE, strict=True)):
+            ints[f"pad{j}"] = int(pads[j, 0])
+            i, n = f"({o} - args.pad{j})", f"args.src_tensor.{size}()"
+            low = f"-{i}" if reflect else f"-{i} - 1"
+            high = f"2 * {n} - 2 - {i}" if reflect else f"2 * {n} - 1 - {i}"
+            exprs.append(f"{i} < 0 ? {low} : ({i} >= {n} ? {high} : {i})")
+        return operation(gather_code(exprs), srcs=["src_tensor"], ints=ints)

@@ -1,0 +1,46 @@
+"""SOFTMAX / LOG_SOFTMAX linked into the matrix-product kernel producing its input (fusion.py),
+run on the accumulators of a work-item that holds every channel of its pixels (kernel.PixelOps)."""
+
+from __future__ import annotations
+
+from ..kernel import PixelOps
+
+
+def accepts_pixel_softmax(ops: PixelOps, channels: int, log: bool) -> bool:
+    """Can a softmax over ``channels`` run at ``ops``? When the work-item holds them all, and a
+    log-softmax meets no activation (the epilogue applies the kernel's activation again, which
+    leaves softmax values, in [0, 1], unchanged but not log-softmax ones, negative)."""
+    return channels <= ops.width * ops.groups and not (log and ops.activation != 0)
+
+
+def pixel_softmax_code(ops: PixelOps, channels: int, beta: float, log: bool) -> str:
+    """SOFTMAX (or LOG_SOFTMAX) over each pixel's ``channels`` applied to the accumulators at
+    ``ops`` (which ``accepts_pixel_softmax``), after the kernel's own activation."""
+    if not accepts_pixel_softmax(ops, channels, log):
+        raise ValueError("the kernel cannot run a softmax over its pixels' channels")
+    P, G, act, V = ops.pixels, ops.groups, ops.activation, ops.width
+    lo, hi = {1: ("0.0f", None), 2: ("-1.0f", "1.0f"), 3: ("0.0f", "6.0f")}.get(act, (None, None))
+    L = [f"  // softmax over {channels} channels, beta {beta!r}\n"]
+    for p in range(P):
+        L.append("  {\n")
+        for g in range(G):
+            L.append(f"    float{V} x{g} = convert_float{V}(a{g}{p});\n")
+            if lo is not None:
+                L.append(f"    x{g} = x{g} < (float{V})({lo}) ? (float{V})({lo}) : x{g};\n")
+            if hi is not None:
+                L.append(f"    x{g} = x{g} > (float{V})({hi}) ? (float{V})({hi}) : x{g};\n")
+        L.append("    float m = x0.s0;\n")
+        for c in range(1, channels):
+            g, lane = divmod(c, V)
+            L.append(f"    m = x{g}.s{lane:x} > m ? x{g}.s{lane:x} : m;\n")
+        for g in range(G):
+            L.append(f"    float{V} z{g} = (x{g} - m) * {float(beta)!r}f;\n    float{V} e{g} = exp(z{g});\n")
+        terms = [f"e{c // V}.s{c % V:x}" for c in range(channels)]
+        L.append(f"    float sum = {' + '.join(terms)};\n")
+        L.append("    float inv = 1.0f / sum;\n    float log_sum = log(sum);\n")
+        for g in range(G):
+            value = f"z{g} - log_sum" if log else f"e{g} * inv"
+            mask = ", ".join("1.0f" if g * V + lane < channels else "0.0f" for lane in range(V))
+            L.append(f"    a{g}{p} = TO_ACCUM_FLT{V}(({value}) * (float{V})({mask}));\n")
+        L.append("  }\n")
+    return "".join(L)

@@ -1,0 +1,223 @@
+"""Ops that re-index data: TRANSPOSE, SLICE, STRIDED_SLICE, TILE, SPACE_TO_DEPTH, DEPTH_TO_SPACE,
+SPLIT and SPLIT_V, and the helpers the other re-indexing families (pad.py, resize.py, reduce.py)
+share.
+
+Each output lane (b, Y, X, c) reads input lane (bi, yi, xi, ci), generated per node from its
+constant parameters, in the runtime's 4-D view of tensors (layout.bhwc: shapes left-padded to 4).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Builtin, Graph, Node
+from ..kernel import Kernel, Piece
+from .base import HEAD, LANES, EmitContext, Op, float_tensors, operation, runtime_io, written
+
+OUT = ("b", "Y", "X", "c")
+IN = ("bi", "yi", "xi", "ci")
+SIZE = ("Batch", "Height", "Width", "Channels")
+
+
+def gather_code(exprs: list[str]) -> list[Piece]:
+    """The kernel setting each output lane (b, Y, X, c) from input lane (bi, yi, xi, ci) = ``exprs``."""
+    mapping = "".join(f"    int {name} = {expr};\n" for name, expr in zip(IN, exprs, strict=True))
+    return written(
+        LANES
+        + HEAD
+        + """  FLT4 result = INIT_FLT4(0.0f);
+  for (int k = 0; k < 4; ++k) {
+    int c = S * 4 + k;
+    if (c >= args.dst_tensor.Channels()) break;
+"""
+        + mapping
+        + """    result = dlg_set(result, k, dlg_component(args.src_tensor.Read(xi, yi, ci / 4, bi), ci % 4));
+  }
+"""
+    )
+
+
+def constant_values(graph: Graph, node: Node, position: int) -> np.ndarray | None:
+    if position >= len(node.inputs) or node.inputs[position] < 0:
+        return None
+    value = graph.tensor(node.inputs[position]).constant
+    return None if value is None else np.asarray(value).reshape(-1)
+
+
+def data_check(node: Node, graph: Graph, data: int = 0, constants: tuple[int, ...] = ()) -> str | None:
+    """Input ``data`` and the outputs are runtime float tensors; inputs at ``constants`` are constants."""
+    for position in constants:
+        if position >= len(node.inputs) or constant_values(graph, node, position) is None:
+            return f"input {position} is not a constant"
+    problem = runtime_io(node.__class__(node.index, node.op, node.version, (node.inputs[data],), node.outputs), graph)
+    if problem:
+        return problem
+    if graph.tensor(node.inputs[data]).is_constant:
+        return "the input is a constant"
+    return None
+
+
+def rank_of(graph: Graph, tensor: int) -> int:
+    return len(graph.tensor(tensor).shape)
+
+
+def surviving(in_rank: int, out_rank: int, dropped: set[int]) -> dict[int, str]:
+    """Input 4-D dim -> output coordinate, when the output keeps the input's dims not in ``dropped``
+    (in order) and its rank is ``out_rank``."""
+    pad, pad_out = 4 - in_rank, 4 - out_rank
+    kept = [pad + d for d in range(in_rank) if d not in dropped]
+    return {j: OUT[pad_out + i] for i, j in enumerate(kept)}
+
+
+def float_check(node: Node, graph: Graph, data: int) -> str | None:
+    problem = float_tensors(node, graph, [node.inputs[data], *node.outputs])
+    if problem:
+        return problem
+    return "the input is a constant" if graph.tensor(node.inputs[data]).is_constant else None
+
+
+class Transpose(Op):
+    codes = (Builtin.TRANSPOSE,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = data_check(node, graph, constants=(1,))
+        if problem:
+            return problem
+        perm, rank = constant_values(graph, node, 1), rank_of(graph, node.inputs[0])
+        if perm is None or sorted(int(p) % rank for p in perm) != list(range(rank)):
+            return "the permutation is not a permutation of the input's dimensions"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        rank = rank_of(ctx.graph, node.inputs[0])
+        pad = 4 - rank
+        perm4 = list(range(pad)) + [int(p) % rank + pad for p in constant_values(ctx.graph, node, 1)]  # type: ignore[union-attr]
+        exprs = ["0"] * 4
+        for d, j in enumerate(perm4):
+            exprs[j] = OUT[d]
+        return operation(gather_code(exprs), srcs=["src_tensor"])
+
+
+class Slice(Op):
+    """SLICE (begin, size) and STRIDED_SLICE (begin, end, strides; begin and shrink masks)."""
+
+    codes = (Builtin.SLICE, Builtin.STRIDED_SLICE)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        constants = (1, 2, 3) if node.op == Builtin.STRIDED_SLICE else (1, 2)
+        problem = data_check(node, graph, constants=constants)
+        if problem:
+            return problem
+        if node.params.get("ellipsis_mask") or node.params.get("new_axis_mask") or node.params.get("offset"):
+            return "ellipsis, new-axis or offset strided slices"
+        if len(constant_values(graph, node, 1)) != rank_of(graph, node.inputs[0]):  # type: ignore[arg-type]
+            return "begin does not match the input's rank"
+        if node.op == Builtin.STRIDED_SLICE and any(s == 0 for s in constant_values(graph, node, 3)):  # type: ignore[union-attr]
+            return "zero stride"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        g = ctx.graph
+        shape = g.tensor(node.inputs[0]).shape
+        rank = len(shape)
+        begin = [int(v) for v in constant_values(g, node, 1)]  # type: ignore[union-attr]
+        if node.op == Builtin.SLICE:
+            starts, strides, shrink = [b + shape[d] if b < 0 else b for d, b in enumerate(begin)], [1] * rank, set()
+        else:
+            strides = [int(v) for v in constant_values(g, node, 3)]  # type: ignore[union-attr]
+            masks = node.params
+            starts, shrink = [], set()
+            for d in range(rank):
+                if masks.get("begin_mask", 0) >> d & 1:
+                    start = 0 if strides[d] > 0 else shape[d] - 1
+                else:
+                    start = begin[d] + shape[d] if begin[d] < 0 else begin[d]
+                    start = min(max(start, 0), shape[d] - 1 if strides[d] < 0 else shape[d])
+                starts.append(start)
+                if masks.get("shrink_axis_mask", 0) >> d & 1:
+                    shrink.add(d)
+        pad = 4 - rank
+        feed = surviving(rank, rank_of(g, node.outputs[0]), shrink)
+        exprs, ints = [], {}
+        for j in range(4):
+            d = j - pad
+            if d < 0:
+                exprs.append("0")
+                continue
+            ints[f"start{j}"], ints[f"stride{j}"] = starts[d], strides[d]
+            exprs.append(f"args.start{j} + args.stride{j} * {feed[j]}" if j in feed else f"args.start{j}")
+        return operation(gather_code(exprs), srcs=["src_tensor"], ints=ints)
+
+
+class Tile(Op):
+    codes = (Builtin.TILE,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        return data_check(node, graph, constants=(1,))
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        exprs = [f"{o} % args.src_tensor.{size}()" for o, size in zip(OUT, SIZE, strict=True)]
+        return operation(gather_code(exprs), srcs=["src_tensor"])
+
+
+class SpaceDepth(Op):
+    codes = (Builtin.SPACE_TO_DEPTH, Builtin.DEPTH_TO_SPACE)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = data_check(node, graph)
+        if problem:
+            return problem
+        if rank_of(graph, node.inputs[0]) != 4 or node.params.get("block_size", 0) < 1:
+            return "needs a 4-D input and a block size"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        if node.op == Builtin.SPACE_TO_DEPTH:
+            exprs = [
+                "b",
+                "Y * args.block + (c / args.src_tensor.Channels()) / args.block",
+                "X * args.block + (c / args.src_tensor.Channels()) % args.block",
+                "c % args.src_tensor.Channels()",
+            ]
+        else:
+            exprs = [
+                "b",
+                "Y / args.block",
+                "X / args.block",
+                "((Y % args.block) * args.block + X % args.block) * args.dst_tensor.Channels() + c",
+            ]
+        return operation(gather_code(exprs), srcs=["src_tensor"], ints={"block": node.params["block_size"]})
+
+
+class Split(Op):
+    """SPLIT (axis, input) and SPLIT_V (input, sizes, axis): one slicing kernel per output."""
+
+    codes = (Builtin.SPLIT, Builtin.SPLIT_V)
+    data_inputs = 2
+    per_output = True
+
+    def _positions(self, node: Node) -> tuple[int, int]:
+        return (1, 0) if node.op == Builtin.SPLIT else (0, 2)  # (data, axis)
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        data, axis = self._positions(node)
+        if len(node.inputs) <= max(data, axis) or constant_values(graph, node, axis) is None:
+            return "the axis is not a constant"
+        problem = float_check(node, graph, data)
+        return problem
+
+    def emit_many(self, node: Node, ctx: EmitContext) -> list[tuple[Kernel, int]]:
+        g = ctx.graph
+        data, axis_position = self._positions(node)
+        rank = rank_of(g, node.inputs[data])
+        axis = int(constant_values(g, node, axis_position)[0]) % rank + 4 - rank  # type: ignore[index]
+        out, offset = [], 0
+        for output in node.outputs:
+            exprs = [f"{o} + args.offset" if j == axis else o for j, o in enumerate(OUT)]
+            out.append((operation(gather_code(exprs), srcs=["src_tensor"], ints={"offset": offset}), output))
+            offset += g.tensor(output).shape[axis - (4 - rank)]
+        return out

@@ -1,0 +1,63 @@
+"""RESHAPE (any float32 shape of the same size), and SQUEEZE, EXPAND_DIMS and float-to-float CAST,
+which keep the row-major order too."""
+
+from __future__ import annotations
+
+import math
+
+from ..graph import FLOAT32, Builtin, Graph, Node
+from ..kernel import Kernel
+from .base import HEAD, LANES, EmitContext, Op, operation, runtime_io, written
+
+# Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,
+# which is the same element of the input.
+_RESHAPE = (
+    LANES
+    + HEAD
+    + """  int C = args.dst_tensor.Channels();
+  int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+  FLT4 result = INIT_FLT4(0.0f);
+  for (int k = 0; k < 4; ++k) {
+    int c = S * 4 + k;
+    if (c >= C) break;
+    int flat = ((b * args.dst_tensor.Height() + Y) * args.dst_tensor.Width() + X) * C + c;
+    int c_in = flat % ic; int t = flat / ic;
+    int x_in = t % iw; t = t / iw;
+    int y_in = t % ih; int b_in = t / ih;
+    FLT v = dlg_component(args.src_tensor.Read(x_in, y_in, c_in / 4, b_in), c_in % 4);
+    if (k == 0) result.x = v; else if (k == 1) result.y = v; else if (k == 2) result.z = v; else result.w = v;
+  }
+"""
+)
+
+
+class Reshape(Op):
+    codes = (Builtin.RESHAPE,)
+    data_inputs = 1
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        problem = runtime_io(node, graph, data_inputs=1)
+        if problem:
+            return problem
+        if src.is_constant:
+            return "reshape of a constant"
+        if math.prod(src.shape) != math.prod(dst.shape):
+            return "element counts differ"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        return operation(written(_RESHAPE), srcs=["src_tensor"])
+
+
+class SameOrder(Reshape):
+    """SQUEEZE, EXPAND_DIMS and float-to-float CAST keep the row-major order: the RESHAPE kernel."""
+
+    codes = (Builtin.SQUEEZE, Builtin.EXPAND_DIMS, Builtin.CAST)
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        if node.op == Builtin.CAST:
+            types = {graph.tensor(node.inputs[0]).dtype, graph.tensor(node.outputs[0]).dtype}
+            if types != {FLOAT32}:
+                return "CAST other than float32 to float32"
+        return super().check(node, graph)
