@@ -48,11 +48,19 @@ def test_every_schema_enum_is_in_the_model():
     assert _generated_enums() == set(_model_enums())
 
 
-def test_the_compiler_writes_the_runtimes_serial_marker():
+def test_the_runtime_reads_back_what_the_compiler_writes_into_kernel_text():
     from delegate.compiler.kernel import RequiredWorkGroup
-    from delegate.context.kernel_text import SERIAL_MARKER
-    from delegate.runtime import persistent
+    from delegate.context import kernel_text
 
-    assert persistent.SERIAL_MARKER == SERIAL_MARKER
-    assert SERIAL_MARKER in RequiredWorkGroup((8, 1, 1), serial=True).entry()
-    assert SERIAL_MARKER not in RequiredWorkGroup((8, 1, 1)).entry()
+    serial = RequiredWorkGroup((8, 1, 1), serial=True).entry()
+    plain = RequiredWorkGroup((16, 2, 1)).entry()
+    assert kernel_text.required_work_group(serial) == (8, 1, 1) and kernel_text.is_serial(serial)
+    assert kernel_text.required_work_group(plain) == (16, 2, 1) and not kernel_text.is_serial(plain)
+    assert "reqd_work_group_size" not in kernel_text.without_required_work_group(plain)
+
+
+def test_malformed_work_group_attributes_read_as_absent():
+    from delegate.context import kernel_text
+
+    assert kernel_text.required_work_group("__kernel void f() {}") is None
+    assert kernel_text.required_work_group("reqd_work_group_size(8, x, 1)") is None

@@ -14,12 +14,11 @@ device's limit that does not overshoot the grid.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ..context import model
+from ..context import kernel_text, model
 from ..context.model import TensorToGrid
 from . import driver
 from .device import DeviceInfo
@@ -27,7 +26,6 @@ from .graph import RuntimeTensor, semantic
 from .source import KernelSource
 
 _DEFAULT_WORK_GROUP = (8, 4, 1)
-_REQUIRED_SIZE = re.compile(r"reqd_work_group_size\s*\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 
 
 class Tuning(str, Enum):
@@ -153,5 +151,4 @@ def required_work_group(src: KernelSource, kernel: Any, device: driver.Device) -
     not built (None: a persistent load builds node kernels only on demand), from its source."""
     if kernel is not None:
         return driver.kernel_required_work_group_size(kernel, device)
-    match = _REQUIRED_SIZE.search(src.body) if "reqd_work_group_size" in src.body else None
-    return None if match is None else tuple(int(v) for v in match.groups())
+    return kernel_text.required_work_group(src.body)

@@ -39,15 +39,14 @@ from typing import Any
 
 import numpy as np
 
+from ..context import kernel_text
 from .programs import renamed_kernel
 from .source import KernelSource, float_literal
 
 #: the marker of a kernel that one work-item may run a whole work-group of (see the docstring)
-SERIAL_MARKER = "WORK_GROUP_SERIAL"
 #: words of the counter buffer per counter: one 64-byte line each, so cores do not share lines
 _LINE = 16
 _LOCAL_DECL = re.compile(r"^[ \t]*__local\s+(\w+)\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;", re.M)
-_REQD = re.compile(r"__attribute__\s*\(\(\s*reqd_work_group_size\s*\([^)]*\)\s*\)\)\s*")
 _BARRIER = re.compile(r"\bbarrier\s*\([^;]*\)\s*;")
 _TYPE_BYTES = {
     "FLT": 4,
@@ -146,7 +145,7 @@ def eligible(src: KernelSource) -> bool:
     code = src.body
     if not _shares_work_group(code):
         return True
-    if SERIAL_MARKER not in code:
+    if not kernel_text.is_serial(code):
         return False
     try:
         _local_bytes(code)
@@ -173,7 +172,7 @@ def _prepared(body: str, serial: bool) -> tuple[str, str, str]:
     follows the signature up to its opening brace, and its code: the barriers of a serial node
     removed, its local arrays hoisted onto ``dlg_local``."""
     text = renamed_kernel(body, _PLACEHOLDER)
-    text = _REQD.sub("", text)
+    text = kernel_text.without_required_work_group(text)
     if serial:
         text = _BARRIER.sub(";", text)
     text = _LOCAL_DECL.sub(lambda m: f"  __local {m.group(1)}* {m.group(2)} = (__local {m.group(1)}*)dlg_local;", text)
