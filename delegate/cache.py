@@ -3,7 +3,8 @@ written and read.
 
 With the option ``serialization_dir`` each compiled partition is an InferenceContext file,
 ``<model_token>-<key>.ctx``, and program binaries go to ``programs/`` beside them; without it
-the option ``program_cache`` says where binaries go (runtime/programs.py keys and writes those).
+the option ``program_cache`` says where binaries go (``ProgramBinaries``; runtime/programs.py keys
+them and decides when a binary is used).
 Entries are written atomically with a SHA-256 trailer (_atomic.py, _integrity.py) and checked
 before use; temporaries left by writers killed mid-write are removed when a cache is opened.
 
@@ -23,6 +24,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +70,12 @@ def partition_key(
         )
     h.update(model_id)
     return h.hexdigest()[:KEY_LENGTH]
+
+
+def default_program_dir() -> Path:
+    """The user's program-binary cache: ``$XDG_CACHE_HOME`` (else ``~/.cache``)/tflite-opencl-delegate/programs."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tflite-opencl-delegate" / "programs"
 
 
 def program_cache_dir(serialization_dir: str, program_cache: str) -> Path | Literal[False] | None:
@@ -118,3 +126,41 @@ def write_cache_entry(ctx_model: Any, path: Path) -> Path:
     from .context import serialize_context  # a miss only: the writer imports flatbuffers
 
     return atomic_write(path, seal(serialize_context(ctx_model)))
+
+
+@dataclass(frozen=True)
+class ProgramBinaries:
+    """A folder of sealed OpenCL program binaries, ``<key>.bin``; the key is the caller's."""
+
+    folder: Path
+
+    @classmethod
+    def open(cls, folder: Path) -> ProgramBinaries:
+        """The binaries in ``folder``, its stale temporaries removed (the folder may not exist yet)."""
+        remove_stale_temps(folder)  # left by writers killed mid-write
+        return cls(folder)
+
+    def path(self, key: str) -> Path:
+        return self.folder / f"{key}.bin"
+
+    def read(self, key: str) -> memoryview | None:
+        """The binary stored under ``key``, checked against its trailer; None when there is none
+        or it cannot be read. Raises CacheIntegrityError for one that fails the check."""
+        try:
+            data = self.path(key).read_bytes()
+        except OSError:
+            return None
+        return unseal(data, f"program binary {self.path(key)}")
+
+    def discard(self, key: str) -> None:
+        """Remove the binary under ``key`` (stale, corrupt, or rejected by the driver)."""
+        self.path(key).unlink(missing_ok=True)
+
+    def write(self, key: str, binary: bytes) -> None:
+        """Store ``binary`` under ``key``, atomically with its trailer; an unwritable folder is
+        not an error (the cache is an optimisation)."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path(key), seal(binary))
+        except OSError:
+            pass

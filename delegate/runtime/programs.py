@@ -7,9 +7,9 @@ after it) and gets a unique function name; helper functions it defines are renam
 A merged program the driver rejects is split again, so a failing kernel is reported by node.
 
 The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
-this package's version, the build options and the source; entries are written atomically with a
-SHA-256 trailer (delegate/_integrity.py), and a binary that fails that check or that the driver
-rejects is rebuilt from source and replaced. Programs are made through the C API table
+this package's version, the build options and the source; entries (delegate/cache.py,
+``ProgramBinaries``) are written atomically with a SHA-256 trailer, and a binary that fails that
+check or that the driver rejects is rebuilt from source and replaced. Programs are made through the C API table
 (driver.py), so no other cache stands between this one and the driver and the build count is
 exact. A driver's remarks on a build that succeeded are shown, as a ``CompilerWarning``, only
 when ``PYOPENCL_COMPILER_OUTPUT`` is set (the variable pyopencl reads for the same purpose).
@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._atomic import atomic_write, remove_stale_temps
-from .._integrity import seal, unseal
 from .._version import __version__
+from ..cache import ProgramBinaries
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
 from ..progress import report_progress
 from .device import DeviceInfo
@@ -43,11 +42,6 @@ _MACRO = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
 #: body on a line that starts unindented; not the kernel itself, not a statement)
 _HELPER = re.compile(r"^(?!__kernel)[A-Za-z_]\w*[\w \t*]*?[ \t*]+(\w+)\s*\([^;{)]*\)\s*\{", re.M)
 _KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "else", "do", "sizeof"})
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tflite-opencl-delegate" / "programs"
 
 
 @dataclass
@@ -71,8 +65,7 @@ class ProgramBuilder:
         self.cache_dir = cache_dir
         self.stats = BuildStats()
         self._programs: dict[str, Program] = {}
-        if cache_dir is not None:
-            remove_stale_temps(cache_dir)  # left by writers killed mid-write
+        self._binaries = None if cache_dir is None else ProgramBinaries.open(cache_dir)
 
     def release(self) -> None:
         for program in self._programs.values():
@@ -97,16 +90,15 @@ class ProgramBuilder:
             )
 
     def _from_cache(self, key: str, options: str, node: str) -> Program | None:
-        if self.cache_dir is None:
+        if self._binaries is None:
             return None
-        path = self.cache_dir / f"{key}.bin"
         try:
-            binary = unseal(path.read_bytes(), f"program binary {path}")
-        except OSError:
-            return None
+            binary = self._binaries.read(key)
         except CacheIntegrityError as exc:
             warnings.warn(f"{exc}: rebuilding it from source", stacklevel=2)
-            path.unlink(missing_ok=True)
+            self._binaries.discard(key)
+            return None
+        if binary is None:
             return None
         program = None
         try:
@@ -116,18 +108,17 @@ class ProgramBuilder:
         except OpenCLError:
             if program is not None:
                 program.release()
-            path.unlink(missing_ok=True)  # stale or corrupt: rebuild from source
+            self._binaries.discard(key)  # stale or corrupt: rebuild from source
             return None
 
     def _store(self, key: str, program: Program) -> None:
-        if self.cache_dir is None:
+        if self._binaries is None:
             return
         try:
             binary = program.binary()
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.cache_dir / f"{key}.bin", seal(binary))
-        except (OSError, OpenCLError):
-            pass  # the cache is an optimisation; an unwritable one must not fail the load
+        except OpenCLError:
+            return  # the cache is an optimisation; a driver without binaries must not fail the load
+        self._binaries.write(key, binary)
 
     def build(self, source: str, options: str, node: str) -> Program:
         """The built program of ``source``: from this context, the disk cache, or the compiler."""

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._native import ffi, lib
+from ..cache import default_program_dir
 from ..context import model
 from ..context.model import CalculationsPrecision
 from ..errors import ExecutionError
@@ -30,7 +31,7 @@ from .graph import check_graph, load_model
 from .launches import ContextLaunches
 from .limits import check_context
 from .plan import Launch, NativePlan, PlanMode, failure_message
-from .programs import BuildStats, ProgramBuilder, default_cache_dir
+from .programs import BuildStats, ProgramBuilder
 from .resources import Resources
 from .source import effective_precision
 from .tuning import TunedNode, TuningReport, tune_nodes
@@ -41,7 +42,7 @@ __all__ = ["MemoryReport", "Runtime", "TunedNode", "TuningReport"]
 def _cache_folder(cache_dir: str | os.PathLike[str] | bool | None) -> Path | None:
     if cache_dir is False:
         return None
-    return default_cache_dir() if cache_dir is None or cache_dir is True else Path(cache_dir)
+    return default_program_dir() if cache_dir is None or cache_dir is True else Path(cache_dir)
 
 
 class Runtime:
