@@ -127,6 +127,14 @@ class NativePlan:
         self._memory = (c_launches, c_inputs, c_outputs)  # what the plan points at
         self.handle = plan
 
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], launch_ns: Any) -> Any:
+        """One ``dlg_run`` of the plan over host arrays (C-contiguous, in the plan's input and output
+        order): None when it succeeded, else the ``dlg_run_status`` saying where it failed."""
+        c_in = ffi.new("void *[]", [ffi.from_buffer(a) for a in inputs] or [ffi.NULL])
+        c_out = ffi.new("void *[]", [ffi.from_buffer(o, require_writable=True) for o in outputs] or [ffi.NULL])
+        status = ffi.new("dlg_run_status *")
+        return None if lib.dlg_run(self.handle, c_in, c_out, launch_ns, status) == 0 else status
+
     def release(self) -> None:
         if self.handle is not None:
             lib.dlg_plan_release(self.handle)

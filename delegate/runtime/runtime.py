@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from .plan import Launch, NativePlan, PlanMode, failure_message
 from .programs import BuildStats, ProgramBuilder
 from .resources import Resources
 from .source import effective_precision
-from .tuning import TunedNode, TuningReport, tune_nodes
+from .tuning import TunedNode, TuningReport, tune_context
 
 __all__ = ["MemoryReport", "Runtime", "TunedNode", "TuningReport"]
 
@@ -221,14 +220,9 @@ class Runtime:
                 raise ValueError(f"input {index} (tensor {t.tensor_id}) must have shape {t.host_shape}, not {a.shape}")
             arrays.append(a)
         outputs = [np.empty(t.host_shape, dtype=np.float32) for t in self._launches.outputs]
-        in_ptrs = [ffi.from_buffer(a) for a in arrays]
-        out_ptrs = [ffi.from_buffer(o, require_writable=True) for o in outputs]
-        c_in = ffi.new("void *[]", in_ptrs or [ffi.NULL])
-        c_out = ffi.new("void *[]", out_ptrs or [ffi.NULL])
-        status = ffi.new("dlg_run_status *")
-        rc = lib.dlg_run(self._plan.handle, c_in, c_out, launch_ns, status)
-        if rc != 0:
-            raise ExecutionError(self._describe_failure(status))
+        failure = self._plan.run(arrays, outputs, launch_ns)
+        if failure is not None:
+            raise ExecutionError(self._describe_failure(failure))
         return outputs
 
     def _describe_failure(self, status: Any) -> str:
@@ -276,39 +270,17 @@ class Runtime:
 
         FAST tries a handful of shapes per node, EXHAUSTIVE every power-of-two shape (see
         geometry.candidates); a size replaces the current one only when it is at least 3% faster.
-        The chosen sizes go into the plan and into ``model``, so a context written afterwards
-        starts tuned. Contexts with variable tensors are not tuned (running a node repeatedly
-        would change their state).
+        The chosen sizes go into the plan and into ``model`` (tuning.tune_context), so a context
+        written afterwards starts tuned; contexts with variable tensors are not tuned.
         """
-        mode = Tuning(mode)
         if self._closed:
             raise ExecutionError("this Runtime is closed")
-        start = time.perf_counter()
-        if mode == Tuning.NONE:
-            return TuningReport(mode.value, [], 0.0, "tuning is off")
-        if self._model.variable_ids_and_refs:
-            return TuningReport(mode.value, [], 0.0, "the context has variable tensors")
-        self._launches.ensure_node_kernels()
-        queue = driver.Queue(self._cl_context, profiling=True)
-        changed = False
-
-        def chosen(k: int, launch: Launch, work_group: tuple[int, ...]) -> None:
-            nonlocal changed
-            changed = True
-            self._launches.set_node_launch(k, launch)
-            op = self._model.nodes[k].gpu_op
-            if op is not None:
-                op.work_group_size = model.Int3(*work_group)
-
-        try:
-            self._run_on_zeros()  # real data in every tensor
-            targets = self._launches.tuning_targets()
-            return tune_nodes(targets, mode, repeats, queue, self.device_info, chosen, start)
-        finally:
-            queue.finish()
-            queue.release()
-            if changed:
-                self._install_plan()  # the new sizes, in persistent kernels too
+        report, changed = tune_context(
+            self._launches, self._model, self._cl_context, self.device_info, Tuning(mode), repeats, self._run_on_zeros
+        )
+        if changed:
+            self._install_plan()  # the new sizes, in persistent kernels too
+        return report
 
     # ------------------------------------------------------------------ for tools and C callers
 

@@ -7,8 +7,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from ..context import model
 from ..progress import report_progress
 from . import driver
 from .device import DeviceInfo
@@ -150,3 +151,50 @@ def tune_nodes(
         sum(t.before != t.after for t in tuned),
     )
     return report
+
+
+class Tunable(Protocol):
+    """What ``tune_context`` needs of a context's launches (launches.ContextLaunches)."""
+
+    def ensure_node_kernels(self) -> None: ...
+    def tuning_targets(self) -> list[TuningTarget]: ...
+    def set_node_launch(self, k: int, launch: Launch) -> None: ...
+
+
+def tune_context(
+    launches: Tunable,
+    ctx: model.InferenceContext,
+    context: driver.Context,
+    info: DeviceInfo,
+    mode: Tuning,
+    repeats: int,
+    fill_tensors: Callable[[], None],
+) -> tuple[TuningReport, bool]:
+    """Tune every node of ``ctx`` on a profiling queue of its own: (the report, whether any node
+    got another size). Each chosen size goes into ``launches`` and into ``ctx``'s node, so a
+    context written afterwards starts tuned. ``fill_tensors`` runs the context once first, so that
+    every tensor holds real data. Contexts with variable tensors are not tuned (running a node
+    repeatedly would change their state)."""
+    start = time.perf_counter()
+    if mode == Tuning.NONE:
+        return TuningReport(mode.value, [], 0.0, "tuning is off"), False
+    if ctx.variable_ids_and_refs:
+        return TuningReport(mode.value, [], 0.0, "the context has variable tensors"), False
+    launches.ensure_node_kernels()
+    queue = driver.Queue(context, profiling=True)
+    changed = False
+
+    def chosen(k: int, launch: Launch, work_group: tuple[int, ...]) -> None:
+        nonlocal changed
+        changed = True
+        launches.set_node_launch(k, launch)
+        op = ctx.nodes[k].gpu_op
+        if op is not None:
+            op.work_group_size = model.Int3(*work_group)
+
+    try:
+        fill_tensors()
+        return tune_nodes(launches.tuning_targets(), mode, repeats, queue, info, chosen, start), changed
+    finally:
+        queue.finish()
+        queue.release()
