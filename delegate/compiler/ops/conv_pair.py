@@ -207,28 +207,30 @@ def _projection_stage(spec: PairSpec) -> list[Piece]:
     """The 1x1 product over the row in local memory, the work-items taking its items in turn.
     Slice s of pixel x is FLT4 number x * (dw / 4) * packs + s there (the padding lanes and
     missing last slices are zero)."""
-    (P, G), width, q = spec.block, spec.width, spec.dw // 4
+    (pixels, groups), width, q = spec.block, spec.width, spec.dw // 4
     per = len(SLICE_PARTS[width])
     lines: list[Piece] = [
         f"""  int dst_slices = args.dst_tensor.Slices();
   int ngroups = (dst_slices + {per - 1}) / {per};
-  int items = (ngroups + {G - 1}) / {G};
+  int items = (ngroups + {groups - 1}) / {groups};
   __local FLT4 *mid4 = (__local FLT4 *)mid;
-  for (int item = lid; item < ((W + {P - 1}) / {P}) * items; item += lanes) {{
-  int g0 = (item % items) * {G};
-  int X0 = (item / items) * {P};
+  for (int item = lid; item < ((W + {pixels - 1}) / {pixels}) * items; item += lanes) {{
+  int g0 = (item % items) * {groups};
+  int X0 = (item / items) * {pixels};
   int group_size = mid_slices * 4;
 """
     ]
-    lines += accumulators(P, G, width)
-    lines += [f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * {q} * packs;\n" for p in range(P)]
+    lines += accumulators(pixels, groups, width)
+    lines += [f"  int o{p} = (X0 + {p} < W ? X0 + {p} : W - 1) * {q} * packs;\n" for p in range(pixels)]
     lines.append("  for (int s = 0; s < mid_slices; ++s) {\n")
-    lines += slice_step("    ", P, G, "w", "mid4[o{p} + s]", width=width)
+    lines += slice_step("    ", pixels, groups, "w", "mid4[o{p} + s]", width=width)
     lines.append("  }\n")
     setup = f"    int at0 = args.dst_tensor.Offset(X0, Y, g0 * {per}, b);\n    int X = X0;\n"
     # a whole block leaves for the next item, not the end of the kernel
-    lines += block_write(spec.act, P, G, f"X0 + {P - 1} < W", setup, "B", "    X += 1;\n", width, "    continue;\n")
-    lines += spilled_writes(spec.act, P, G, width, row_pixels(P))
+    lines += block_write(
+        spec.act, pixels, groups, f"X0 + {pixels - 1} < W", setup, "B", "    X += 1;\n", width, "    continue;\n"
+    )
+    lines += spilled_writes(spec.act, pixels, groups, width, row_pixels(pixels))
     lines.insert(len(lines) - 1, LANE_MASK)
     lines.append("  }\n  }\n}\n")
     return lines

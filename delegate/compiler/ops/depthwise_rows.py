@@ -60,54 +60,53 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     (ceil(W / pixels) * B, H, ceil(slices / 2)).
     """
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, pad
-    P = pixels
-    L: list[Piece] = [
-        row_block_head(P, sw, pw, "S0", "GLOBAL_ID_2 * 2") + "  bool pair = S0 + 1 < args.dst_tensor.Slices();\n"
+    parts: list[Piece] = [
+        row_block_head(pixels, sw, pw, "S0", "GLOBAL_ID_2 * 2") + "  bool pair = S0 + 1 < args.dst_tensor.Slices();\n"
     ]
-    L += slice_offsets(8, "pair")
-    L.append("  ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.biases.Read(S0 / 2));\n")
-    for p in range(P):
-        L.append(f"  ACCUM_FLT8 a{p} = bias;\n")
-    columns = sorted({p * sw + kx * dw for p in range(P) for kx in range(kw)})
+    parts += slice_offsets(8, "pair")
+    parts.append("  ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.biases.Read(S0 / 2));\n")
+    for p in range(pixels):
+        parts.append(f"  ACCUM_FLT8 a{p} = bias;\n")
+    columns = sorted({p * sw + kx * dw for p in range(pixels) for kx in range(kw)})
 
     for ky in range(kh):
-        L.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
-        L.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
-        L += window_row_loads(columns, lambda j: slice_pack_load(j, 8), "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
+        parts.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
+        parts.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
+        parts += window_row_loads(columns, lambda j: slice_pack_load(j, 8), "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
         for kx in range(kw):
-            L.append(
+            parts.append(
                 f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.weights.Read((S0 / 2 * {kh} + {ky}) * {kw} + {kx}));\n"
             )
-        for p in range(P):
+        for p in range(pixels):
             for kx in range(kw):
-                L.append(f"      a{p} += r{p * sw + kx * dw} * k{kx};\n")
-        L.append("    }\n  }\n")
-    for p in range(P):
-        L.append(f"  FLT8 o{p} = TO_FLT8(a{p});\n")
+                parts.append(f"      a{p} += r{p * sw + kx * dw} * k{kx};\n")
+        parts.append("    }\n  }\n")
+    for p in range(pixels):
+        parts.append(f"  FLT8 o{p} = TO_FLT8(a{p});\n")
         activation = activation_code(act, f"o{p}", width=8)
         if activation:
-            L.append(f"  {activation}\n")
+            parts.append(f"  {activation}\n")
     # A whole row of pixels inside the tensor: written at linear indices, straight from the registers.
-    L.append(
-        f"  if (X0 + {P - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S0, b);\n"
+    parts.append(
+        f"  if (X0 + {pixels - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S0, b);\n"
         "    int dstride = args.dst_tensor.Offset(0, 0, 1, 0);\n"
     )
-    for p in range(P):
-        L += [
+    for p in range(pixels):
+        parts += [
             f"  {{\n    int X = X0 + {p};\n    int S = S0;\n    int at = at0 + {p} * B;\n    FLT4 result = o{p}.lo;\n"
         ]
-        L.append(WRITE_AT)
-        L.append(
+        parts.append(WRITE_AT)
+        parts.append(
             f"  if (pair) {{\n    int X = X0 + {p};\n    int S = S0 + 1;\n    int at = at0 + {p} * B + dstride;\n"
             f"    FLT4 result = o{p}.hi;\n"
         )
-        L.append(WRITE_AT)
-    L.append("    return;\n  }\n")
-    L.append(f"  FLT4 outs[{2 * P}];\n")
-    for p in range(P):
-        L.append(f"  outs[{2 * p}] = o{p}.lo; outs[{2 * p + 1}] = o{p}.hi;\n")
-    L.append(
-        f"""  for (int i = 0; i < {2 * P}; ++i) {{
+        parts.append(WRITE_AT)
+    parts.append("    return;\n  }\n")
+    parts.append(f"  FLT4 outs[{2 * pixels}];\n")
+    for p in range(pixels):
+        parts.append(f"  outs[{2 * p}] = o{p}.lo; outs[{2 * p + 1}] = o{p}.hi;\n")
+    parts.append(
+        f"""  for (int i = 0; i < {2 * pixels}; ++i) {{
     int X = X0 + i / 2;
     if (X >= W) break;
     if (i % 2 == 1 && !pair) continue;
@@ -115,5 +114,5 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     FLT4 result = outs[i];
 """
     )
-    L += [LANE_MASK, WRITE, "}\n"]
-    return L
+    parts += [LANE_MASK, WRITE, "}\n"]
+    return parts

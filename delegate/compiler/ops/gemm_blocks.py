@@ -110,7 +110,7 @@ MAIN_FUNCTION($0) {{
 STEP_PIXEL = "    b += 1;\n    if (b == B) { b = 0; X += 1; if (X == W) { X = 0; Y += 1; } }\n"
 
 
-def block_write(act: int, P: int, G: int, full: str, setup: str, step: str, next_pixel: str, width: int = 8,
+def block_write(act: int, pixels: int, groups: int, full: str, setup: str, step: str, next_pixel: str, width: int = 8,
                 leave: str = "    return;\n") -> list[Piece]:  # fmt: skip
     """Write a whole block (every pixel and output slice of the work-item inside the tensor: the
     condition ``full``) at linear indices, straight from the accumulators, the activation applied
@@ -121,28 +121,28 @@ def block_write(act: int, P: int, G: int, full: str, setup: str, step: str, next
     ends the work-item's block (``continue;`` where a work-item loops over several)."""
     parts = SLICE_PARTS[width]
     per = len(parts)
-    L: list[Piece] = [
-        f"  if ({full} && g0 * {per} + {per * G - 1} < dst_slices) {{\n",
+    pieces: list[Piece] = [
+        f"  if ({full} && g0 * {per} + {per * groups - 1} < dst_slices) {{\n",
         "    int dstride = args.dst_tensor.Offset(0, 0, 1, 0);\n",
         setup,
     ]
-    for p in range(P):
-        for g in range(G):
-            L.append(f"    FLT{width} r{g}{p} = TO_FLT{width}(a{g}{p});\n")
+    for p in range(pixels):
+        for g in range(groups):
+            pieces.append(f"    FLT{width} r{g}{p} = TO_FLT{width}(a{g}{p});\n")
             activation = activation_code(act, f"r{g}{p}", width=width)
             if activation:
-                L.append(f"    {activation}\n")
+                pieces.append(f"    {activation}\n")
             for h, half in enumerate(parts):
                 j = per * g + h
-                L.append(
+                pieces.append(
                     f"  {{\n    int S = g0 * {per} + {j};\n    int at = at0 + {j} * dstride + {p} * {step};\n"
                     f"    FLT4 result = r{g}{p}.{half};\n"
                 )
-                L.append(WRITE_AT)
-        if p < P - 1:
-            L.append(next_pixel)
-    L.append(leave + "  }\n")
-    return L
+                pieces.append(WRITE_AT)
+        if p < pixels - 1:
+            pieces.append(next_pixel)
+    pieces.append(leave + "  }\n")
+    return pieces
 
 
 def source_names(sources: int) -> list[str]:
@@ -150,76 +150,80 @@ def source_names(sources: int) -> list[str]:
     return ["src_tensor", *(f"src_tensor_{i}" for i in range(1, sources))]
 
 
-def slice_loop(indent: str, P: int, G: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
+def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
                 width: int = 8) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets)."""
-    L = []
+    parts = []
     for name in names:
-        L.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
+        parts.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
         mask = " * m{p}" if masked else ""
-        L += slice_step(f"{indent}  ", P, G, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width)
-        L.append(f"{indent}}}\n")
-    return L
+        parts += slice_step(
+            f"{indent}  ", pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width
+        )
+        parts.append(f"{indent}}}\n")
+    return parts
 
 
-def slice_step(indent: str, P: int, G: int, wbase: str, read: str, mask: str = "", lanes: int = 4,
+def slice_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mask: str = "", lanes: int = 4,
                width: int = 8) -> list[str]:  # fmt: skip
     """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
     p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
     group, read from ``wbase``0.. on, which then step to the next slice."""
-    L = []
-    for p in range(P):
-        L.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)};\n")
+    parts = []
+    for p in range(pixels):
+        parts.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)};\n")
     for k, lane in enumerate("xyzw"[:lanes]):
-        for g in range(G):
-            L.append(f"{indent}ACCUM_FLT{width} k{g}{k} = TO_ACCUM_FLT{width}(args.weights.Read({wbase}{g} + {k}));\n")
-        for p in range(P):
-            for g in range(G):
-                L.append(f"{indent}a{g}{p} += v{p}.{lane} * k{g}{k};\n")
-    for g in range(G):
-        L.append(f"{indent}{wbase}{g} += 4;\n")
-    return L
+        for g in range(groups):
+            parts.append(
+                f"{indent}ACCUM_FLT{width} k{g}{k} = TO_ACCUM_FLT{width}(args.weights.Read({wbase}{g} + {k}));\n"
+            )
+        for p in range(pixels):
+            for g in range(groups):
+                parts.append(f"{indent}a{g}{p} += v{p}.{lane} * k{g}{k};\n")
+    for g in range(groups):
+        parts.append(f"{indent}{wbase}{g} += 4;\n")
+    return parts
 
 
-def accumulators(P: int, G: int, width: int, after_group: str = "") -> list[str]:
+def accumulators(pixels: int, groups: int, width: int, after_group: str = "") -> list[str]:
     """Per group g of the work-item: ``w{g}``, the offset of its weights (the last group's for
-    groups past ``ngroups``, whose results are never written), and its ``P`` accumulators
+    groups past ``ngroups``, whose results are never written), and its ``pixels`` accumulators
     ``a{g}{p}``, set to its biases; then ``after_group`` (formatted with ``g``)."""
-    L = []
-    for g in range(G):
-        L.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
-        L.append(f"  ACCUM_FLT{width} bias{g} = TO_ACCUM_FLT{width}(args.biases.Read(w{g} / group_size));\n")
-        for p in range(P):
-            L.append(f"  ACCUM_FLT{width} a{g}{p} = bias{g};\n")
+    parts = []
+    for g in range(groups):
+        parts.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
+        parts.append(f"  ACCUM_FLT{width} bias{g} = TO_ACCUM_FLT{width}(args.biases.Read(w{g} / group_size));\n")
+        for p in range(pixels):
+            parts.append(f"  ACCUM_FLT{width} a{g}{p} = bias{g};\n")
         if after_group:
-            L.append(after_group.format(g=g))
-    return L
+            parts.append(after_group.format(g=g))
+    return parts
 
 
-def row_pixels(P: int) -> str:
-    """Open the loop over a block's ``P`` pixels, consecutive from ``X0`` on one row."""
-    return f"  for (int p = 0; p < {P}; ++p) {{\n    int X = X0 + p;\n    if (X >= W) break;\n"
+def row_pixels(pixels: int) -> str:
+    """Open the loop over a block's ``pixels`` pixels, consecutive from ``X0`` on one row."""
+    return f"  for (int p = 0; p < {pixels}; ++p) {{\n    int X = X0 + p;\n    if (X >= W) break;\n"
 
 
-def spilled_writes(act: int, P: int, G: int, width: int, pixel_loop: str) -> list[Piece]:
+def spilled_writes(act: int, pixels: int, groups: int, width: int, pixel_loop: str) -> list[Piece]:
     """The general write of a block: the accumulators spilled to ``outs``, then for each pixel
     (``pixel_loop`` opens the loop and sets ``X``, ``Y``, ``b``) every slice inside the tensor,
     activated, through the masked write; the pixel loop is left open."""
     parts = SLICE_PARTS[width]
     per = len(parts)
-    L: list[Piece] = [f"  FLT4 outs[{per * G * P}];\n"]
-    for g in range(G):
-        for p in range(P):
-            L.append(spill_slices(f"a{g}{p}", p * per * G + g * per, parts))
-    L.append(pixel_loop)
-    L.append(
-        f"""    for (int j = 0; j < {per * G}; ++j) {{
+    pieces: list[Piece] = [f"  FLT4 outs[{per * groups * pixels}];\n"]
+    for g in range(groups):
+        for p in range(pixels):
+            pieces.append(spill_slices(f"a{g}{p}", p * per * groups + g * per, parts))
+    pieces.append(pixel_loop)
+    pieces.append(
+        f"""    for (int j = 0; j < {per * groups}; ++j) {{
     int S = g0 * {per} + j;
     if (S >= dst_slices) continue;
-    FLT4 result = outs[p * {per * G} + j];
+    FLT4 result = outs[p * {per * groups} + j];
     {activation_code(act)}
 """
     )
-    L.append(WRITE)
-    return L
+    pieces.append(WRITE)
+    return pieces

@@ -95,42 +95,42 @@ def _row_setup(spec: GemmSpec) -> str:
 
 
 def flat_code(spec: GemmSpec) -> list[Piece]:
-    P, G, V = spec.pixels, spec.groups, spec.width
-    L: list[Piece] = [
-        gemm_head(V)
+    pixels, groups, width = spec.pixels, spec.groups, spec.width
+    parts: list[Piece] = [
+        gemm_head(width)
         + f"""  int npix = W * args.dst_tensor.Height() * B;
-  int p0 = GLOBAL_ID_0 * {P};
-  int g0 = GLOBAL_ID_1 * {G};
+  int p0 = GLOBAL_ID_0 * {pixels};
+  int g0 = GLOBAL_ID_1 * {groups};
   if (p0 >= npix || g0 >= ngroups) return;
 """,
         _input_slices(spec),
     ]
-    L += accumulators(P, G, V)
-    L += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(P)]
-    L += slice_loop("  ", P, G, "w", masked=False, names=spec.names, lanes=spec.lanes, width=V)
-    L += _pixel_ops(spec)
+    parts += accumulators(pixels, groups, width)
+    parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
+    parts += slice_loop("  ", pixels, groups, "w", masked=False, names=spec.names, lanes=spec.lanes, width=width)
+    parts += _pixel_ops(spec)
     setup = f"    int at0 = p0 + g0 * {spec.per} * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
     setup += "    int Y = p0 / (B * W);\n"
-    L += block_write(spec.act, P, G, f"p0 + {P - 1} < npix", setup, "1", STEP_PIXEL, V)
+    parts += block_write(spec.act, pixels, groups, f"p0 + {pixels - 1} < npix", setup, "1", STEP_PIXEL, width)
     # coordinates of the first pixel, then stepped: no division per output
     pixel_loop = f"""  int b = p0 % B; int X = (p0 / B) % W; int Y = p0 / (B * W);
-  for (int p = 0; p < {P}; ++p) {{
+  for (int p = 0; p < {pixels}; ++p) {{
     if (p0 + p >= npix) break;
 """
-    L += spilled_writes(spec.act, P, G, V, pixel_loop)
-    L += [STEP_PIXEL, "  }\n}\n"]
-    return L
+    parts += spilled_writes(spec.act, pixels, groups, width, pixel_loop)
+    parts += [STEP_PIXEL, "  }\n}\n"]
+    return parts
 
 
 def _row_opening(spec: GemmSpec) -> str:
-    P, G = spec.pixels, spec.groups
+    pixels, groups = spec.pixels, spec.groups
     return (
         gemm_head(spec.width)
         + f"""  int gx = GLOBAL_ID_0;
   int Y = GLOBAL_ID_1;
-  int g0 = GLOBAL_ID_2 * {G};
-  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height() || g0 >= ngroups) return;
-  int X0 = (gx / B) * {P};
+  int g0 = GLOBAL_ID_2 * {groups};
+  if (gx >= ((W + {pixels - 1}) / {pixels}) * B || Y >= args.dst_tensor.Height() || g0 >= ngroups) return;
+  int X0 = (gx / B) * {pixels};
   int b = gx % B;
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
 """
@@ -138,98 +138,102 @@ def _row_opening(spec: GemmSpec) -> str:
 
 
 def _row_closing(spec: GemmSpec) -> list[Piece]:
-    P, G, V = spec.pixels, spec.groups, spec.width
-    L = _pixel_ops(spec)
-    L += block_write(spec.act, P, G, f"X0 + {P - 1} < W", _row_setup(spec), "B", "    X += 1;\n", V)
-    L += spilled_writes(spec.act, P, G, V, row_pixels(P))
-    L.append("  }\n}\n")
-    return L
+    pixels, groups, width = spec.pixels, spec.groups, spec.width
+    parts = _pixel_ops(spec)
+    parts += block_write(
+        spec.act, pixels, groups, f"X0 + {pixels - 1} < W", _row_setup(spec), "B", "    X += 1;\n", width
+    )
+    parts += spilled_writes(spec.act, pixels, groups, width, row_pixels(pixels))
+    parts.append("  }\n}\n")
+    return parts
 
 
 def rows_code(spec: GemmSpec) -> list[Piece]:
-    (kh, kw), P, G, V = spec.kernel, spec.pixels, spec.groups, spec.width
-    L: list[Piece] = [_row_opening(spec), _input_slices(spec)]
-    L += accumulators(P, G, V)
-    window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": V}
+    (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
+    parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
+    parts += accumulators(pixels, groups, width)
+    window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": width}
     # Work-items whose window columns are all inside the input (most of them) skip the checks
     # and masks.
-    last = f"(X0 + {P - 1}) * args.stride_w + {kw - 1} * args.dilation_w - args.pad_w"
-    L.append(f"  if (X0 * args.stride_w - args.pad_w >= 0 && {last} < iw) {{\n")
-    L += _row_window(P, G, kh, kw, interior=True, **window)
-    L.append("  } else {\n")
-    L += _row_window(P, G, kh, kw, interior=False, **window)
-    L.append("  }\n")
-    return L + _row_closing(spec)
+    last = f"(X0 + {pixels - 1}) * args.stride_w + {kw - 1} * args.dilation_w - args.pad_w"
+    parts.append(f"  if (X0 * args.stride_w - args.pad_w >= 0 && {last} < iw) {{\n")
+    parts += _row_window(pixels, groups, kh, kw, interior=True, **window)
+    parts.append("  } else {\n")
+    parts += _row_window(pixels, groups, kh, kw, interior=False, **window)
+    parts.append("  }\n")
+    return parts + _row_closing(spec)
 
 
 def transposed_code(spec: GemmSpec) -> list[Piece]:
-    (kh, kw), P, G, V = spec.kernel, spec.pixels, spec.groups, spec.width
-    L: list[Piece] = [_row_opening(spec), _input_slices(spec)]
-    L += accumulators(P, G, V)
-    L += _row_window(P, G, kh, kw, spec.names, spec.lanes, transposed=True, interior=False, width=V)
-    return L + _row_closing(spec)
+    (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
+    parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
+    parts += accumulators(pixels, groups, width)
+    parts += _row_window(pixels, groups, kh, kw, spec.names, spec.lanes, transposed=True, interior=False, width=width)
+    return parts + _row_closing(spec)
 
 
 def phases_code(spec: GemmSpec) -> list[Piece]:
-    (kh, kw), P, G, V = spec.kernel, spec.pixels, spec.groups, spec.width
-    L: list[Piece] = [
-        gemm_head(V)
+    (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
+    parts: list[Piece] = [
+        gemm_head(width)
         + f"""  int gx = GLOBAL_ID_0;
   int yi = GLOBAL_ID_1;
-  int g0 = (GLOBAL_ID_2 / {kh * kw}) * {G};
+  int g0 = (GLOBAL_ID_2 / {kh * kw}) * {groups};
   int tap = GLOBAL_ID_2 % {kh * kw};
   int iw = args.src_tensor.Width();
-  if (gx >= ((iw + {P - 1}) / {P}) * B || yi >= args.src_tensor.Height() || g0 >= ngroups) return;
-  int x0 = (gx / B) * {P};
+  if (gx >= ((iw + {pixels - 1}) / {pixels}) * B || yi >= args.src_tensor.Height() || g0 >= ngroups) return;
+  int x0 = (gx / B) * {pixels};
   int b = gx % B;
   int Y = yi * {kh} + tap / {kw};
   int X0 = x0 * {kw} + tap % {kw};
 """,
         _input_slices(spec),
     ]
-    L += accumulators(P, G, V, after_group="  w{g} += tap * src_slices * 4;\n")
-    L.append("  int row = args.src_tensor.Offset(0, yi, 0, b);\n")
-    L += [f"  int o{p} = row + (x0 + {p} < iw ? x0 + {p} : iw - 1) * B;\n" for p in range(P)]
-    L += slice_loop("  ", P, G, "w", masked=False, names=spec.names, lanes=spec.lanes, width=V)
-    L += _pixel_ops(spec)
-    L += block_write(spec.act, P, G, f"x0 + {P - 1} < iw", _row_setup(spec), f"{kw} * B", f"    X += {kw};\n", V)
-    pixel_loop = f"  for (int p = 0; p < {P}; ++p) {{\n    int X = X0 + p * {kw};\n    if (x0 + p >= iw) break;\n"
-    L += spilled_writes(spec.act, P, G, V, pixel_loop)
-    L.append("  }\n}\n")
-    return L
+    parts += accumulators(pixels, groups, width, after_group="  w{g} += tap * src_slices * 4;\n")
+    parts.append("  int row = args.src_tensor.Offset(0, yi, 0, b);\n")
+    parts += [f"  int o{p} = row + (x0 + {p} < iw ? x0 + {p} : iw - 1) * B;\n" for p in range(pixels)]
+    parts += slice_loop("  ", pixels, groups, "w", masked=False, names=spec.names, lanes=spec.lanes, width=width)
+    parts += _pixel_ops(spec)
+    parts += block_write(
+        spec.act, pixels, groups, f"x0 + {pixels - 1} < iw", _row_setup(spec), f"{kw} * B", f"    X += {kw};\n", width
+    )
+    pixel_loop = f"  for (int p = 0; p < {pixels}; ++p) {{\n    int X = X0 + p * {kw};\n    if (x0 + p >= iw) break;\n"
+    parts += spilled_writes(spec.act, pixels, groups, width, pixel_loop)
+    parts.append("  }\n}\n")
+    return parts
 
 
-def _row_window(P: int, G: int, kh: int, kw: int, names: list[str], lanes: int, *, transposed: bool,
+def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], lanes: int, *, transposed: bool,
                 interior: bool, width: int = 8) -> list[str]:  # fmt: skip
     """The window loops of the row mode: per tap, the pixels' input offsets (with a mask for the
     columns outside the input, unless ``interior``), then the slice loop."""
     # the edge path (work-items whose window leaves the input: a row's first and last) is left to
     # the compiler, unrolled only in the interior path and the transposed kernel
     unroll = "  #pragma unroll\n" if kh * kw <= UNROLL_MAX_TAPS and (interior or transposed) else ""
-    L = [unroll + _window_row(kh, transposed), f"{unroll}  for (int kx = 0; kx < {kw}; ++kx) {{\n"]
-    for p in range(P):
+    parts = [unroll + _window_row(kh, transposed), f"{unroll}  for (int kx = 0; kx < {kw}; ++kx) {{\n"]
+    for p in range(pixels):
         if transposed:
-            L.append(
+            parts.append(
                 f"    int tx{p} = X0 + {p} + args.pad_w - kx; int xc{p} = tx{p} / args.stride_w;\n"
                 f"    bool in{p} = tx{p} >= 0 && xc{p} * args.stride_w == tx{p} && xc{p} < iw;\n"
             )
         else:
-            L.append(f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n")
+            parts.append(f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n")
             if interior:
-                L.append(f"    int o{p} = row + xc{p} * B;\n")
+                parts.append(f"    int o{p} = row + xc{p} * B;\n")
                 continue
-            L.append(f"    bool in{p} = xc{p} >= 0 && xc{p} < iw;\n")
-        L.append(
+            parts.append(f"    bool in{p} = xc{p} >= 0 && xc{p} < iw;\n")
+        parts.append(
             f"    int o{p} = in{p} ? row + xc{p} * B : row;\n"
             f"    ACCUM_FLT m{p} = in{p} ? (ACCUM_FLT)(1.0f) : (ACCUM_FLT)(0.0f);\n"
         )
     if not interior:
-        L.append("    if (!(" + " || ".join(f"in{p}" for p in range(P)) + ")) continue;\n")
-    for g in range(G):
-        L.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
-    L += slice_loop("    ", P, G, "t", masked=not interior, names=names, lanes=lanes, width=width)
-    L.append("  }\n  }\n")
-    return L
+        parts.append("    if (!(" + " || ".join(f"in{p}" for p in range(pixels)) + ")) continue;\n")
+    for g in range(groups):
+        parts.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
+    parts += slice_loop("    ", pixels, groups, "t", masked=not interior, names=names, lanes=lanes, width=width)
+    parts.append("  }\n  }\n")
+    return parts
 
 
 def _window_row(kh: int, transposed: bool) -> str:

@@ -18,29 +18,31 @@ def pixel_softmax_code(ops: PixelOps, channels: int, beta: float, log: bool) -> 
     ``ops`` (which ``accepts_pixel_softmax``), after the kernel's own activation."""
     if not accepts_pixel_softmax(ops, channels, log):
         raise ValueError("the kernel cannot run a softmax over its pixels' channels")
-    P, G, act, V = ops.pixels, ops.groups, ops.activation, ops.width
+    pixels, groups, act, width = ops.pixels, ops.groups, ops.activation, ops.width
     lo, hi = {1: ("0.0f", None), 2: ("-1.0f", "1.0f"), 3: ("0.0f", "6.0f")}.get(act, (None, None))
-    L = [f"  // softmax over {channels} channels, beta {beta!r}\n"]
-    for p in range(P):
-        L.append("  {\n")
-        for g in range(G):
-            L.append(f"    float{V} x{g} = convert_float{V}(a{g}{p});\n")
+    parts = [f"  // softmax over {channels} channels, beta {beta!r}\n"]
+    for p in range(pixels):
+        parts.append("  {\n")
+        for g in range(groups):
+            parts.append(f"    float{width} x{g} = convert_float{width}(a{g}{p});\n")
             if lo is not None:
-                L.append(f"    x{g} = x{g} < (float{V})({lo}) ? (float{V})({lo}) : x{g};\n")
+                parts.append(f"    x{g} = x{g} < (float{width})({lo}) ? (float{width})({lo}) : x{g};\n")
             if hi is not None:
-                L.append(f"    x{g} = x{g} > (float{V})({hi}) ? (float{V})({hi}) : x{g};\n")
-        L.append("    float m = x0.s0;\n")
+                parts.append(f"    x{g} = x{g} > (float{width})({hi}) ? (float{width})({hi}) : x{g};\n")
+        parts.append("    float m = x0.s0;\n")
         for c in range(1, channels):
-            g, lane = divmod(c, V)
-            L.append(f"    m = x{g}.s{lane:x} > m ? x{g}.s{lane:x} : m;\n")
-        for g in range(G):
-            L.append(f"    float{V} z{g} = (x{g} - m) * {float(beta)!r}f;\n    float{V} e{g} = exp(z{g});\n")
-        terms = [f"e{c // V}.s{c % V:x}" for c in range(channels)]
-        L.append(f"    float sum = {' + '.join(terms)};\n")
-        L.append("    float inv = 1.0f / sum;\n    float log_sum = log(sum);\n")
-        for g in range(G):
+            g, lane = divmod(c, width)
+            parts.append(f"    m = x{g}.s{lane:x} > m ? x{g}.s{lane:x} : m;\n")
+        for g in range(groups):
+            parts.append(
+                f"    float{width} z{g} = (x{g} - m) * {float(beta)!r}f;\n    float{width} e{g} = exp(z{g});\n"
+            )
+        terms = [f"e{c // width}.s{c % width:x}" for c in range(channels)]
+        parts.append(f"    float sum = {' + '.join(terms)};\n")
+        parts.append("    float inv = 1.0f / sum;\n    float log_sum = log(sum);\n")
+        for g in range(groups):
             value = f"z{g} - log_sum" if log else f"e{g} * inv"
-            mask = ", ".join("1.0f" if g * V + lane < channels else "0.0f" for lane in range(V))
-            L.append(f"    a{g}{p} = TO_ACCUM_FLT{V}(({value}) * (float{V})({mask}));\n")
-        L.append("  }\n")
-    return "".join(L)
+            mask = ", ".join("1.0f" if g * width + lane < channels else "0.0f" for lane in range(width))
+            parts.append(f"    a{g}{p} = TO_ACCUM_FLT{width}(({value}) * (float{width})({mask}));\n")
+        parts.append("  }\n")
+    return "".join(parts)

@@ -82,35 +82,34 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
     (ceil(W / pixels) * B, H, slices).
     """
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, pad
-    P = pixels
-    columns = sorted({p * sw + kx for p in range(P) for kx in range(kw)})
+    columns = sorted({p * sw + kx for p in range(pixels) for kx in range(kw)})
     outside = "(ACCUM_FLT4)(-INFINITY)" if maximum else "INIT_ACCUM_FLT4(0.0f)"
 
     def load(j: int) -> str:
         return f"TO_ACCUM_FLT4(args.src_tensor.ReadAt(row + (xi + {j}) * B))"
 
-    L: list[Piece] = [row_block_head(P, sw, pw, "S", "GLOBAL_ID_2")]
+    parts: list[Piece] = [row_block_head(pixels, sw, pw, "S", "GLOBAL_ID_2")]
     if not maximum:
-        L.append("  int rows = 0;  // window rows inside the input\n")
-    for p in range(P):
-        L.append(f"  ACCUM_FLT4 a{p} = {outside};\n")
+        parts.append("  int rows = 0;  // window rows inside the input\n")
+    for p in range(pixels):
+        parts.append(f"  ACCUM_FLT4 a{p} = {outside};\n")
     for ky in range(kh):
-        L.append(f"  {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
+        parts.append(f"  {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         if not maximum:
-            L.append("      rows += 1;\n")
-        L.append("      int row = args.src_tensor.Offset(0, yi, S, b);\n")
-        L += window_row_loads(columns, load, "ACCUM_FLT4", outside)
-        for p in range(P):
+            parts.append("      rows += 1;\n")
+        parts.append("      int row = args.src_tensor.Offset(0, yi, S, b);\n")
+        parts += window_row_loads(columns, load, "ACCUM_FLT4", outside)
+        for p in range(pixels):
             for kx in range(kw):
                 r = f"r{p * sw + kx}"
-                L.append(f"      a{p} = {r} > a{p} ? {r} : a{p};\n" if maximum else f"      a{p} += {r};\n")
-        L.append("    }\n  }\n")
-    for p in range(P):
+                parts.append(f"      a{p} = {r} > a{p} ? {r} : a{p};\n" if maximum else f"      a{p} += {r};\n")
+        parts.append("    }\n  }\n")
+    for p in range(pixels):
         if maximum:
-            L.append(f"  FLT4 o{p} = TO_FLT4(a{p});\n")
+            parts.append(f"  FLT4 o{p} = TO_FLT4(a{p});\n")
         else:
             # input columns inside the window of pixel p, times the rows inside it
-            L.append(
+            parts.append(
                 f"  int lo{p} = xi + {p * sw}; int hi{p} = lo{p} + {kw};\n"
                 f"  lo{p} = lo{p} < 0 ? 0 : lo{p}; hi{p} = hi{p} > iw ? iw : hi{p};\n"
                 f"  int n{p} = rows * (hi{p} - lo{p});\n"
@@ -118,22 +117,22 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
             )
         activation = activation_code(act, f"o{p}")
         if activation:
-            L.append(f"  {activation}\n")
-    L.append(f"  if (X0 + {P - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S, b);\n")
-    for p in range(P):
-        L += [f"  {{\n    int X = X0 + {p};\n    int at = at0 + {p} * B;\n    FLT4 result = o{p};\n", WRITE_AT]
-    L.append("    return;\n  }\n")
-    L.append(f"  FLT4 outs[{P}];\n")
-    L.append("".join(f"  outs[{p}] = o{p};\n" for p in range(P)))
-    L.append(
-        f"""  for (int i = 0; i < {P}; ++i) {{
+            parts.append(f"  {activation}\n")
+    parts.append(f"  if (X0 + {pixels - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S, b);\n")
+    for p in range(pixels):
+        parts += [f"  {{\n    int X = X0 + {p};\n    int at = at0 + {p} * B;\n    FLT4 result = o{p};\n", WRITE_AT]
+    parts.append("    return;\n  }\n")
+    parts.append(f"  FLT4 outs[{pixels}];\n")
+    parts.append("".join(f"  outs[{p}] = o{p};\n" for p in range(pixels)))
+    parts.append(
+        f"""  for (int i = 0; i < {pixels}; ++i) {{
     int X = X0 + i;
     if (X >= W) break;
     FLT4 result = outs[i];
 """
     )
-    L += [LANE_MASK, WRITE, "}\n"]
-    return L
+    parts += [LANE_MASK, WRITE, "}\n"]
+    return parts
 
 
 def _pool_rows(node: Node, ctx: EmitContext, ints: dict[str, int]) -> Kernel:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def row_block_head(P: int, sw: int, pw: int, slice_var: str, slice_init: str) -> str:
-    """Opening of a kernel whose work-item computes ``P`` consecutive output pixels of one row:
+def row_block_head(pixels: int, sw: int, pw: int, slice_var: str, slice_init: str) -> str:
+    """Opening of a kernel whose work-item computes ``pixels`` consecutive output pixels of one row:
     ``X0`` (the first pixel), ``Y``, ``b``, the slice ``slice_var`` (= ``slice_init``), the input's
     ``iw`` / ``ih`` and ``xi``, the input column of the block's window (stride ``sw``, padding
     ``pw``). Work-items past the output return."""
@@ -18,10 +18,10 @@ MAIN_FUNCTION($0) {{
   int gx = GLOBAL_ID_0;
   int Y = GLOBAL_ID_1;
   int {slice_var} = {slice_init};
-  if (gx >= ((W + {P - 1}) / {P}) * B || Y >= args.dst_tensor.Height()) return;
+  if (gx >= ((W + {pixels - 1}) / {pixels}) * B || Y >= args.dst_tensor.Height()) return;
   if ({slice_var} >= args.dst_tensor.Slices()) return;
-  int X0 = gx * {P}, b = 0;
-  if (B != 1) {{ X0 = (gx / B) * {P}; b = gx % B; }}
+  int X0 = gx * {pixels}, b = 0;
+  if (B != 1) {{ X0 = (gx / B) * {pixels}; b = gx % B; }}
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
   int xi = X0 * {sw} - {pw};
 """
@@ -31,10 +31,10 @@ def window_row_loads(columns: list[int], load: Callable[[int], str], vtype: str,
     """Declare and load ``r{j}`` for every input column ``xi + j`` one window row needs (``row``:
     the row's linear offset). Work-items away from the left and right edges (most of them) load
     without checks; the others take ``outside`` for columns outside the input."""
-    L = ["      " + vtype + " " + ", ".join(f"r{j}" for j in columns) + ";\n"]
-    L.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
-    L += [f"        r{j} = {load(j)};\n" for j in columns]
-    L.append("      } else {\n")
-    L += [f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? {load(j)} : {outside};\n" for j in columns]
-    L.append("      }\n")
-    return L
+    parts = ["      " + vtype + " " + ", ".join(f"r{j}" for j in columns) + ";\n"]
+    parts.append(f"      if (xi >= 0 && xi + {columns[-1]} < iw) {{\n")
+    parts += [f"        r{j} = {load(j)};\n" for j in columns]
+    parts.append("      } else {\n")
+    parts += [f"        r{j} = (xi + {j} >= 0 && xi + {j} < iw) ? {load(j)} : {outside};\n" for j in columns]
+    parts.append("      }\n")
+    return parts
