@@ -14,6 +14,7 @@ from .ops import OPS, EmitContext
 from .ops.base import HEAD, ConvKernels, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
+from .precision import wide_tensors
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class CompileOptions:
     #: CONV_2D's kernel family (ops/base.py): the generic ones only for comparisons (tests,
     #: benchmarks); like every field, part of the serialization cache key (delegate/cache.py)
     conv_kernels: ConvKernels = "gemm"
+    #: at F16 and F32_F16, store in float32 the tensors whose rounding a high-gain consumer would
+    #: magnify (precision.py); off only to measure what it saves
+    widen_sensitive: bool = True
 
 
 def _fusion_target(
@@ -95,11 +99,17 @@ def _concats_read_in_place(
 
 
 def _pairs(
-    graph: Graph, nodes: list[int], readers: dict[int, int], outputs: list[int], emit: EmitContext, local_bytes: int
+    graph: Graph,
+    nodes: list[int],
+    readers: dict[int, int],
+    outputs: list[int],
+    emit: EmitContext,
+    local_bytes: int,
+    wide: frozenset[int],
 ) -> dict[int, Node]:
     """Depthwise nodes that run in one kernel with the 1x1 convolution reading them (ops/conv_pair.py):
-    depthwise node index -> that convolution. The depthwise output must have no other reader and
-    not be a partition output."""
+    depthwise node index -> that convolution. The depthwise output must have no other reader, not
+    be a partition output, and not need float32 storage (the pair holds it in FLT local memory)."""
     if local_bytes <= 0:
         return {}
     reader_of = {i: graph.nodes[index] for index in nodes for i in graph.nodes[index].inputs}
@@ -110,7 +120,7 @@ def _pairs(
             continue
         out = node.outputs[0]
         conv = reader_of.get(out)
-        if conv is None or readers.get(out, 0) != 1 or out in outputs or conv.index not in nodes:
+        if conv is None or readers.get(out, 0) != 1 or out in outputs or conv.index not in nodes or out in wide:
             continue
         if pairs(node, conv, emit, local_bytes):
             found[index] = conv
@@ -159,7 +169,8 @@ def compile_partition(
             readers[i] = readers.get(i, 0) + 1
     if options.fuse:
         emit.concat_sources = _concats_read_in_place(graph, nodes, readers, outputs, emit)
-    paired = _pairs(graph, nodes, readers, outputs, emit, options.pair_local_bytes) if options.fuse else {}
+    wide = wide_tensors(graph, nodes, options.precision) if options.widen_sensitive else frozenset()
+    paired = _pairs(graph, nodes, readers, outputs, emit, options.pair_local_bytes, wide) if options.fuse else {}
     kernels, used = _kernels(graph, nodes, inputs, outputs, options, emit, readers, paired)
     ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
     ctx.nodes = [k.render(options.precision) for k in kernels]
@@ -175,7 +186,8 @@ def compile_partition(
             ctx.nodes.append(_constant_output(graph, i, emit))
             used.append(i)
     for i in used:
-        desc = layout.tensor_descriptor(graph.tensor(i).shape, options.precision, options.storage)
+        precision = CalculationsPrecision.F32 if i in wide else options.precision
+        desc = layout.tensor_descriptor(graph.tensor(i).shape, precision, options.storage)
         ctx.tensors.append(model.TensorDescWithId(desc, i))
     ctx.input_ids = [i for i in inputs if i in used]
     ctx.output_ids = list(outputs)
