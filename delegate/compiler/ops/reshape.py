@@ -1,11 +1,11 @@
-"""RESHAPE (any float32 shape of the same size), and SQUEEZE, EXPAND_DIMS and float-to-float CAST,
-which keep the row-major order too."""
+"""RESHAPE (any float32 shape of the same size), and SQUEEZE and EXPAND_DIMS, which keep the
+row-major order too (CAST is in comparison.py)."""
 
 from __future__ import annotations
 
 import math
 
-from ..graph import FLOAT32, Builtin, Graph, Node
+from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
 from .base import HEAD, LANES, EmitContext, Op, operation, runtime_io, written
 
@@ -51,13 +51,6 @@ class Reshape(Op):
 
 
 class SameOrder(Reshape):
-    """SQUEEZE, EXPAND_DIMS and float-to-float CAST keep the row-major order: the RESHAPE kernel."""
+    """SQUEEZE and EXPAND_DIMS keep the row-major order: the RESHAPE kernel."""
 
-    codes = (Builtin.SQUEEZE, Builtin.EXPAND_DIMS, Builtin.CAST)
-
-    def check(self, node: Node, graph: Graph) -> str | None:
-        if node.op == Builtin.CAST:
-            types = {graph.tensor(node.inputs[0]).dtype, graph.tensor(node.outputs[0]).dtype}
-            if types != {FLOAT32}:
-                return "CAST other than float32 to float32"
-        return super().check(node, graph)
+    codes = (Builtin.SQUEEZE, Builtin.EXPAND_DIMS)
