@@ -18,6 +18,8 @@ from .tflite_builder import Op, T, build_model
 pytestmark = pytest.mark.opencl
 
 EXAMPLES = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+#: for tests parametrized over several ops (CI budget: the whole file in about 3 minutes on 2 cores)
+FEW = settings(EXAMPLES, max_examples=3)
 TOLERANCE = {"F32": 1e-4, "F32_F16": 1e-2, "F16": 1e-2}
 _PROGRAMS: dict[str, str] = {}
 _TYPES = {np.float32: 0, np.int32: 2, np.bool_: 6}  # schema TensorType of CastOptions
@@ -89,7 +91,7 @@ def broadcast_pair(draw):
 
 
 @pytest.mark.parametrize("op", COMPARISONS, ids=lambda o: o.name)
-@EXAMPLES
+@FEW
 @given(pair=broadcast_pair(), seed=seeds, constant=st.booleans(), swap=st.booleans(), precision=precisions)
 def test_comparison_float_with_broadcasting(op, pair, seed, constant, swap, precision):
     rng = np.random.default_rng(seed)
@@ -102,7 +104,7 @@ def test_comparison_float_with_broadcasting(op, pair, seed, constant, swap, prec
 
 
 @pytest.mark.parametrize("op", COMPARISONS, ids=lambda o: o.name)
-@EXAMPLES
+@FEW
 @given(pair=broadcast_pair(), seed=seeds, constant=st.booleans(), precision=precisions)
 def test_comparison_int32(op, pair, seed, constant, precision):
     """int32 operands made inside the partition by CAST (float -> int32 truncates), against an
@@ -155,7 +157,7 @@ def test_comparison_of_bools(op):
 
 
 @pytest.mark.parametrize("op", [Builtin.LOGICAL_AND, Builtin.LOGICAL_OR], ids=lambda o: o.name)
-@EXAMPLES
+@FEW
 @given(pair=broadcast_pair(), seed=seeds, constant=st.booleans(), precision=precisions)
 def test_logical_binary_with_broadcasting(op, pair, seed, constant, precision):
     rng = np.random.default_rng(seed)
@@ -227,7 +229,7 @@ def test_select_v2_broadcasts_every_operand(case, seed, constant, precision):
 
 
 @pytest.mark.parametrize("cond_kind", ["same", "scalar", "first_dim"])
-@EXAMPLES
+@FEW
 @given(shape=shapes, rank=st.integers(1, 4), seed=seeds, precision=precisions)
 def test_select_v1(cond_kind, shape, rank, seed, precision):
     """SELECT (v1): no broadcasting of x and y; the condition is x's shape, a scalar, or of rank 1
@@ -312,6 +314,37 @@ def test_cast_round_trips(shape, seed, precision):
         cast(1, 8, i32, f32),
     ]
     exact(tensors, ops, [0], [3, 6, 7, 8], [x], precision)
+
+
+def test_bool_and_int32_through_reshapes():
+    """RESHAPE, EXPAND_DIMS and SQUEEZE move bool and int32 values between the ops that make and
+    read them, in one partition."""
+    rng = np.random.default_rng(4)
+    x = (rng.uniform(-9, 9, (2, 6)) * 1.5).astype(np.float32)
+    i32, b = np.int32, np.bool_
+    tensors = [
+        T((2, 6)),  # 0
+        T((2, 6), dtype=i32),  # 1
+        T((3,), np.array([3, 2, 2], np.int32), i32),  # 2 new shape
+        T((3, 2, 2), dtype=i32),  # 3
+        T((3, 2, 2)),  # 4
+        T((), np.array(0.0, np.float32)),  # 5
+        T((2, 6), dtype=b),  # 6
+        T((), np.array(0, np.int32), i32),  # 7 axis
+        T((1, 2, 6), dtype=b),  # 8
+        T((2, 6), dtype=b),  # 9
+        T((2, 6)),  # 10
+    ]
+    ops = [
+        cast(0, 1, np.float32, i32),
+        Op(Builtin.RESHAPE, [1, 2], [3]),
+        cast(3, 4, i32, np.float32),
+        Op(Builtin.GREATER, [0, 5], [6]),
+        Op(Builtin.EXPAND_DIMS, [6, 7], [8]),
+        Op(Builtin.SQUEEZE, [8], [9], ("SqueezeOptions", {"SqueezeDims": [0]})),
+        Op(Builtin.SELECT_V2, [9, 0, 5], [10]),
+    ]
+    exact(tensors, ops, [0], [4, 10], [x])
 
 
 # ------------------------------------------------------------------ what stays on CPU
