@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delegate.compiler.graph import Builtin
+from delegate.compiler.claim import carries_non_float, edge_dtype_problems
+from delegate.compiler.graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node, Tensor
+from delegate.compiler.partition import CompileOptions, compile_partition, unsupported_reason
 
 from .helpers import delegate_and_builtin
 from .tflite_builder import Op, T, build_model
@@ -450,3 +452,55 @@ def test_range_mask_pattern():
         cast(9, 10, i32, np.float32),
     ]
     close(tensors, ops, [0], [8, 10], [x])
+
+
+# ------------------------------------------------------------------ the compiler's edge rule, without TFLite
+
+
+def _graph() -> Graph:
+    """x (float) -> GREATER(x, 0) -> b (bool) -> SELECT_V2(b, x, 0) -> y (float)."""
+    f, bl = FLOAT32, BOOL
+    tensors = {
+        0: Tensor(0, f, (2, 3)),
+        1: Tensor(1, f, (), is_constant=True, constant=np.zeros((), np.float32)),
+        2: Tensor(2, bl, (2, 3)),
+        3: Tensor(3, f, (2, 3)),
+    }
+    nodes = {0: Node(0, Builtin.GREATER, 1, (0, 1), (2,)), 1: Node(1, Builtin.SELECT_V2, 1, (2, 0, 1), (3,))}
+    return Graph(tensors, nodes)
+
+
+def test_edge_rule_names_the_nodes_whose_bool_tensors_cross():
+    graph = _graph()
+    assert carries_non_float(graph, [0, 1]) and carries_non_float(graph, [1])
+    assert edge_dtype_problems(graph, [0, 1], [0], [3]) == {}
+    split = {**edge_dtype_problems(graph, [0], [0], [2]), **edge_dtype_problems(graph, [1], [0, 2], [3])}
+    assert split.keys() == {0, 1}
+    assert split[0].startswith("writes bool tensor 2") and split[1].startswith("reads bool tensor 2")
+    assert not carries_non_float(graph, [])
+
+
+def test_compile_partition_refuses_a_bool_edge():
+    graph = _graph()
+    ctx = compile_partition(graph, [0, 1], [0], [3], CompileOptions())
+    assert [n.name for n in ctx.nodes] == ["greater_0", "select_v2_1"] and ctx.output_ids == [3]
+    with pytest.raises(ValueError, match="tensor 2 is not float32"):
+        compile_partition(graph, [0], [0], [2], CompileOptions())
+
+
+def test_checks_give_reasons():
+    graph = _graph()
+    graph.tensors[4] = Tensor(4, INT32, (2, 3))
+    graph.tensors[5] = Tensor(5, INT32, (3,), is_constant=True, constant=np.array([1, -(2**24) - 1, 0], np.int32))
+    graph.tensors[6] = Tensor(6, BOOL, (3,))
+    cases = [
+        (Node(2, Builtin.GREATER, 1, (0, 4), (2,)), "operands of different types (float32, int32)"),
+        (Node(3, Builtin.LESS, 1, (4, 5), (2,)), "int32 constant 5 holds values beyond 2^24"),
+        (Node(4, Builtin.LOGICAL_AND, 1, (2, 0), (2,)), "tensor 0 is not bool"),
+        (Node(5, Builtin.SELECT, 1, (6, 0, 0), (3,)), "neither x's shape (2, 3), a scalar, nor x's first dimension"),
+        (Node(6, Builtin.SELECT_V2, 1, (0, 0, 0), (3,)), "the condition is not bool"),
+        (Node(7, Builtin.CAST, 1, (1,), (3,)), "every input is a constant"),
+        (Node(8, Builtin.GREATER, 1, (0, 3), (0,)), "tensor 0 is not bool"),
+    ]
+    for node, why in cases:
+        assert why in (unsupported_reason(node, graph) or ""), (node.name, unsupported_reason(node, graph))
