@@ -14,6 +14,7 @@ _TENSOR_TYPES = {
     np.dtype(np.float16): 1,
     np.dtype(np.int32): 2,
     np.dtype(np.int64): 4,
+    np.dtype(np.bool_): 6,
     np.dtype(np.int8): 9,
 }
 

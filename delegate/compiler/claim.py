@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from .fold import consumers, fold_constants
-from .graph import Builtin, Graph, op_name
-from .partition import unsupported_reason
+from .graph import FLOAT32, Builtin, Graph, op_name
+from .ops import OPS
+from .ops.base import DTYPE_NAMES
+from .partition import runtime_inputs, unsupported_reason
 from .shapes import StaticShapes, fold_values
 
 
@@ -58,3 +60,43 @@ def claimed_nodes(
         else:
             unsupported[node.name] = f"{op_name(node.op)} is not supported by the compiler"
     return [i for i in plan if i in claimed], unsupported
+
+
+def _non_float_tensors(graph: Graph, index: int) -> tuple[list[int], list[int]]:
+    """The bool and int32 runtime tensors node ``index``'s kernel reads and writes; none for a
+    node with no kernel (folded values are constants by now: shapes.fold_values)."""
+    node = graph.nodes[index]
+    if node.op not in OPS or all(graph.tensor(o).is_constant for o in node.outputs):
+        return [], []
+
+    def non_float(ids: list[int]) -> list[int]:
+        return [i for i in ids if graph.tensor(i).dtype != FLOAT32 and not graph.tensor(i).is_constant]
+
+    return non_float(runtime_inputs(node, graph)), non_float([o for o in node.outputs if o >= 0])
+
+
+def carries_non_float(graph: Graph, nodes: list[int]) -> bool:
+    """Whether any of ``nodes`` reads or writes a bool or int32 runtime tensor (``edge_dtype_problems``
+    has something to look for)."""
+    return any(any(_non_float_tensors(graph, index)) for index in nodes)
+
+
+def edge_dtype_problems(graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int]) -> dict[int, str]:
+    """The nodes of a partition (``nodes``, its ``inputs`` and ``outputs`` as TFLite partitions
+    them) that would pass a bool or int32 runtime tensor across its edge, and why each stays on
+    CPU. The runtime converts float32 at a partition's edges only, so the comparison ops'
+    bool and int32 tensors (ops/comparison.py) must be made and read inside one partition; the
+    plugin leaves these nodes on CPU and partitions again until none is left."""
+    crossing = set(inputs) | set(outputs)
+    problems: dict[int, str] = {}
+    for index in nodes:
+        reads, writes = _non_float_tensors(graph, index)
+        edge = [i for i in (*reads, *writes) if i in crossing]
+        if edge:
+            t = graph.tensor(edge[0])
+            side = "reads" if edge[0] in reads else "writes"
+            problems[index] = (
+                f"{side} {DTYPE_NAMES.get(t.dtype, str(t.dtype))} tensor {edge[0]} across the partition's edge "
+                "(the delegate takes in and hands out float32 only)"
+            )
+    return problems

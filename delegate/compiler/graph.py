@@ -51,13 +51,20 @@ class Builtin(IntEnum):
     PRELU = 54
     MAXIMUM = 55
     MINIMUM = 57
+    LESS = 58
     NEG = 59
     PADV2 = 60
+    GREATER = 61
+    GREATER_EQUAL = 62
+    LESS_EQUAL = 63
+    SELECT = 64
     SLICE = 65
     SIN = 66
     TRANSPOSE_CONV = 67
     TILE = 69
     EXPAND_DIMS = 70
+    EQUAL = 71
+    NOT_EQUAL = 72
     LOG = 73
     SUM = 74
     SQRT = 75
@@ -65,8 +72,11 @@ class Builtin(IntEnum):
     SHAPE = 77
     POW = 78
     REDUCE_PROD = 81
-    PACK = 83
     REDUCE_MAX = 82
+    PACK = 83
+    LOGICAL_OR = 84
+    LOGICAL_AND = 86
+    LOGICAL_NOT = 87
     REDUCE_MIN = 89
     SQUARE = 92
     RESIZE_NEAREST_NEIGHBOR = 97
@@ -78,6 +88,7 @@ class Builtin(IntEnum):
     COS = 108
     ELU = 111
     HARD_SWISH = 117
+    SELECT_V2 = 123
     DENSIFY = 124
     BATCH_MATMUL = 126
 
@@ -102,6 +113,7 @@ class Padding(IntEnum):
 
 FLOAT32 = 1  # kTfLiteFloat32
 INT32 = 2  # kTfLiteInt32
+BOOL = 6  # kTfLiteBool
 
 
 def op_name(code: int, custom_name: str = "") -> str:

@@ -185,6 +185,9 @@ def compile_partition(
         if i not in used:  # a folded constant the host still wants as an output
             ctx.nodes.append(_constant_output(graph, i, emit))
             used.append(i)
+    edge = [i for i in (*outputs, *(i for i in inputs if i in used)) if graph.tensor(i).dtype != FLOAT32]
+    if edge:  # claim.edge_dtype_problems keeps such nodes on CPU; the runtime converts float32 only
+        raise ValueError(f"partition input or output tensor {edge[0]} is not float32")
     for i in used:
         precision = CalculationsPrecision.F32 if i in wide else options.precision
         desc = layout.tensor_descriptor(graph.tensor(i).shape, precision, options.storage)

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._native import ffi, lib
 from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
-from ..compiler.claim import claimed_nodes
+from ..compiler.claim import carries_non_float, claimed_nodes, edge_dtype_problems
 from ..compiler.device_policy import compile_options
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
@@ -239,6 +239,22 @@ def _propagation_blocker(graph: Any, plan: list[int]) -> str | None:
     return None
 
 
+def _float_edges(context: Any, graph: Any, nodes: list[int], unsupported: dict[str, str]) -> list[int]:
+    """``nodes`` less those that would pass a bool or int32 tensor across the edge of the
+    partitions TFLite makes of them (compiler/claim.py ``edge_dtype_problems``), partitioning
+    again after each removal (which can put other such tensors on an edge) until none is left."""
+    while nodes and carries_non_float(graph, nodes):
+        problems: dict[int, str] = {}
+        for members, inputs, outputs in preview_partitions(context, nodes):
+            problems.update(edge_dtype_problems(graph, members, inputs, outputs))
+        if not problems:
+            break
+        for index, why in problems.items():
+            unsupported[graph.nodes[index].name] = why
+        nodes = [n for n in nodes if n not in problems]
+    return nodes
+
+
 def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Preparing) -> int:
     """Prepare's work on one subgraph: capture, choose, compile, and replace the chosen nodes."""
     report, options = prep.report, state.options
@@ -248,6 +264,7 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
         native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
     prep.static = resolve(graph, plan)
     supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
+    supported = _float_edges(context, graph, supported, unsupported)
     chosen = largest_partitions(context, supported, options.max_delegated_partitions)
     for index in set(supported) - set(chosen):
         unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"

@@ -13,7 +13,16 @@ from ..compiler.graph import CUSTOM, Builtin, Graph, Node, Tensor
 from ..compiler.sparsity import DimensionMetadata, densify
 from ..errors import DelegateError
 
-_NUMPY_TYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 7: np.int16, 9: np.int8, 10: np.float16}
+_NUMPY_TYPES = {
+    1: np.float32,
+    2: np.int32,
+    3: np.uint8,
+    4: np.int64,
+    6: np.bool_,
+    7: np.int16,
+    9: np.int8,
+    10: np.float16,
+}
 _FLOAT16 = 10  # kTfLiteFloat16
 #: constants up to this size are read during Prepare (shapes, axes); larger ones when compiling
 SMALL_CONSTANT = 1 << 16
@@ -168,6 +177,8 @@ def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONS
     dtype = _NUMPY_TYPES.get(int(t.type))
     if is_constant and dtype is not None and (read_limit is None or _value_bytes(t, shape, dtype) <= read_limit):
         stored = np.frombuffer(ffi.buffer(t.data.raw, t.bytes), dtype=dtype)
+        if dtype is np.bool_:  # any non-zero byte is true; numpy would keep the byte itself
+            stored = stored.view(np.uint8) != 0
         if t.sparsity != ffi.NULL:
             value = _densified(t, shape, stored)
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .base import EmitContext, Op
 from .batch_matmul import BatchMatMul
+from .comparison import Cast, Compare, Logical, Select
 from .concatenation import Concatenation
 from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
@@ -23,6 +24,10 @@ _OPS: list[Op] = [
     BatchMatMul(),
     Binary(),
     Unary(),
+    Compare(),
+    Logical(),
+    Select(),
+    Cast(),
     Pool2D(),
     Reduce(),
     SameOrder(),

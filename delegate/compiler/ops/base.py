@@ -10,7 +10,7 @@ import numpy as np
 from ...context import model
 from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
-from ..graph import FLOAT32, Activation, Graph, Node, Padding, Tensor
+from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Padding, Tensor
 from ..kernel import WRITE, Kernel, Piece, RequiredWorkGroup
 
 #: CONV_2D's kernels: the matrix products (buffer storages only), or the generic ones, ``blocked`` (4
@@ -81,14 +81,21 @@ class Op:
         raise NotImplementedError
 
 
-def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
-    """Shared check: the tensors exist, are float32, unquantized, of rank <= 4 and static."""
+#: TfLiteType -> the name reasons use
+DTYPE_NAMES = {FLOAT32: "float32", INT32: "int32", BOOL: "bool"}
+
+
+def value_tensors(graph: Graph, indices: list[int], dtypes: tuple[int, ...] = (FLOAT32,)) -> str | None:
+    """Shared check: the tensors exist, are of one of ``dtypes``, unquantized, of rank <= 4 and static.
+
+    Every tensor lives on the device as float storage (FLT4): int32 and bool values as floats
+    (docs/ops.md, "Bool and int32 tensors"), so only the ops that know that accept other dtypes."""
     for i in indices:
         if i < 0:
             continue
         t = graph.tensor(i)
-        if t.dtype != FLOAT32:
-            return f"tensor {i} is not float32"
+        if t.dtype not in dtypes:
+            return f"tensor {i} is not {' or '.join(DTYPE_NAMES.get(d, str(d)) for d in dtypes)}"
         if t.quantized:
             return f"tensor {i} is quantized"
         if len(t.shape) > 4:
@@ -96,6 +103,11 @@ def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
         if any(d <= 0 for d in t.shape):
             return f"tensor {i} has a dynamic or empty shape {t.shape}"
     return None
+
+
+def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
+    """Shared check: the tensors exist, are float32, unquantized, of rank <= 4 and static."""
+    return value_tensors(graph, indices)
 
 
 def runtime_io(

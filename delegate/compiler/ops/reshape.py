@@ -1,13 +1,14 @@
-"""RESHAPE (any float32 shape of the same size), and SQUEEZE, EXPAND_DIMS and float-to-float CAST,
-which keep the row-major order too."""
+"""RESHAPE (any shape of the same size), and SQUEEZE and EXPAND_DIMS, which keep the row-major
+order too (CAST is in comparison.py); of float32 tensors, and of the bool and int32 tensors inside
+a partition (ops/comparison.py)."""
 
 from __future__ import annotations
 
 import math
 
-from ..graph import FLOAT32, Builtin, Graph, Node
+from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
 from ..kernel import Kernel
-from .base import HEAD, LANES, EmitContext, Op, operation, runtime_io, written
+from .base import HEAD, LANES, EmitContext, Op, operation, value_tensors, written
 
 # Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,
 # which is the same element of the input.
@@ -36,10 +37,15 @@ class Reshape(Op):
     data_inputs = 1
 
     def check(self, node: Node, graph: Graph) -> str | None:
+        if len(node.outputs) != 1:
+            return f"{len(node.outputs)} outputs (one expected)"
         src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
-        problem = runtime_io(node, graph, data_inputs=1)
+        # Moving values keeps them exact: bool and int32 tensors (ops/comparison.py) move as floats.
+        problem = value_tensors(graph, [node.inputs[0], node.outputs[0]], (FLOAT32, INT32, BOOL))
         if problem:
             return problem
+        if src.dtype != dst.dtype:
+            return "input and output types differ"
         if src.is_constant:
             return "reshape of a constant"
         if math.prod(src.shape) != math.prod(dst.shape):
@@ -51,13 +57,6 @@ class Reshape(Op):
 
 
 class SameOrder(Reshape):
-    """SQUEEZE, EXPAND_DIMS and float-to-float CAST keep the row-major order: the RESHAPE kernel."""
+    """SQUEEZE and EXPAND_DIMS keep the row-major order: the RESHAPE kernel."""
 
-    codes = (Builtin.SQUEEZE, Builtin.EXPAND_DIMS, Builtin.CAST)
-
-    def check(self, node: Node, graph: Graph) -> str | None:
-        if node.op == Builtin.CAST:
-            types = {graph.tensor(node.inputs[0]).dtype, graph.tensor(node.outputs[0]).dtype}
-            if types != {FLOAT32}:
-                return "CAST other than float32 to float32"
-        return super().check(node, graph)
+    codes = (Builtin.SQUEEZE, Builtin.EXPAND_DIMS)
