@@ -142,3 +142,14 @@ def test_widening_brings_an_amplifying_model_within_the_f16_tolerance(tmp_path, 
         assert np.allclose(want[:, :, 1:-1], 4.0, atol=1e-3)  # the exact values the docstring says
         errors[widen] = float(np.abs(got - want).max()) / float(np.abs(want).max())
     assert errors[True] <= 1e-2 < errors[False], errors
+
+
+def test_int32_tensors_keep_float32_storage():
+    from delegate.compiler.graph import INT32
+
+    g = _Graph()
+    x = g.tensor((1, 4, 4, 4))
+    as_int = g.node(Builtin.CAST, [x], (1, 4, 4, 4))
+    g.tensors[as_int] = dataclasses.replace(g.tensors[as_int], dtype=INT32)
+    back = g.node(Builtin.CAST, [as_int], (1, 4, 4, 4))
+    assert as_int in g.wide() and back not in g.wide()  # half holds integers exactly only to 2048

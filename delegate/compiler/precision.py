@@ -11,8 +11,9 @@ The gain of a consumer is the largest L1 norm of its weights over its output cha
 can multiply an input's error by. A tensor read by a consumer whose gain is above ``GAIN_LIMIT``
 is stored in float32, and so are the tensors it is a copy or a rearrangement of (pad, reshape,
 concatenation, slices, resizes, pooling, additions: ops that pass their operands' errors on
-unscaled), since rounding any of them reaches the consumer the same way. Everything else keeps
-the precision asked for; at F32 nothing changes.
+unscaled), since rounding any of them reaches the consumer the same way. Int32 tensors (held as
+floats: ops/comparison.py) are stored in float32 too, where every integer up to 2^24 is exact
+(half stops at 2048). Everything else keeps the precision asked for; at F32 nothing changes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..context.model import CalculationsPrecision
-from .graph import Builtin, Graph, Node
+from .graph import INT32, Builtin, Graph, Node
 
 #: A gain above which an input stored in half loses more than 2^-11 * 64 = 1/32 of its range
 #: at the consumer's output (worst case).
@@ -138,7 +139,7 @@ def wide_tensors(graph: Graph, nodes: list[int], precision: CalculationsPrecisio
         for tensor in graph.nodes[index].outputs:
             producer[tensor] = graph.nodes[index]
     seen: dict[int, bool] = {}
-    pending: list[int] = []
+    pending = [t for t in producer if graph.tensor(t).dtype == INT32]
     for index in nodes:
         data = sensitive_input(graph.nodes[index], graph, producer, seen)
         if data is not None:
