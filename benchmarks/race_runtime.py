@@ -47,8 +47,21 @@ _LOAD_BLOCK = 3
 MODELS = [ROOT.parent / "shared" / "models" / name for name in ("mobilenet_v2.tflite", "unet_small.tflite")]
 
 
+#: names the old runtime.py imports that have moved since: (module, name) -> (module, name)
+_MOVED = {("delegate.runtime.programs", "default_cache_dir"): ("delegate.cache", "default_program_dir")}
+
+
+def _provide_moved_names() -> None:
+    """Give the old runtime.py's imports what they name, from where it lives now."""
+    for (module, name), (home, new_name) in _MOVED.items():
+        target = importlib.import_module(module)
+        if not hasattr(target, name):
+            setattr(target, name, getattr(importlib.import_module(home), new_name))
+
+
 def old_runtime(rev: str) -> Any:
-    """``Runtime`` of ``delegate/runtime/runtime.py`` at ``rev``, importing its siblings from here."""
+    """``Runtime`` of ``delegate/runtime/runtime.py`` at ``rev``, importing its siblings from here
+    (names moved since are provided where it looks for them: ``_MOVED``)."""
     source = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{rev}:delegate/runtime/runtime.py"],
         check=True,
@@ -61,6 +74,7 @@ def old_runtime(rev: str) -> Any:
     module: ModuleType = importlib.util.module_from_spec(spec)
     module.__package__ = "delegate.runtime"
     sys.modules[name] = module
+    _provide_moved_names()
     exec(compile(source, f"{rev}:delegate/runtime/runtime.py", "exec"), module.__dict__)
     return module.Runtime
 
