@@ -135,3 +135,14 @@ def test_compare_writes_its_report_and_chart_elsewhere_than_results_md(tmp_path,
     assert all(s["device"] for s in samples if s["path"].startswith("delegate"))
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (compare.RESULTS.read_bytes(), compare.CHART.read_bytes()) == committed
+
+
+def test_race_runtime_runs_the_runtime_before_the_split_beside_this_one(capsys):
+    """The old runtime.py (git show) still loads over today's modules and runs the same plan."""
+    if shutil.which("git") is None or not (Path(__file__).resolve().parent.parent / ".git").exists():
+        pytest.skip("needs the git history (a clone, not an unpacked sdist)")
+    race = benchmark_module("race_runtime")
+    model = shared_path("models", "small_cnn.tflite")
+    assert race.main([str(model), "--loads", "3", "--calls", "20", "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["same_plan"] and result["same_programs"]
