@@ -140,3 +140,23 @@ def test_the_readme_names_the_layers():
     assert "docs/architecture.md" in section
     for unit in ("settings", "compiler", "context", "runtime", "plugin"):
         assert f"`delegate/{unit}/`" in section, unit
+
+
+#: the sizes docs/architecture.md promises a reader: a module fits in one sitting, a function on a screen
+MODULE_LINES, FUNCTION_LINES = 600, 100
+
+
+def test_modules_and_functions_stay_readable():
+    too_long = []
+    for path in PACKAGE.rglob("*.py"):
+        if "_generated" in path.parts:
+            continue
+        source = path.read_text()
+        if source.count("\n") > MODULE_LINES:
+            too_long.append(f"{path.relative_to(ROOT)}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert not too_long, "split these: " + "; ".join(too_long)
