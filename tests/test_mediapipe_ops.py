@@ -218,6 +218,140 @@ def test_selfie_segmentation_runs_fully_delegated(precision, programs):
         assert float(err.mean()) <= 5e-3 and flipped <= 1e-3, (float(err.mean()), flipped)
 
 
+# MaxPoolingWithArgmax2D and MaxUnpooling2D -------------------------------------------------------
+
+
+def pool_params(kernel, stride, padding, activation=0) -> bytes:
+    """TfLitePoolParams as MediaPipe writes it: padding, strides (w, h), filter (w, h), activation,
+    then TFLite's computed padding (unused)."""
+    return struct.pack("<10i", padding, stride[1], stride[0], kernel[1], kernel[0], activation, 0, 0, 0, 0)
+
+
+def _pooled(size: int, k: int, s: int, padding: int) -> int:
+    return -(-size // s) if padding == Padding.SAME else (size - k + s) // s
+
+
+def max_pool_argmax(x: np.ndarray, kernel, stride, padding, activation=0) -> tuple[np.ndarray, np.ndarray]:
+    """MediaPipe's kernel: the max of the window's taps inside the input (clamped by the activation)
+    and the first maximal tap, row-major, as ky * KW + kx + 0.1."""
+    b, h, w, c = x.shape
+    (kh, kw), (sh, sw) = kernel, stride
+    oh, ow = _pooled(h, kh, sh, padding), _pooled(w, kw, sw, padding)
+    ph, pw = max(((oh - 1) * sh + kh - h) // 2, 0), max(((ow - 1) * sw + kw - w) // 2, 0)
+    best = np.full((b, oh, ow, c), np.finfo(np.float32).min, np.float32)
+    tap = np.zeros((b, oh, ow, c), np.float32)
+    for oy in range(oh):
+        for ox in range(ow):
+            for ky in range(kh):
+                for kx in range(kw):
+                    iy, ix = oy * sh - ph + ky, ox * sw - pw + kx
+                    if 0 <= iy < h and 0 <= ix < w:
+                        v = x[:, iy, ix, :]
+                        wins = v > best[:, oy, ox, :]
+                        best[:, oy, ox, :] = np.where(wins, v, best[:, oy, ox, :])
+                        tap[:, oy, ox, :] = np.where(wins, ky * kw + kx, tap[:, oy, ox, :])
+    low, high = {0: (-np.inf, np.inf), 1: (0, np.inf), 3: (0, 6)}[activation]
+    return np.clip(best, low, high), tap + np.float32(0.1)
+
+
+def max_unpool(x: np.ndarray, indices: np.ndarray, kernel, stride) -> np.ndarray:
+    """MediaPipe's kernel: zeros, each value written at its window's tap int(index), later pixels last."""
+    b, h, w, c = x.shape
+    (kh, kw), (sh, sw) = kernel, stride
+    ph, pw = max(((h - 1) * sh + kh - h * kh) // 2, 0), max(((w - 1) * sw + kw - w * kw) // 2, 0)
+    out = np.zeros((b, h * kh, w * kw, c), np.float32)
+    for n in range(b):
+        for iy in range(h):
+            for ix in range(w):
+                for ch in range(c):
+                    t = int(indices[n, iy, ix, ch])
+                    oy, ox = iy * sh - ph + t // kw, ix * sw - pw + t % kw
+                    if 0 <= oy < h * kh and 0 <= ox < w * kw:
+                        out[n, oy, ox, ch] = x[n, iy, ix, ch]
+    return out
+
+
+#: (input H, W, C), kernel, stride, padding, activation (0 NONE, 1 RELU, 3 RELU6)
+_POOLS = [
+    ((8, 8, 4), (2, 2), (2, 2), Padding.SAME, 0),  # the segmentation models' 2x2 / 2
+    ((7, 9, 5), (3, 3), (2, 2), Padding.SAME, 1),
+    ((7, 9, 6), (3, 2), (2, 1), Padding.VALID, 0),
+    ((5, 6, 3), (2, 2), (1, 1), Padding.SAME, 3),  # overlapping windows
+    ((5, 5, 7), (2, 2), (3, 3), Padding.SAME, 0),  # gaps between windows
+]
+
+
+def _pool_id(c) -> str:
+    return f"{c[0]}-k{c[1]}-s{c[2]}-{Padding(c[3]).name}-act{c[4]}"
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+@pytest.mark.parametrize("case", _POOLS, ids=_pool_id)
+def test_max_pooling_with_argmax(case, precision, programs):
+    (h, w, c), kernel, stride, padding, act = case
+    rng = np.random.default_rng(h * 10 + c)
+    # Few distinct values: ties, where the first maximal tap must win.
+    x = rng.integers(-3, 4, (1, h, w, c)).astype(np.float32) / 2
+    want_max, want_tap = max_pool_argmax(x, kernel, stride, padding, act)
+    tensors = [T(x.shape), T(want_max.shape), T(want_tap.shape)]
+    op = Op(
+        CUSTOM,
+        [0],
+        [1, 2],
+        custom_code="MaxPoolingWithArgmax2D",
+        custom_options=pool_params(kernel, stride, padding, act),
+    )
+    (got_max, got_tap), state = run_delegate(
+        build_model(tensors, [op], [0], [1, 2]), [x], programs, precision=precision
+    )
+    assert state.unsupported == {} and len(state.delegated_nodes) == 1
+    np.testing.assert_array_equal(got_max, want_max)  # a max is one of its inputs, exactly representable here
+    np.testing.assert_array_equal(np.trunc(got_tap), np.trunc(want_tap))
+    assert_close(got_tap, want_tap, precision)
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+@pytest.mark.parametrize("case", _POOLS, ids=_pool_id)
+def test_max_unpooling_of_the_argmax(case, precision, programs):
+    (h, w, c), kernel, stride, padding, _ = case
+    rng = np.random.default_rng(h * 10 + c + 1)
+    x = rng.uniform(-2, 2, (1, h, w, c)).astype(np.float32)
+    pooled, taps = max_pool_argmax(x, kernel, stride, padding)
+    # Values of their own (a second input), so that where overlapping windows share a maximum, the
+    # pixels writing it differ, and the last one must win.
+    values = rng.uniform(-2, 2, pooled.shape).astype(np.float32)
+    want = max_unpool(values, taps, kernel, stride)
+    tensors = [T(x.shape), T(pooled.shape), T(taps.shape), T(values.shape), T(want.shape)]
+    options = pool_params(kernel, stride, padding)
+    ops = [
+        Op(CUSTOM, [0], [1, 2], custom_code="MaxPoolingWithArgmax2D", custom_options=options),
+        Op(CUSTOM, [3, 2], [4], custom_code="MaxUnpooling2D", custom_options=options),
+    ]
+    model = build_model(tensors, ops, [0, 3], [4, 1])
+    (got, _), state = run_delegate(model, [x, values], programs, precision=precision)
+    assert state.unsupported == {} and len(state.delegated_nodes) == 2
+    assert_close(got, want, precision)
+
+
+def test_max_unpooling_of_other_indices_stays_on_cpu(programs):
+    # Indices from the host could name any pixel: the gather would not be MediaPipe's scatter.
+    tensors = [T((1, 3, 3, 2)), T((1, 3, 3, 2)), T((1, 3, 3, 2)), T((1, 6, 6, 2))]
+    ops = [
+        Op(Builtin.RELU, [0], [2]),
+        Op(CUSTOM, [2, 1], [3], custom_code="MaxUnpooling2D", custom_options=pool_params((2, 2), (2, 2), 1)),
+    ]
+    host = host_runtime()
+    d = delegate.load_delegate(program_cache=programs)
+    with pytest.warns(UserWarning, match="MaxUnpooling2D_1 stays on CPU"):
+        host.Interpreter(
+            model_content=build_model(tensors, ops, [0, 1], [3]),
+            experimental_delegates=[d],
+            experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        )
+    why = delegate.delegate_state(d).unsupported["MaxUnpooling2D_1"]
+    assert "not the argmax of a MaxPoolingWithArgmax2D with the same window" in why
+
+
 # A custom op nobody runs ---------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from .comparison import Cast, Compare, Logical, Select
 from .concatenation import Concatenation
 from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
+from .mediapipe_pooling import MaxPoolingWithArgmax2D, MaxUnpooling2D
 from .mediapipe_transpose_conv import Convolution2DTransposeBias
 from .pad import MirrorPad, Pad
 from .pooling import Pool2D
@@ -51,6 +52,8 @@ _OPS: list[Op] = [
 #: kernels do not implement
 _CUSTOM_OPS: list[Op] = [
     Convolution2DTransposeBias(),
+    MaxPoolingWithArgmax2D(),
+    MaxUnpooling2D(),
 ]
 
 #: builtin code -> op
