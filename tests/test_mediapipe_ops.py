@@ -13,6 +13,7 @@ import struct
 import numpy as np
 import pytest
 import tflite
+from flatbuffers import flexbuffers
 
 import delegate
 from delegate.api import host_runtime
@@ -350,6 +351,117 @@ def test_max_unpooling_of_other_indices_stays_on_cpu(programs):
         )
     why = delegate.delegate_state(d).unsupported["MaxUnpooling2D_1"]
     assert "not the argmax of a MaxPoolingWithArgmax2D with the same window" in why
+
+
+# TransformTensorBilinear and TransformLandmarks ---------------------------------------------------
+
+
+def affine(angle: float, scale: float, shift: tuple[float, float]) -> np.ndarray:
+    """A [1, 4, 4] matrix as Landmarks2TransformMatrix writes it: rotation and scale in x, y, then shift."""
+    c, s = np.cos(angle) * scale, np.sin(angle) * scale
+    m = np.eye(4, dtype=np.float32)
+    m[0, :] = [c, -s, 0.25, shift[0]]  # column 2 multiplies z = 0: never counts
+    m[1, :] = [s, c, -0.5, shift[1]]
+    return m.reshape(1, 4, 4)
+
+
+def transform_bilinear(x: np.ndarray, m: np.ndarray, out_hw: tuple[int, int], aligned: bool) -> np.ndarray:
+    """MediaPipe's kernel: output (x, y) samples the input at m0 . (x, y, 0, 1), m1 . (x, y, 0, 1)
+    bilinearly (neighbours outside reading 0), 0 outside [0, W-1] x [0, H-1]; version 2 corrects m
+    for aligned corners first."""
+    _, h, w, c = x.shape
+    m0, m1 = m.reshape(-1)[:4].astype(np.float64), m.reshape(-1)[4:8].astype(np.float64)
+    if aligned:
+        m0[3] += m0[0] * 0.5 + m0[1] * 0.5 - 0.5
+        m1[3] += m1[0] * 0.5 + m1[1] * 0.5 - 0.5
+    out = np.zeros((1, *out_hw, c))
+
+    def at(yy: int, xx: int) -> np.ndarray:
+        return x[0, yy, xx].astype(np.float64) if 0 <= yy < h and 0 <= xx < w else np.zeros(c)
+
+    for oy in range(out_hw[0]):
+        for ox in range(out_hw[1]):
+            tx, ty = m0 @ (ox, oy, 0, 1), m1 @ (ox, oy, 0, 1)
+            if tx < 0 or tx > w - 1 or ty < 0 or ty > h - 1:
+                continue
+            fx, fy = int(np.floor(tx)), int(np.floor(ty))
+            right, lower = tx - fx, ty - fy
+            up = (1 - right) * at(fy, fx) + right * at(fy, fx + 1)
+            down = (1 - right) * at(fy + 1, fx) + right * at(fy + 1, fx + 1)
+            out[0, oy, ox] = lower * down + (1 - lower) * up
+    return out
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+@pytest.mark.parametrize(
+    "name, version, aligned", [("TransformTensorBilinear", 2, True), ("TransformTensor", 1, False)]
+)
+def test_transform_tensor_bilinear(name, version, aligned, precision, programs):
+    rng = np.random.default_rng(version)
+    x = rng.uniform(-2, 2, (1, 9, 11, 6)).astype(np.float32)
+    out_hw = (7, 8)
+    # Rotated and scaled onto the input, part of the output falling outside it (zeros there).
+    m = affine(0.4, 1.3, (2.0, -1.0))
+    if version == 2:
+        options = bytes(flexbuffers.Dumps({"output_height": out_hw[0], "output_width": out_hw[1]}))
+    else:
+        options = bytes(flexbuffers.Dumps({"mode": "bilinear", "output_size": list(out_hw)}))
+    want = transform_bilinear(x, m, out_hw, aligned)
+    assert 0 < np.count_nonzero(want[..., 0] == 0) < want[..., 0].size  # some outside, some inside
+    tensors = [T(x.shape), T(m.shape), T(want.shape)]
+    op = Op(CUSTOM, [0, 1], [2], version=version, custom_code=name, custom_options=options)
+    (got,), state = run_delegate(build_model(tensors, [op], [0, 1], [2]), [x, m], programs, precision=precision)
+    assert state.unsupported == {} and len(state.delegated_nodes) == 1
+    assert_close(got, want, precision)
+
+
+def transform_landmarks(points: np.ndarray, m: np.ndarray, dims: int, scale: float) -> np.ndarray:
+    """MediaPipe's kernel: each point's x', y' = m0, m1 . (x, y, 0, scale); a z is copied."""
+    m0, m1 = m.reshape(-1)[:4].astype(np.float64), m.reshape(-1)[4:8].astype(np.float64)
+    p = points.astype(np.float64).reshape(-1, dims).copy()
+    x, y = p[:, 0].copy(), p[:, 1].copy()
+    p[:, 0] = m0[0] * x + m0[1] * y + m0[3] * scale
+    p[:, 1] = m1[0] * x + m1[1] * y + m1[3] * scale
+    return p.reshape(points.shape)
+
+
+#: (version, landmarks shape, dimensions, scale): version 1 reads dimensions and scale from its options
+_LANDMARK_CASES = [
+    (1, (1, 1, 5, 6), 3, 2.0),
+    (1, (1, 2, 3, 8), 2, 0.5),
+    (2, (1, 80, 3), 3, 1.0),
+    (2, (1, 7, 2), 2, 1.0),
+]
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+@pytest.mark.parametrize("case", _LANDMARK_CASES, ids=lambda c: f"v{c[0]}-{c[1]}-d{c[2]}")
+def test_transform_landmarks(case, precision, programs):
+    version, shape, dims, scale = case
+    rng = np.random.default_rng(len(shape) + dims)
+    points = rng.uniform(0, 2, shape).astype(np.float32)
+    m = affine(-0.7, 0.9, (0.5, 1.5))
+    options = bytes(flexbuffers.Dumps({"dimensions": dims, "scale": scale})) if version == 1 else b""
+    tensors = [T(shape), T(m.shape), T(shape)]
+    op = Op(CUSTOM, [0, 1], [2], version=version, custom_code="TransformLandmarks", custom_options=options)
+    (got,), state = run_delegate(build_model(tensors, [op], [0, 1], [2]), [points, m], programs, precision=precision)
+    assert state.unsupported == {} and len(state.delegated_nodes) == 1
+    assert_close(got, transform_landmarks(points, m, dims, scale), precision)
+
+
+def test_transform_ops_with_bad_options_stay_on_cpu(programs):
+    x, m = T((1, 4, 4, 2)), T((1, 4, 4))
+    bad = bytes(flexbuffers.Dumps({"dimensions": 4, "scale": 1.0}))  # neither 2 nor 3
+    ops = [Op(CUSTOM, [0, 1], [2], version=1, custom_code="TransformLandmarks", custom_options=bad)]
+    host = host_runtime()
+    d = delegate.load_delegate(program_cache=programs)
+    with pytest.warns(UserWarning, match="TransformLandmarks_0 stays on CPU"):
+        host.Interpreter(
+            model_content=build_model([x, m, T((1, 4, 4, 2))], ops, [0, 1], [2]),
+            experimental_delegates=[d],
+            experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        )
+    assert "dimensions 4 (2 or 3)" in delegate.delegate_state(d).unsupported["TransformLandmarks_0"]
 
 
 # A custom op nobody runs ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ from .concatenation import Concatenation
 from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
 from .mediapipe_pooling import MaxPoolingWithArgmax2D, MaxUnpooling2D
+from .mediapipe_transform import TransformLandmarks, TransformTensorBilinear
 from .mediapipe_transpose_conv import Convolution2DTransposeBias
 from .pad import MirrorPad, Pad
 from .pooling import Pool2D
@@ -54,6 +55,8 @@ _CUSTOM_OPS: list[Op] = [
     Convolution2DTransposeBias(),
     MaxPoolingWithArgmax2D(),
     MaxUnpooling2D(),
+    TransformTensorBilinear(),
+    TransformLandmarks(),
 ]
 
 #: builtin code -> op
