@@ -449,6 +449,64 @@ def test_transform_landmarks(case, precision, programs):
     assert_close(got, transform_landmarks(points, m, dims, scale), precision)
 
 
+def landmarks_to_matrix(points: np.ndarray, o: dict) -> np.ndarray:
+    """MediaPipe's version 2 kernel, product by product: rotation r = target - angle(left -> right);
+    the subset's box in the frame rotated by r; its centre rotated back; then shift(centre) *
+    rotation(-r) * scale(scale * box / output) * shift(-output / 2)."""
+    p = points.reshape(-1, 3).astype(np.float64)
+
+    def rot3(a: float) -> np.ndarray:
+        return np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+
+    left, right = p[o["left_rotation_idx"]], p[o["right_rotation_idx"]]
+    r = o["target_rotation_radians"] - np.arctan2(right[1] - left[1], right[0] - left[0])
+    box = np.array([rot3(r) @ (p[i, 0], p[i, 1], 1.0) for i in o["subset_idxs"]])
+    lo, hi = box.min(axis=0), box.max(axis=0)
+    centre = rot3(-r) @ ((lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, 1.0)
+    shift, rotation, scale, shift2 = (np.eye(4) for _ in range(4))
+    shift[:2, 3] = centre[:2]
+    rotation[:2, :2] = rot3(-r)[:2, :2]
+    scale[0, 0] = o["scale_x"] * (hi[0] - lo[0]) / o["output_width"]
+    scale[1, 1] = o["scale_y"] * (hi[1] - lo[1]) / o["output_height"]
+    shift2[:2, 3] = (-o["output_width"] / 2, -o["output_height"] / 2)
+    return (shift @ rotation @ scale @ shift2).reshape(1, 4, 4)
+
+
+_MATRIX_OPTIONS = {
+    "subset_idxs": [0, 3, 5, 7, 9],  # odd: MediaPipe pairs the last with itself
+    "left_rotation_idx": 2,
+    "right_rotation_idx": 6,
+    "target_rotation_radians": 0.3,
+    "output_height": 6,
+    "output_width": 8,
+    "scale_x": 1.5,
+    "scale_y": 1.25,
+}
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_landmarks_to_transform_matrix_feeding_the_transform(precision, programs):
+    # The attention face-mesh pattern: landmarks -> matrix -> a crop of the features through it.
+    rng = np.random.default_rng(11)
+    points = rng.uniform(0, 10, (1, 12, 3)).astype(np.float32)
+    x = rng.uniform(-2, 2, (1, 12, 12, 5)).astype(np.float32)
+    options = bytes(flexbuffers.Dumps(_MATRIX_OPTIONS))
+    out_hw = (_MATRIX_OPTIONS["output_height"], _MATRIX_OPTIONS["output_width"])
+    crop = bytes(flexbuffers.Dumps({"output_height": out_hw[0], "output_width": out_hw[1]}))
+    tensors = [T(points.shape), T((1, 4, 4)), T(x.shape), T((1, *out_hw, 5))]
+    ops = [
+        Op(CUSTOM, [0], [1], version=2, custom_code="Landmarks2TransformMatrix", custom_options=options),
+        Op(CUSTOM, [2, 1], [3], version=2, custom_code="TransformTensorBilinear", custom_options=crop),
+    ]
+    model = build_model(tensors, ops, [0, 2], [1, 3])
+    (matrix, cropped), state = run_delegate(model, [points, x], programs, precision=precision)
+    assert state.unsupported == {} and len(state.delegated_nodes) == 2
+    want = landmarks_to_matrix(points, _MATRIX_OPTIONS)
+    assert_close(matrix, want, precision)
+    if precision == "F32":  # in F16 the matrix is stored in half: the crop moves with its rounding
+        assert_close(cropped, transform_bilinear(x, want.astype(np.float32), out_hw, True), precision)
+
+
 def test_transform_ops_with_bad_options_stay_on_cpu(programs):
     x, m = T((1, 4, 4, 2)), T((1, 4, 4))
     bad = bytes(flexbuffers.Dumps({"dimensions": 4, "scale": 1.0}))  # neither 2 nor 3

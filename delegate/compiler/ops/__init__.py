@@ -10,7 +10,7 @@ from .concatenation import Concatenation
 from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
 from .mediapipe_pooling import MaxPoolingWithArgmax2D, MaxUnpooling2D
-from .mediapipe_transform import TransformLandmarks, TransformTensorBilinear
+from .mediapipe_transform import Landmarks2TransformMatrix, TransformLandmarks, TransformTensorBilinear
 from .mediapipe_transpose_conv import Convolution2DTransposeBias
 from .pad import MirrorPad, Pad
 from .pooling import Pool2D
@@ -57,6 +57,7 @@ _CUSTOM_OPS: list[Op] = [
     MaxUnpooling2D(),
     TransformTensorBilinear(),
     TransformLandmarks(),
+    Landmarks2TransformMatrix(),
 ]
 
 #: builtin code -> op

@@ -220,3 +220,99 @@ class TransformLandmarks(Op):
             literals={"dims": dims, "channels": channels},
             floats={"scale": scale},
         )
+
+
+_MATRIX = "Landmarks2TransformMatrix"
+
+
+def matrix_options(node: Node) -> dict[str, Any]:
+    """Landmarks2TransformMatrix's version 2 options, checked as MediaPipe's kernel checks them."""
+    opts = flex_options(node.custom_options)
+    keys = ("subset_idxs", "left_rotation_idx", "right_rotation_idx", "target_rotation_radians")
+    keys += ("output_height", "output_width", "scale_x", "scale_y")
+    missing = [k for k in keys if k not in opts]
+    if missing:
+        raise ValueError(f"options lack {', '.join(missing)}")
+    subset = opts["subset_idxs"]
+    if not isinstance(subset, list) or not subset or not all(isinstance(i, int) and i >= 0 for i in subset):
+        raise ValueError(f"subset_idxs {subset!r} is not a list of landmark indices")
+    if min(opts["left_rotation_idx"], opts["right_rotation_idx"]) < 0:
+        raise ValueError("a rotation index is negative")
+    if min(opts["output_height"], opts["output_width"]) <= 0 or min(opts["scale_x"], opts["scale_y"]) <= 0:
+        raise ValueError("output size and scales must be positive")
+    return opts
+
+
+#: rotation r (target - the left-right landmark angle), the subset's box in the frame rotated by r,
+#: its centre rotated back, and the matrix shift(centre) * rotation(-r) * scale * shift(-output / 2),
+#: multiplied out (rows 2 and 3 are the identity's)
+_MATRIX_CODE = """  float4 left = convert_float4(args.src_tensor.Read({left}, 0, 0, 0));
+  float4 right = convert_float4(args.src_tensor.Read({right}, 0, 0, 0));
+  float r = {target}f - atan2(right.y - left.y, right.x - left.x);
+  float cr = cos(r), sr = sin(r);
+  float4 p = convert_float4(args.src_tensor.Read({first}, 0, 0, 0));
+  float x_min = cr * p.x - sr * p.y, x_max = x_min;
+  float y_min = sr * p.x + cr * p.y, y_max = y_min;
+{points}  float mx = (x_min + x_max) / 2.0f, my = (y_min + y_max) / 2.0f;
+  float cx = cos(-r) * mx - sin(-r) * my, cy = sin(-r) * mx + cos(-r) * my;
+  float c = cos(-r), s = sin(-r);
+  float sx = {scale_x}f * (x_max - x_min) / {width}.0f, sy = {scale_y}f * (y_max - y_min) / {height}.0f;
+  float hw = -({width}.0f / 2.0f), hh = -({height}.0f / 2.0f);
+  FLT4 result = INIT_FLT4(0.0f);
+  if (X == 0) result = TO_FLT4((float4)(c * sx, -s * sy, 0.0f, c * sx * hw - s * sy * hh + cx));
+  if (X == 1) result = TO_FLT4((float4)(s * sx, c * sy, 0.0f, s * sx * hw + c * sy * hh + cy));
+  if (X == 2) result = INIT_FLT4(0.0f); if (X == 2) result.z = 1.0f;
+  if (X == 3) result = INIT_FLT4(0.0f); if (X == 3) result.w = 1.0f;
+"""
+_POINT = """  p = convert_float4(args.src_tensor.Read({i}, 0, 0, 0));
+  {{ float x = cr * p.x - sr * p.y, y = sr * p.x + cr * p.y;
+    x_min = x < x_min ? x : x_min; x_max = x > x_max ? x : x_max;
+    y_min = y < y_min ? y : y_min; y_max = y > y_max ? y : y_max; }}
+"""
+
+
+class Landmarks2TransformMatrix(Op):
+    """MediaPipe's Landmarks2TransformMatrix, version 2 (3-D landmarks [1, N, 3] -> a [1, 4, 4] matrix)."""
+
+    custom_names = (_MATRIX,)
+    data_inputs = 1
+
+    def output_shapes(self, node: Node, graph: Graph) -> list[tuple[int, ...]] | None:
+        if len(node.inputs) != 1 or len(node.outputs) != 1 or node.inputs[0] < 0:
+            return None
+        return [(1, 4, 4)] if len(graph.tensor(node.inputs[0]).shape) == 3 else None
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        if len(node.inputs) != 1 or len(node.outputs) != 1 or min(*node.inputs, *node.outputs) < 0:
+            return f"{len(node.inputs)} inputs and {len(node.outputs)} outputs (landmarks -> matrix expected)"
+        src = graph.tensor(node.inputs[0])
+        if len(src.shape) == 4:
+            return "version 1 (4-D landmarks) is not implemented; version 2 takes [1, N, 3]"
+        if src.dtype != FLOAT32 or src.quantized or len(src.shape) != 3 or src.shape[0] != 1 or src.shape[2] != 3:
+            return f"landmarks {src.shape} are not a float32 [1, N, 3] tensor"
+        if tuple(graph.tensor(node.outputs[0]).shape) != (1, 4, 4):
+            return f"the model's output shape {graph.tensor(node.outputs[0]).shape} is not [1, 4, 4]"
+        opts = matrix_options(node)
+        used = [*opts["subset_idxs"], opts["left_rotation_idx"], opts["right_rotation_idx"]]
+        if max(used) >= src.shape[1]:
+            return f"landmark index {max(used)} is past the {src.shape[1]} landmarks"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        o = matrix_options(node)
+        subset = o["subset_idxs"]
+        values = {
+            "left": o["left_rotation_idx"],
+            "right": o["right_rotation_idx"],
+            "target": repr(float(o["target_rotation_radians"])),
+            "first": subset[0],
+            "scale_x": repr(float(o["scale_x"])),
+            "scale_y": repr(float(o["scale_y"])),
+            "width": o["output_width"],
+            "height": o["output_height"],
+            "points": "".join(_POINT.format(i=i) for i in subset[1:]),
+        }
+        code = _MATRIX_CODE
+        for key, value in values.items():
+            code = code.replace("{" + key + "}", str(value))
+        return operation(written(HEAD + code), srcs=["src_tensor"])
