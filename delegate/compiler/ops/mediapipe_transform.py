@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from flatbuffers import flexbuffers
-
 from .. import layout
 from ..graph import FLOAT32, Graph, Node
 from ..kernel import Kernel
@@ -32,6 +30,8 @@ _BILINEAR, _LEGACY, _LANDMARKS = "TransformTensorBilinear", "TransformTensor", "
 
 def flex_options(options: bytes) -> dict[str, Any]:
     """A node's flexbuffer options as a dict; ValueError when they are not a flexbuffer map."""
+    from flatbuffers import flexbuffers  # here: a warm start loads no flatbuffers (tests/test_plugin.py)
+
     try:
         value = flexbuffers.Loads(options) if options else {}
     except Exception as exc:  # the flexbuffers reader raises whatever a bad byte leads it to
