@@ -63,11 +63,10 @@ def partition_key(
     for index in nodes:
         node = graph.nodes[index]
         shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
-        h.update(
-            json.dumps(
-                [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes], default=str
-            ).encode()
-        )
+        fields = [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes]
+        if node.custom_name or node.custom_options:  # a custom op is its name and its options
+            fields += [node.custom_name, node.custom_options.hex()]
+        h.update(json.dumps(fields, default=str).encode())
     h.update(model_id)
     return h.hexdigest()[:KEY_LENGTH]
 

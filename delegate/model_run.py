@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .api import Interpreter, current_host, host_runtime
+from .compiler.claim import NO_KERNEL
 from .model_check import verify_model
 from .plugin import DelegateState
 from .plugin.options import DelegateOptions
@@ -196,6 +197,13 @@ def _dynamic_inputs_hint(interpreter: Any) -> str:
     )
 
 
+def _no_kernel_hint(interpreter: Any) -> str:
+    """What the delegate said of the custom ops that neither it nor the host runs, if any."""
+    state = interpreter.opencl
+    unresolved = [f"{name}: {why}" for name, why in (state.unsupported if state else {}).items() if NO_KERNEL in why]
+    return f"; {'; '.join(unresolved)}" if unresolved else ""
+
+
 def cpu_interpreter(model: str, input_shapes: dict[str | int, tuple[int, ...]] | None = None) -> Any:
     """The reference: the host runtime's default CPU path (XNNPACK), one thread per core, allocated."""
     verify_model(model)
@@ -227,7 +235,7 @@ def run_model(
     try:
         interpreter.allocate_tensors()
     except RuntimeError as exc:
-        hint = "" if input_shapes else _dynamic_inputs_hint(interpreter)
+        hint = _no_kernel_hint(interpreter) or ("" if input_shapes else _dynamic_inputs_hint(interpreter))
         if not hint:
             raise
         raise RuntimeError(f"{str(exc).strip() or type(exc).__name__}{hint}") from exc
@@ -236,7 +244,15 @@ def run_model(
     effective = interpreter.effective
     inputs = _inputs(interpreter, seed)
     delegate_ms, outputs = _first_call_and_latency_ms(interpreter, inputs, runs)
-    cpu = cpu_interpreter(model, input_shapes)
+    try:
+        cpu = cpu_interpreter(model, input_shapes)
+    except RuntimeError as exc:  # say that the delegate did run it (a custom op only it runs)
+        host = current_host()
+        raise RuntimeError(
+            f"the delegate ran the model ({len(state.delegated_nodes)} of {state.total_nodes} nodes delegated), "
+            f"but the reference it is compared with, {host.name} {host.version}'s CPU path, cannot: "
+            f"{str(exc).strip() or type(exc).__name__}"
+        ) from exc
     cpu_ms, reference = _first_call_and_latency_ms(cpu, inputs, runs)
     details = cpu.get_output_details()
     compared = [compare_output(d, a, b) for d, a, b in zip(details, outputs, reference, strict=True)]

@@ -44,8 +44,11 @@ def test_unsupported_reasons_name_the_op():
     graph = Graph({0: Tensor(0, 1, (1, 4)), 1: Tensor(1, 1, (1, 4))}, {})
     floor = Node(1, 8, 1, (0,), (1,))
     assert unsupported_reason(floor, graph) == "FLOOR is not supported by the compiler"
-    custom = Node(2, CUSTOM, 1, (0,), (1,), custom_name="Convolution2DTransposeBias")
-    assert unsupported_reason(custom, graph) == "custom op Convolution2DTransposeBias is not supported by the compiler"
+    custom = Node(2, CUSTOM, 1, (0,), (1,), custom_name="NoSuchOp")
+    assert unsupported_reason(custom, graph) == "custom op NoSuchOp is not supported by the compiler"
+    # A custom op the compiler has an op for (ops/mediapipe_transpose_conv.py) is checked by it.
+    known = Node(3, CUSTOM, 1, (0,), (1,), custom_name="Convolution2DTransposeBias")
+    assert "input, weights, bias -> output expected" in unsupported_reason(known, graph)
 
 
 @pytest.mark.opencl

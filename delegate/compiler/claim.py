@@ -4,10 +4,23 @@ from __future__ import annotations
 
 from .fold import consumers, fold_constants
 from .graph import FLOAT32, Builtin, Graph, op_name
-from .ops import OPS
+from .ops import CUSTOM_OPS, op_for
 from .ops.base import DTYPE_NAMES
 from .partition import runtime_inputs, unsupported_reason
 from .shapes import StaticShapes, fold_values
+
+#: what the reason of an unclaimed custom op with no TFLite kernel says (plugin/callbacks.py warns of
+#: it, model_run.py adds it to the host's error): the host cannot run the node either
+NO_KERNEL = "this TFLite runtime has no kernel for it either"
+
+
+def no_kernel_note() -> str:
+    """What to do about a custom op that neither the host nor the delegate runs."""
+    return (
+        f"{NO_KERNEL}, so allocate_tensors() fails unless another delegate runs it: register the op's kernel "
+        "with the interpreter (a custom op resolver) or use a model without it (the OpenCL delegate runs the "
+        f"custom ops {', '.join(sorted(CUSTOM_OPS))})"
+    )
 
 
 def claimed_nodes(
@@ -59,6 +72,10 @@ def claimed_nodes(
             unsupported[node.name] = f"{op_name(node.op)} folded only when every consumer is delegated"
         else:
             unsupported[node.name] = f"{op_name(node.op)} is not supported by the compiler"
+    for index in plan:  # a custom op nobody runs: say so where it is reported, with what to do
+        node = graph.nodes[index]
+        if node.unresolved and index not in claimed and node.name in unsupported:
+            unsupported[node.name] = f"{unsupported[node.name]}; {no_kernel_note()}"
     return [i for i in plan if i in claimed], unsupported
 
 
@@ -66,7 +83,7 @@ def _non_float_tensors(graph: Graph, index: int) -> tuple[list[int], list[int]]:
     """The bool and int32 runtime tensors node ``index``'s kernel reads and writes; none for a
     node with no kernel (folded values are constants by now: shapes.fold_values)."""
     node = graph.nodes[index]
-    if node.op not in OPS or all(graph.tensor(o).is_constant for o in node.outputs):
+    if op_for(node) is None or all(graph.tensor(o).is_constant for o in node.outputs):
         return [], []
 
     def non_float(ids: list[int]) -> list[int]:

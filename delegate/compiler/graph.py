@@ -167,6 +167,9 @@ class Node:
     #: a custom op with no kernel of its own (no prepare, no external registration): only a
     #: delegate can run it
     unresolved: bool = False
+    #: a custom op's options as the model stores them (Operator.custom_options): a flat C struct
+    #: or a flexbuffer, as each op defines
+    custom_options: bytes = b""
 
     @property
     def name(self) -> str:

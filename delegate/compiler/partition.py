@@ -10,7 +10,7 @@ from . import layout
 from .fusion import link, linkable
 from .graph import FLOAT32, Builtin, Graph, Node
 from .kernel import KernelNode
-from .ops import OPS, EmitContext
+from .ops import EmitContext, op_for
 from .ops.base import HEAD, ConvKernels, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
@@ -129,7 +129,7 @@ def _pairs(
 
 def unsupported_reason(node: Node, graph: Graph) -> str | None:
     """None when the compiler can run ``node``, else why not."""
-    op = OPS.get(node.op)
+    op = op_for(node)
     if op is None:
         return f"{node.op_description} is not supported by the compiler"
     try:
@@ -139,7 +139,8 @@ def unsupported_reason(node: Node, graph: Graph) -> str | None:
 
 
 def runtime_inputs(node: Node, graph: Graph) -> list[int]:
-    op = OPS[node.op]
+    op = op_for(node)
+    assert op is not None, f"{node.name} was claimed with no op to compile it"
     return [i for i in node.inputs[: op.data_inputs] if i >= 0 and not graph.tensor(i).is_constant]
 
 
@@ -239,7 +240,8 @@ def _kernels(
                 producer_of[node.outputs[0]] = producer
                 use([*producer.input_ids, *node.outputs])
                 continue
-            op = OPS[node.op]
+            op = op_for(node)
+            assert op is not None
             node_inputs = runtime_inputs(node, graph)
             if op.per_output:  # several outputs: one kernel each, all reading the same input
                 for kernel, output in op.emit_many(node, emit):

@@ -10,8 +10,9 @@ tensors only, a few ops with TFLite's semantics) so the nodes reading them compi
 constant shapes, and names every tensor whose shape still depends on values computed at run time,
 with the node that makes it so: nodes touching those stay on TFLite's CPU kernels.
 
-A node whose semantics this module does not know (a custom op, control flow, resource variables)
-counts as making its outputs' shapes dynamic: a static shape must be proven, not assumed.
+A node whose semantics this module does not know (a custom op the compiler has no op for, control
+flow, resource variables) counts as making its outputs' shapes dynamic: a static shape must be
+proven, not assumed. A custom op the compiler has an op for is proven by that op's output_shapes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 
 from .graph import Graph, Node
 from .op_names import BUILTIN_OPERATORS
+from .ops import CUSTOM_OPS
 
 _INT32, _INT64 = 2, 4  # TfLiteType
 #: integer tensors up to this many elements are evaluated (shape vectors, scalars)
@@ -143,7 +145,9 @@ def _dynamic_reason(
     node: Node, graph: Graph, value: Callable[[int], np.ndarray | None], name_of: Callable[[Node], str]
 ) -> str | None:
     label = name_of(node)
-    if node.op == _Op.CUSTOM or node.op > _KNOWN_UP_TO:
+    if node.op == _Op.CUSTOM:
+        return _custom_reason(node, graph, label)
+    if node.op > _KNOWN_UP_TO:
         return f"{label} is an op whose output shapes are not known before it runs"
     if node.op in VALUE_SHAPED:
         return f"{label} computes its output shapes when it runs"
@@ -155,6 +159,22 @@ def _dynamic_reason(
         out = graph.tensor(node.outputs[0]).shape
         if shape is not None and not _reshape_matches(shape, graph.tensor(node.inputs[0]).shape, out):
             return f"{label}'s computed shape {shape.tolist()} is not the model's {list(out)}"
+    return None
+
+
+def _custom_reason(node: Node, graph: Graph, label: str) -> str | None:
+    """A custom op the compiler knows has the output shapes its op computes (it has no TFLite kernel
+    to compute others), when the model's shapes are those; any other custom op's are unknown."""
+    op = CUSTOM_OPS.get(node.custom_name)
+    try:
+        computed = op.output_shapes(node, graph) if op is not None else None
+    except ValueError as exc:
+        return f"{label} has options its output shapes cannot be computed from: {exc}"
+    if computed is None:
+        return f"{label} is an op whose output shapes are not known before it runs"
+    stored = [tuple(graph.tensor(o).shape) for o in node.outputs]
+    if computed != stored:
+        return f"{label} computes output shapes {computed}, not the model's {stored}"
     return None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._native import ffi, lib
 from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
-from ..compiler.claim import carries_non_float, claimed_nodes, edge_dtype_problems
+from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
 from ..compiler.device_policy import compile_options
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
@@ -270,6 +270,9 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
         unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
     report.total_nodes = len(plan)
     report.unsupported = unsupported
+    for name, why in unsupported.items():
+        if NO_KERNEL in why:
+            warnings.warn(f"{_PLUGIN}: {name} stays on CPU: {why}", stacklevel=1)
     chosen = _precompile(context, prep, chosen, state, undo_unsafe_reason(context, plan) is not None)
     report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
     shown = list(report.unsupported.items())[:5]

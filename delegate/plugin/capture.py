@@ -133,7 +133,16 @@ def capture_node(context: Any, index: int) -> Node:
         params=_params(code, node.builtin_data),
         custom_name=ffi.string(reg.custom_name).decode("utf-8", "replace") if custom else "",
         unresolved=code == CUSTOM and reg.prepare == ffi.NULL and reg.registration_external == ffi.NULL,
+        custom_options=_custom_options(node) if code == CUSTOM else b"",
     )
+
+
+def _custom_options(node: Any) -> bytes:
+    """A custom node's options (TfLiteNode.custom_initial_data: the model's Operator.custom_options)."""
+    size = int(node.custom_initial_data_size)
+    if node.custom_initial_data == ffi.NULL or size <= 0:
+        return b""
+    return bytes(ffi.buffer(ffi.cast("const char *", node.custom_initial_data), size))
 
 
 def _int_vector(array: Any) -> np.ndarray:

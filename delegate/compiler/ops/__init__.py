@@ -1,13 +1,17 @@
-"""The op table: builtin code -> the op that checks and emits it."""
+"""The op tables: builtin code, or a custom op's name -> the op that checks and emits it."""
 
 from __future__ import annotations
 
+from ..graph import CUSTOM, Node
 from .base import EmitContext, Op
 from .batch_matmul import BatchMatMul
 from .comparison import Cast, Compare, Logical, Select
 from .concatenation import Concatenation
 from .conv import Conv2D, DepthwiseConv2D, FullyConnected, TransposeConv
 from .elementwise import Binary, Unary
+from .mediapipe_pooling import MaxPoolingWithArgmax2D, MaxUnpooling2D
+from .mediapipe_transform import Landmarks2TransformMatrix, TransformLandmarks, TransformTensorBilinear
+from .mediapipe_transpose_conv import Convolution2DTransposeBias
 from .pad import MirrorPad, Pad
 from .pooling import Pool2D
 from .reduce import Reduce
@@ -45,7 +49,28 @@ _OPS: list[Op] = [
     ResizeBilinear(),
 ]
 
+#: ops that are custom ops (builtin code CUSTOM), known by name: MediaPipe's, which TFLite's CPU
+#: kernels do not implement
+_CUSTOM_OPS: list[Op] = [
+    Convolution2DTransposeBias(),
+    MaxPoolingWithArgmax2D(),
+    MaxUnpooling2D(),
+    TransformTensorBilinear(),
+    TransformLandmarks(),
+    Landmarks2TransformMatrix(),
+]
+
 #: builtin code -> op
 OPS: dict[int, Op] = {code: op for op in _OPS for code in op.codes}
+#: custom op name (the model's OperatorCode.custom_code) -> op
+CUSTOM_OPS: dict[str, Op] = {name: op for op in _CUSTOM_OPS for name in op.custom_names}
 
-__all__ = ["OPS", "EmitContext", "Op"]
+
+def op_for(node: Node) -> Op | None:
+    """The op that compiles ``node``: by its code, or a custom op by its name; None if none does."""
+    if node.op == CUSTOM:
+        return CUSTOM_OPS.get(node.custom_name)
+    return OPS.get(node.op)
+
+
+__all__ = ["CUSTOM_OPS", "OPS", "EmitContext", "Op", "op_for"]

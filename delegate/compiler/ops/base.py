@@ -49,9 +49,10 @@ class EmitContext:
 class Op:
     """An op family: the builtin codes it runs, its support check and its code generator.
 
-    ``OPS`` (ops/__init__.py) maps each code to one instance. ``emit`` returns the node's
-    ``Kernel`` (``operation`` builds one), or for a family with ``per_output`` set, ``emit_many``
-    one kernel per output. What the partition compiler relies on in every kernel:
+    ``OPS`` (ops/__init__.py) maps each code to one instance, ``CUSTOM_OPS`` each custom op's
+    name (``op_for`` finds a node's). ``emit`` returns the node's ``Kernel`` (``operation`` builds
+    one), or for a family with ``per_output`` set, ``emit_many`` one kernel per output.
+    What the partition compiler relies on in every kernel:
 
     - it writes one runtime tensor, ``dst_tensor``, and reads the node's non-constant data inputs
       (the first ``data_inputs``) in order by ``src_tensors_names``; constants are objects;
@@ -63,6 +64,8 @@ class Op:
     """
 
     codes: tuple[int, ...] = ()
+    #: the custom ops (builtin code CUSTOM) it serves, by the name the model's operator code gives
+    custom_names: tuple[str, ...] = ()
     #: how many leading inputs carry data; non-constant ones become the kernel's src tensors, in order
     data_inputs: int = 1
     #: the node gets one kernel per output (``emit_many``), named ``node:output``
@@ -71,6 +74,12 @@ class Op:
     def check(self, node: Node, graph: Graph) -> str | None:
         """None when the node is supported, else why not (shown in the partition summary)."""
         raise NotImplementedError
+
+    def output_shapes(self, node: Node, graph: Graph) -> list[tuple[int, ...]] | None:
+        """For a custom op: the output shapes it computes from its input shapes and options (TFLite
+        cannot tell, as the op has no kernel there), or None when it cannot say. Raises ValueError
+        on options it cannot read."""
+        return None
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         """The node's kernel; runtime tensors are named by ``src_tensors_names`` / ``dst_tensors_names``."""
