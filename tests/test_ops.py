@@ -1095,7 +1095,10 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
     if residual:
         inputs, out = _add_residual(tensors, ops, feeds, out, (b, oh, ow, cout), rng)
     state = check(tensors, ops, inputs, [out], feeds, precision)
-    expected = 1 if paired and not _on_gpu() else 2
+    # at half precision a RELU6 projection of an unbounded depthwise output keeps that output in
+    # float32 (compiler/precision.py), which the pair's half local memory cannot hold
+    mid_wide = precision != "F32" and acts[0] not in (2, 3) and acts[1] in (2, 3)
+    expected = 1 if paired and not _on_gpu() and not mid_wide else 2
     assert [p.kernels for p in state.partitions] == [expected]
     plain = check(tensors, ops, inputs, [out], feeds, precision, fuse="false")
     assert [p.kernels for p in plain.partitions] == [len(ops)]
