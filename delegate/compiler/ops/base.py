@@ -87,6 +87,12 @@ def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
         if i < 0:
             continue
         t = graph.tensor(i)
+        if t.dtype != FLOAT32 and t.is_constant and t.scales:
+            # fold.hybrid_weights dequantizes these when enable_quantized_inference is on
+            return (
+                f"tensor {i} is quantized weights, dequantized only for float activations (dynamic-range)"
+                " with enable_quantized_inference on"
+            )
         if t.dtype != FLOAT32:
             return f"tensor {i} is not float32"
         if t.quantized:
