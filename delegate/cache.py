@@ -61,9 +61,12 @@ def partition_key(
     for index in nodes:
         node = graph.nodes[index]
         shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
+        # the quantization of tensors carried in float (compiler/quant.py) is written into the kernels
+        carried = [repr(graph.tensor(i).carried) if i >= 0 else None for i in (*node.inputs, *node.outputs)]
         h.update(
             json.dumps(
-                [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes], default=str
+                [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes, carried],
+                default=str,
             ).encode()
         )
     h.update(model_id)

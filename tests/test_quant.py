@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from delegate.api import host_runtime
@@ -181,3 +181,230 @@ def test_dynamic_range_models(name):
     for g, w in zip(got, want, strict=True):
         scale = float(np.abs(w).max())
         assert float(np.abs(g - w).max()) <= DYNAMIC_MODELS[name] * scale
+
+
+# ---------------------------------------------------------------- full-integer ops
+#
+# Quantized activations are carried in float and every quantized result is rounded onto its
+# tensor's grid (delegate/compiler/quant.py). TFLite's integer kernels compute the same real value
+# (an exact integer accumulator times the real scale) and round it once, in fixed point: the two
+# differ only where a value sits within the fixed-point multiplier's error of a rounding tie, by
+# one step. Ops TFLite computes through lookup tables or fixed-point approximations (LOGISTIC,
+# SOFTMAX, HARD_SWISH) are allowed the same one step. Inputs and outputs are int8 or uint8 tensors,
+# converted at the partition's edges (csrc/plugin.c).
+
+QUANT_EXAMPLES = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def qt(shape, scale: float, zero: int, dtype=np.int8) -> T:
+    """A per-tensor quantized activation."""
+    return T(tuple(shape), dtype=dtype, quant=([float(np.float32(scale))], [int(zero)], 0))
+
+
+def qrand(shape, rng, dtype=np.int8) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, size=shape).astype(dtype)
+
+
+def int_weights(shape, axis: int, rng) -> tuple[T, np.ndarray]:
+    """Per-channel int8 weights along ``axis`` (zero points 0, as TFLite requires): the tensor and
+    its scales."""
+    scales = rng.uniform(0.002, 0.02, size=shape[axis]).astype(np.float32)
+    q = rng.integers(-127, 128, size=shape).astype(np.int8)
+    return T(tuple(shape), q, np.int8, quant=([float(s) for s in scales], [0] * len(scales), axis)), scales
+
+
+def int_bias(scales: np.ndarray, rng) -> T:
+    """int32 biases at the input's scale times each channel's weight scale (TFLite's rule)."""
+    q = rng.integers(-3000, 3000, size=scales.shape).astype(np.int32)
+    return T(scales.shape, q, np.int32, quant=([float(s) for s in scales], [0] * len(scales), 0))
+
+
+def check_quant(tensors, ops, inputs, outputs, feeds, *, steps: int = 1, exact: float = 0.95):
+    """The model through the delegate and TFLite's builtin integer kernels: every op delegated and
+    every output within ``steps`` quantization steps, at least ``exact`` of them exact."""
+    model = build_model(tensors, ops, inputs, outputs)
+    got, want, state = delegate_and_builtin(model, feeds, _PROGRAMS["dir"])
+    assert len(state.delegated_nodes) == len(ops), state.unsupported
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if w.dtype == np.float32:  # a DEQUANTIZE output: compare in steps of its input's scale
+            scale = tensors[ops[-1].inputs[0]].quant[0][0]
+            diff = np.abs(g.astype(np.float64) - w) / scale
+        else:
+            diff = np.abs(g.astype(np.int64) - w.astype(np.int64))
+        assert float(diff.max()) <= steps + 1e-3, f"{float(diff.max())} steps"
+        off = float(np.mean(diff > 0.5))
+        assert off <= 1 - exact, f"{off:.1%} of the outputs off by a step"
+    return state
+
+
+_SRC = st.tuples(st.integers(1, 2), st.integers(1, 8), st.integers(1, 8), st.integers(1, 12))
+
+
+@QUANT_EXAMPLES
+@given(
+    src=_SRC,
+    cout=st.integers(1, 10),
+    k=st.integers(1, 3),
+    stride=st.integers(1, 2),
+    act=st.sampled_from([0, 1, 3]),
+    seed=seeds,
+)
+def test_int8_conv_2d(src, cout, k, stride, act, seed):
+    rng = np.random.default_rng(seed)
+    b, h, w, cin = src
+    in_scale = 0.05
+    weights, w_scales = int_weights((cout, k, k, cin), 0, rng)
+    out_scale = in_scale * float(w_scales.mean()) * 64 * np.sqrt(k * k * cin) / 4
+    oh, ow = -(-h // stride), -(-w // stride)
+    tensors = [qt(src, in_scale, 3), weights, int_bias(w_scales * in_scale, rng), qt((b, oh, ow, cout), out_scale, -5)]
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act})
+    check_quant(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options, version=3)], [0], [3], [qrand(src, rng)])
+
+
+@QUANT_EXAMPLES
+@given(src=_SRC, k=st.integers(1, 3), multiplier=st.integers(1, 2), act=st.sampled_from([0, 3]), seed=seeds)
+def test_int8_depthwise_conv_2d(src, k, multiplier, act, seed):
+    rng = np.random.default_rng(seed)
+    b, h, w, cin = src
+    cout = cin * multiplier
+    weights, w_scales = int_weights((1, k, k, cout), 3, rng)
+    out_scale = 0.05 * float(w_scales.mean()) * 64 * k / 2
+    tensors = [
+        qt(src, 0.05, -1),
+        weights,
+        int_bias(w_scales * np.float32(0.05), rng),
+        qt((b, h, w, cout), out_scale, 2),
+    ]
+    options = (
+        "DepthwiseConv2DOptions",
+        {"Padding": 0, "StrideW": 1, "StrideH": 1, "DepthMultiplier": multiplier, "FusedActivationFunction": act},
+    )
+    check_quant(
+        tensors, [Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], options, version=3)], [0], [3], [qrand(src, rng)]
+    )
+
+
+@QUANT_EXAMPLES
+@given(rows=st.integers(1, 3), cin=st.integers(1, 40), cout=st.integers(1, 12), seed=seeds)
+def test_int8_fully_connected(rows, cin, cout, seed):
+    rng = np.random.default_rng(seed)
+    weights, w_scales = int_weights((cout, cin), 0, rng)
+    out_scale = 0.03 * float(w_scales.mean()) * 64 * np.sqrt(cin) / 4
+    tensors = [
+        qt((rows, cin), 0.03, 7),
+        weights,
+        int_bias(w_scales * np.float32(0.03), rng),
+        qt((rows, cout), out_scale, 0),
+    ]
+    op = Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], ("FullyConnectedOptions", {}), version=4)
+    check_quant(tensors, [op], [0], [3], [qrand((rows, cin), rng)])
+
+
+@pytest.mark.parametrize("op", [Builtin.ADD, Builtin.MUL, Builtin.SUB], ids=lambda o: o.name)
+@QUANT_EXAMPLES
+@given(shape=_SRC, seed=seeds, act=st.sampled_from([0, 1]))
+def test_int8_binary(op, shape, seed, act):
+    rng = np.random.default_rng(seed)
+    out_scale = 0.1037 if op != Builtin.MUL else 0.0213
+    tensors = [qt(shape, 0.0413, -3), qt(shape, 0.0721, 10), qt(shape, out_scale, -20)]
+    options = (
+        {Builtin.ADD: "AddOptions", Builtin.MUL: "MulOptions", Builtin.SUB: "SubOptions"}[op],
+        {"FusedActivationFunction": act},
+    )
+    check_quant(tensors, [Op(op, [0, 1], [2], options, version=2)], [0, 1], [2], [qrand(shape, rng), qrand(shape, rng)])
+
+
+@pytest.mark.parametrize("op", [Builtin.AVERAGE_POOL_2D, Builtin.MAX_POOL_2D], ids=lambda o: o.name)
+@QUANT_EXAMPLES
+@given(shape=_SRC, k=st.integers(1, 3), seed=seeds)
+def test_int8_pooling(op, shape, k, seed):
+    rng = np.random.default_rng(seed)
+    b, h, w, c = shape
+    out = (b, -(-h // k), -(-w // k), c)
+    options = ("Pool2DOptions", {"Padding": 0, "StrideW": k, "StrideH": k, "FilterWidth": k, "FilterHeight": k})
+    tensors = [qt(shape, 0.05, 4), qt(out, 0.05, 4)]  # TFLite's integer pooling keeps the input's quantization
+    check_quant(tensors, [Op(op, [0], [1], options, version=2)], [0], [1], [qrand(shape, rng)])
+
+
+@pytest.mark.parametrize(
+    ("op", "out_params"),
+    [
+        (Builtin.LOGISTIC, (1 / 256, -128)),
+        (Builtin.SOFTMAX, (1 / 256, -128)),
+        (Builtin.HARD_SWISH, (0.03, -40)),
+        (Builtin.TANH, (1 / 128, 0)),
+        (Builtin.RELU, (0.04, -128)),
+    ],
+    ids=lambda v: getattr(v, "name", ""),
+)
+@QUANT_EXAMPLES
+@given(shape=_SRC, seed=seeds)
+def test_int8_activations(op, out_params, shape, seed):
+    rng = np.random.default_rng(seed)
+    options = ("SoftmaxOptions", {"Beta": 1.0}) if op == Builtin.SOFTMAX else None
+    tensors = [qt(shape, 0.04, 5), qt(shape, *out_params)]
+    version = 1 if op == Builtin.HARD_SWISH else 2
+    check_quant(tensors, [Op(op, [0], [1], options, version=version)], [0], [1], [qrand(shape, rng)])
+
+
+@QUANT_EXAMPLES
+@given(shapes=st.lists(st.integers(1, 9), min_size=2, max_size=3), seed=seeds)
+def test_int8_concatenation(shapes, seed):
+    rng = np.random.default_rng(seed)
+    # TFLite's integer CONCATENATION takes inputs of the output's quantization only
+    srcs = [qt((1, 3, 4, c), 0.0431, -3) for c in shapes]
+    out = qt((1, 3, 4, sum(shapes)), 0.0431, -3)
+    n = len(shapes)
+    op = Op(Builtin.CONCATENATION, list(range(n)), [n], ("ConcatenationOptions", {"Axis": 3}), version=2)
+    check_quant([*srcs, out], [op], list(range(n)), [n], [qrand(s.shape, rng) for s in srcs])
+
+
+def test_int8_pad_resize_mean_reshape():
+    rng = np.random.default_rng(5)
+    tensors = [
+        qt((1, 6, 5, 8), 0.05, 3),
+        T((4, 2), np.array([[0, 0], [1, 1], [2, 2], [0, 0]], np.int32), np.int32),
+        qt((1, 8, 9, 8), 0.05, 3),
+        T((2,), np.array([12, 14], np.int32), np.int32),
+        qt((1, 12, 14, 8), 0.05, 3),
+        T((1,), np.array([2], np.int32), np.int32),
+        qt((1, 12, 1, 8), 0.01, -7),
+        T((2,), np.array([12, 8], np.int32), np.int32),
+        qt((12, 8), 0.01, -7),
+    ]
+    ops = [
+        Op(Builtin.PAD, [0, 1], [2], version=2),
+        Op(Builtin.RESIZE_BILINEAR, [2, 3], [4], ("ResizeBilinearOptions", {"HalfPixelCenters": True}), version=2),
+        Op(Builtin.MEAN, [4, 5], [6], ("ReducerOptions", {"KeepDims": True}), version=2),
+        Op(Builtin.RESHAPE, [6, 7], [8], ("ReshapeOptions", {"NewShape": [12, 8]})),
+    ]
+    # RESIZE_BILINEAR's integer kernel interpolates with 10-bit fixed-point weights and MEAN's scales
+    # its sum by a fixed-point multiplier before rounding: a rounding step more often than once in 20.
+    check_quant(tensors, ops, [0], [8], [qrand((1, 6, 5, 8), rng)], exact=0.75)
+
+
+def test_quantize_and_dequantize_at_float_edges():
+    # float32 in, QUANTIZE to uint8, a quantized ADD of a constant, DEQUANTIZE: float32 out.
+    rng = np.random.default_rng(9)
+    shape = (1, 5, 7, 6)
+    const = T(shape, qrand(shape, rng, np.uint8), np.uint8, quant=([0.02], [128], 0))
+    tensors = [T(shape), qt(shape, 0.03, 120, np.uint8), const, qt(shape, 0.05, 130, np.uint8), T(shape)]
+    ops = [
+        Op(Builtin.QUANTIZE, [0], [1]),
+        Op(Builtin.ADD, [1, 2], [3], ("AddOptions", {}), version=2),
+        Op(Builtin.DEQUANTIZE, [3], [4], version=2),
+    ]
+    check_quant(tensors, ops, [0], [4], [rng.uniform(-4, 4, shape).astype(np.float32)])
+
+
+def test_int8_nodes_stay_on_cpu_with_quantized_inference_off():
+    rng = np.random.default_rng(2)
+    tensors = [qt((1, 4, 4, 3), 0.05, 0), qt((1, 4, 4, 3), 0.05, 0), qt((1, 4, 4, 3), 0.1, 0)]
+    model = build_model(tensors, [Op(Builtin.ADD, [0, 1], [2], ("AddOptions", {}), version=2)], [0, 1], [2])
+    feeds = [qrand((1, 4, 4, 3), rng), qrand((1, 4, 4, 3), rng)]
+    got, want, state = delegate_and_builtin(model, feeds, _PROGRAMS["dir"], enable_quantized_inference=False)
+    assert state.delegated_nodes == [] and "enable_quantized_inference" in str(state.unsupported), state.unsupported
+    # on CPU, through XNNPACK (the host's default) against the builtin kernel: a step apart at most
+    assert int(np.abs(got[0].astype(np.int32) - want[0]).max()) <= 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .fold import consumers, fold_constants
 from .graph import Builtin, Graph, op_name
 from .partition import unsupported_reason
+from .quant import is_quantized_node, quantized_reason
 from .shapes import StaticShapes, fold_values
 
 
@@ -14,7 +15,8 @@ def claimed_nodes(
     """The nodes to claim, in plan order, and why each other one stays on CPU (node name -> why).
 
     ``exclude_ops``: op names left on CPU (option exclude_ops); ``dequantize``: DEQUANTIZE of
-    constant weights is folded (option enable_quantized_inference). Nodes the compiler folds into
+    constant weights is folded and quantized activations are carried in float (option
+    enable_quantized_inference, quant.py). Nodes the compiler folds into
     constants (DENSIFY of sparse weights and DEQUANTIZE of weights, fold.py; integer shape
     arithmetic, shapes.py) need no kernel: they are claimed only when every consumer is, so that
     their outputs never have to leave the partition.
@@ -29,7 +31,7 @@ def claimed_nodes(
             unsupported[node.name] = "excluded by the exclude_ops option"
         elif index in shape_folded:
             continue
-        elif node.op == Builtin.DEQUANTIZE and index not in weights:
+        elif node.op == Builtin.DEQUANTIZE and index not in weights and not is_quantized_node(node, graph):
             unsupported[node.name] = (
                 "DEQUANTIZE runs on CPU: enable_quantized_inference is off"
                 if not dequantize
@@ -38,7 +40,8 @@ def claimed_nodes(
         elif node.op == Builtin.DENSIFY and index not in weights:
             unsupported[node.name] = "DENSIFY of a non-constant tensor"
         elif index not in weights:
-            reason = unsupported_reason(node, graph) or static.reason(node)
+            quantized = quantized_reason(node, graph) if is_quantized_node(node, graph) else None
+            reason = quantized or unsupported_reason(node, graph) or static.reason(node)
             if reason is None:
                 supported.append(index)
             else:

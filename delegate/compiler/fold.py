@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .graph import FLOAT32, Builtin, Graph, Tensor
+from .quant import carry_quantized
 
 FLOAT16 = 10  # kTfLiteFloat16
 INT8, UINT8 = 9, 3
@@ -75,8 +76,9 @@ def _hybrid_weight(graph: Graph, node_index: int) -> int | None:
     weights, data = (node.inputs[p] for p in positions)
     if weights < 0 or data < 0 or node.outputs[0] < 0:
         return None
-    if graph.tensor(data).dtype != FLOAT32 or graph.tensor(node.outputs[0]).dtype != FLOAT32:
-        return None
+    for i in (data, node.outputs[0]):
+        if graph.tensor(i).dtype != FLOAT32 or graph.tensor(i).carried is not None:
+            return None
     return weights if _foldable(graph.tensor(weights)) and graph.tensor(weights).dtype != FLOAT16 else None
 
 
@@ -102,8 +104,10 @@ def _densify_foldable(src: Tensor, dst: Tensor) -> bool:
 def fold_constants(graph: Graph, dequantize: bool = True) -> set[int]:
     """Mark the outputs of foldable DENSIFY (and, with ``dequantize``, DEQUANTIZE) nodes constant,
     in node (execution) order so that chains fold; the indices of those nodes. With
-    ``dequantize``, hybrid nodes' int8 weights become float32 constants too (``hybrid_weights``)."""
+    ``dequantize``, quantized activations are carried in float (quant.py) and hybrid nodes' int8
+    weights become float32 constants too (``hybrid_weights``)."""
     if dequantize:
+        carry_quantized(graph)
         hybrid_weights(graph)
     folded = set()
     for node in graph.nodes.values():

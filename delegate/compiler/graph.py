@@ -77,6 +77,7 @@ class Builtin(IntEnum):
     SPLIT_V = 102
     COS = 108
     ELU = 111
+    QUANTIZE = 114
     HARD_SWISH = 117
     DENSIFY = 124
     BATCH_MATMUL = 126
@@ -120,6 +121,18 @@ def describe_op(code: int, custom_name: str = "") -> str:
     return BUILTIN_OPERATORS[code]
 
 
+@dataclass(frozen=True)
+class Carried:
+    """The quantization of a tensor carried in float: real = (q - zero_point) * scale, q in [low, high]
+    (the range of ``dtype``, the TfLiteType TFLite holds it in)."""
+
+    scale: float
+    zero_point: int
+    low: int
+    high: int
+    dtype: int
+
+
 @dataclass
 class Tensor:
     """A tensor of the TFLite graph: type, shape, name, and its data when it is constant."""
@@ -138,6 +151,8 @@ class Tensor:
     scales: tuple[float, ...] = ()
     zero_points: tuple[int, ...] = ()
     quant_axis: int = 0
+    #: a quantized activation carried in float (compiler/quant.py): its quantization, else None
+    carried: Carried | None = None
 
 
 @dataclass

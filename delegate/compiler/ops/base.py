@@ -93,6 +93,8 @@ def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
                 f"tensor {i} is quantized weights, dequantized only for float activations (dynamic-range)"
                 " with enable_quantized_inference on"
             )
+        if t.dtype in (3, 9) and t.scales and not t.is_constant:  # uint8, int8: compiler/quant.py carries these
+            return f"tensor {i} is a quantized activation, carried in float only with enable_quantized_inference on"
         if t.dtype != FLOAT32:
             return f"tensor {i} is not float32"
         if t.quantized:
