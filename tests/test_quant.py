@@ -27,12 +27,14 @@ from delegate.api import host_runtime
 from delegate.compiler.graph import Builtin
 
 from .helpers import delegate_and_builtin, shared_path
-from .test_ops import EXAMPLES, TOLERANCE, rand, seeds
+from .test_ops import TOLERANCE, rand, seeds
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
 
 _PROGRAMS: dict[str, str] = {}
+#: fewer examples than tests/test_ops.py's: each builds two models (or a model and a reference)
+QUANT_EXAMPLES = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -87,7 +89,7 @@ def check_hybrid(tensors, op: Op, weights: int, axis: int | None, data: int, out
 _AXES = st.sampled_from(["channel", "tensor"])
 
 
-@EXAMPLES
+@QUANT_EXAMPLES
 @given(
     src=st.tuples(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 13)),
     cout=st.integers(1, 11),
@@ -111,7 +113,7 @@ def test_hybrid_conv_2d(src, cout, k, stride, padding, per, seed):
     check_hybrid(tensors, op, 1, 0 if per == "channel" else None, 0, 3, rand(src, rng), 0)
 
 
-@EXAMPLES
+@QUANT_EXAMPLES
 @given(
     src=st.tuples(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 13)),
     k=st.integers(1, 3),
@@ -130,7 +132,7 @@ def test_hybrid_depthwise_conv_2d(src, k, multiplier, seed):
     check_hybrid(tensors, op, 1, 3, 0, 3, rand(src, rng), 3)
 
 
-@EXAMPLES
+@QUANT_EXAMPLES
 @given(rows=st.integers(1, 4), cin=st.integers(1, 40), cout=st.integers(1, 19), per=_AXES, seed=seeds)
 def test_hybrid_fully_connected(rows, cin, cout, per, seed):
     rng = np.random.default_rng(seed)
@@ -139,7 +141,7 @@ def test_hybrid_fully_connected(rows, cin, cout, per, seed):
     check_hybrid(tensors, op, 1, 0 if per == "channel" else None, 0, 3, rand((rows, cin), rng), 0)
 
 
-@EXAMPLES
+@QUANT_EXAMPLES
 @given(
     src=st.tuples(st.integers(1, 2), st.integers(1, 6), st.integers(1, 6), st.integers(1, 9)),
     cout=st.integers(1, 9),
@@ -196,8 +198,6 @@ def test_dynamic_range_models(name):
 # one step. Ops TFLite computes through lookup tables or fixed-point approximations (LOGISTIC,
 # SOFTMAX, HARD_SWISH) are allowed the same one step. Inputs and outputs are int8 or uint8 tensors,
 # converted at the partition's edges (csrc/plugin.c).
-
-QUANT_EXAMPLES = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def qt(shape, scale: float, zero: int, dtype=np.int8) -> T:
