@@ -134,6 +134,15 @@ static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
         dlg_report(context, k->error);
         return kTfLiteError;
     }
+    /* A recompiled partition (new shapes) binds tensors of other sizes: size the float copies again. */
+    free_copies(k->input_floats, k->inputs_count);
+    free_copies(k->output_floats, k->outputs_count);
+    k->input_floats = float_copies(k->inputs_count, k->input_types, k->input_bytes);
+    k->output_floats = float_copies(k->outputs_count, k->output_types, k->output_bytes);
+    if (!k->input_floats || !k->output_floats) {
+        dlg_report(context, PLUGIN_NAME ": out of memory sizing the delegate kernel's float copies");
+        return kTfLiteError;
+    }
     return kTfLiteOk;
 }
 
@@ -173,7 +182,7 @@ static int bind_tensor(TfLiteContext *context, int32_t index, int32_t type, uint
 static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
     dlg_kernel *k = node->user_data;
     char error[256];
-    if (!k || !k->handle) {
+    if (!k || !k->handle || !k->input_floats || !k->output_floats) {
         dlg_report(context, PLUGIN_NAME ": the delegate kernel was not initialised");
         return kTfLiteError;
     }

@@ -518,3 +518,26 @@ def test_full_integer_model_through_delegate_run(name):
     assert report["delegated_nodes"] == report["total_nodes"], report["cpu_nodes"]
     (output,) = report["outputs"]
     assert output["dtype"] == "int8" and output["max_abs_steps"] <= 1
+
+
+def test_int8_partition_recompiled_after_a_resize(tmp_path):
+    # The int8 edges' float copies are sized again when a resize recompiles the partition.
+    import delegate
+
+    rng = np.random.default_rng(4)
+    tensors = [qt((1, 4, 4, 3), 0.05, 1), qt((1, 4, 4, 3), 0.02, -4)]
+    path = tmp_path / "relu.tflite"
+    path.write_bytes(build_model(tensors, [Op(Builtin.RELU, [0], [1], version=2)], [0], [1]))
+    gpu = delegate.Interpreter(str(path), program_cache=_PROGRAMS["dir"])
+    cpu = host_runtime().Interpreter(model_path=str(path))
+    for interpreter in (gpu, cpu):
+        interpreter.allocate_tensors()
+        interpreter.resize_tensor_input(0, [2, 9, 7, 3])
+        interpreter.allocate_tensors()
+    x = qrand((2, 9, 7, 3), rng)
+    for interpreter in (gpu, cpu):
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+    assert len(gpu.opencl.delegated_nodes) == 1
+    got, want = (i.get_tensor(i.get_output_details()[0]["index"]) for i in (gpu, cpu))
+    assert got.shape == (2, 9, 7, 3) and int(np.abs(got.astype(np.int32) - want).max()) <= 1
