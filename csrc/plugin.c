@@ -35,7 +35,7 @@ static size_t element_size(int32_t type) { return type == kTfLiteFloat32 ? 4 : 1
 /* One float copy per int8 / uint8 tensor of `count` (NULL entries for float32 ones); NULL when out of memory. */
 static float **float_copies(int32_t count, const int32_t *types, const uint64_t *bytes) {
     float **copies = calloc((size_t)count + 1, sizeof *copies);
-    if (!copies) return NULL;
+    if (!copies || !types) return copies; /* no types: every tensor is float32 (no copies) */
     for (int32_t i = 0; i < count; i++) {
         if (types[i] == kTfLiteFloat32) continue;
         copies[i] = malloc((size_t)(bytes[i] / element_size(types[i])) * sizeof(float) + 1);
@@ -189,7 +189,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
     size_t cursor = 0;
     for (int32_t i = 0; i < k->inputs_count; i++) {
         void *p = NULL;
-        int32_t type = k->input_types[i];
+        int32_t type = k->input_types ? k->input_types[i] : kTfLiteFloat32;
         if (bind_tensor(context, k->input_tensors[i], type, k->input_bytes[i], k->input_dims, &cursor, &p, error,
                         sizeof error)) {
             dlg_report(context, error);
@@ -205,7 +205,8 @@ static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
     cursor = 0;
     for (int32_t i = 0; i < k->outputs_count; i++) {
         void *p = NULL;
-        if (bind_tensor(context, k->output_tensors[i], k->output_types[i], k->output_bytes[i], k->output_dims, &cursor,
+        int32_t type = k->output_types ? k->output_types[i] : kTfLiteFloat32;
+        if (bind_tensor(context, k->output_tensors[i], type, k->output_bytes[i], k->output_dims, &cursor,
                         &p, error, sizeof error)) {
             dlg_report(context, error);
             return kTfLiteError;

@@ -145,7 +145,8 @@ class Tensor:
     is_constant: bool = False
     #: the constant's value when it was read (the plugin reads large ones only to compile)
     constant: np.ndarray | None = None
-    #: affine-quantized (int8/uint8 with scales): this compiler computes on float tensors only
+    #: affine-quantized (int8/uint8 with scales) and not made float by folding (fold.py) or
+    #: carried (quant.py): this compiler computes on float tensors only
     quantized: bool = False
     #: affine quantization: per-channel (or single) scales and zero points, and the channel axis
     scales: tuple[float, ...] = ()

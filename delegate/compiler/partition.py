@@ -125,7 +125,8 @@ def _pairs(
 def _regrids(graph: Graph, node: Node) -> bool:
     """Does ``node`` write a carried tensor (quant.py) whose values its inputs may not hold already?"""
     out = graph.tensor(node.outputs[0]).carried if node.outputs else None
-    return out is not None and any(graph.tensor(i).carried != out for i in node.inputs if i >= 0)
+    data = [graph.tensor(i) for i in node.inputs if i >= 0 and not graph.tensor(i).is_constant]
+    return out is not None and any(t.carried != out for t in data)
 
 
 def _quantize_output(placed: KernelNode, node: Node, graph: Graph) -> None:
