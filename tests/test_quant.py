@@ -555,3 +555,34 @@ def test_int8_partition_recompiled_after_a_resize(tmp_path):
     assert len(gpu.opencl.delegated_nodes) == 1
     got, want = (i.get_tensor(i.get_output_details()[0]["index"]) for i in (gpu, cpu))
     assert got.shape == (2, 9, 7, 3) and int(np.abs(got.astype(np.int32) - want).max()) <= 1
+
+
+def test_int8_transpose_conv():
+    rng = np.random.default_rng(6)
+    src, cout, k, stride = (1, 4, 5, 6), 5, 3, 2
+    out = (1, (4 - 1) * stride + k, (5 - 1) * stride + k, cout)
+    weights, w_scales = int_weights((cout, k, k, 6), 0, rng)
+    tensors = [T((4,), np.array(out, np.int32), np.int32), weights, qt(src, 0.05, 2)]
+    tensors += [int_bias(w_scales * np.float32(0.05), rng), qt(out, 0.05 * float(w_scales.mean()) * 64 * 3, -3)]
+    options = ("TransposeConvOptions", {"Padding": 1, "StrideW": stride, "StrideH": stride})
+    check_quant(
+        tensors, [Op(Builtin.TRANSPOSE_CONV, [0, 1, 2, 3], [4], options, version=3)], [2], [4], [qrand(src, rng)]
+    )
+
+
+@pytest.mark.parametrize(
+    "op",
+    [Builtin.LEAKY_RELU, Builtin.RELU6, Builtin.RELU_N1_TO_1, Builtin.MAXIMUM, Builtin.MINIMUM],
+    ids=lambda o: o.name,
+)
+def test_int8_other_elementwise(op):
+    rng = np.random.default_rng(int(op))
+    shape = (1, 5, 6, 7)
+    binary = op in (Builtin.MAXIMUM, Builtin.MINIMUM)
+    out = qt(shape, 0.0413, -2) if binary else qt(shape, 0.0171, -10)
+    tensors = [qt(shape, 0.0413, -2), *([qt(shape, 0.0413, -2)] if binary else []), out]
+    options = ("LeakyReluOptions", {"Alpha": 0.3}) if op == Builtin.LEAKY_RELU else None
+    inputs = [0, 1] if binary else [0]
+    feeds = [qrand(shape, rng) for _ in inputs]
+    version = 1 if op == Builtin.RELU_N1_TO_1 else 2
+    check_quant(tensors, [Op(op, inputs, [len(inputs)], options, version=version)], inputs, [len(inputs)], feeds)
