@@ -29,6 +29,59 @@ static TfLiteStatus delegate_prepare(TfLiteContext *context, TfLiteDelegate *del
     return dlg_py_prepare(context, delegate, d->id) == 0 ? kTfLiteOk : kTfLiteError;
 }
 
+/* Bytes of one element of a TfLiteType the kernel binds (float32, int8, uint8). */
+static size_t element_size(int32_t type) { return type == kTfLiteFloat32 ? 4 : 1; }
+
+/* One float copy per int8 / uint8 tensor of `count` (NULL entries for float32 ones); NULL when out of memory. */
+static float **float_copies(int32_t count, const int32_t *types, const uint64_t *bytes) {
+    float **copies = calloc((size_t)count + 1, sizeof *copies);
+    if (!copies || !types) return copies; /* no types: every tensor is float32 (no copies) */
+    for (int32_t i = 0; i < count; i++) {
+        if (types[i] == kTfLiteFloat32) continue;
+        copies[i] = malloc((size_t)(bytes[i] / element_size(types[i])) * sizeof(float) + 1);
+        if (!copies[i]) {
+            for (int32_t j = 0; j < i; j++) free(copies[j]);
+            free(copies);
+            return NULL;
+        }
+    }
+    return copies;
+}
+
+static void free_copies(float **copies, int32_t count) {
+    if (!copies) return;
+    for (int32_t i = 0; i < count; i++) free(copies[i]);
+    free(copies);
+}
+
+/* real = (q - zero_point) * scale over `n` int8 or uint8 values. */
+static void dequantize(float *dst, const void *src, size_t n, int32_t type, float scale, int32_t zero_point) {
+    if (type == kTfLiteInt8) {
+        const int8_t *q = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)((int32_t)q[i] - zero_point) * scale;
+    } else {
+        const uint8_t *q = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)((int32_t)q[i] - zero_point) * scale;
+    }
+}
+
+/* q = clamp(round(real / scale) + zero_point) into the type's range, rounding half away from zero
+   as TFLite's QUANTIZE does (the values are on the grid already: the partition rounded them). */
+static void quantize(void *dst, const float *src, size_t n, int32_t type, float scale, int32_t zero_point) {
+    int32_t low = type == kTfLiteInt8 ? -128 : 0, high = type == kTfLiteInt8 ? 127 : 255;
+    for (size_t i = 0; i < n; i++) {
+        float v = src[i] / scale;
+        if (v != v) v = 0.0f; /* NaN: the zero point */
+        v = v > 1e6f ? 1e6f : (v < -1e6f ? -1e6f : v); /* in range of the casts below, far outside the type's */
+        int64_t q = (v < 0.0f ? -(int64_t)(0.5f - v) : (int64_t)(v + 0.5f)) + zero_point;
+        q = q < low ? low : (q > high ? high : q);
+        if (type == kTfLiteInt8)
+            ((int8_t *)dst)[i] = (int8_t)q;
+        else
+            ((uint8_t *)dst)[i] = (uint8_t)q;
+    }
+}
+
 static void *kernel_init(TfLiteContext *context, const char *buffer, size_t length) {
     (void)length;
     dlg_kernel *k = calloc(1, sizeof *k);
@@ -41,7 +94,9 @@ static void *kernel_init(TfLiteContext *context, const char *buffer, size_t leng
     }
     k->input_ptrs = calloc((size_t)k->inputs_count + 1, sizeof *k->input_ptrs);
     k->output_ptrs = calloc((size_t)k->outputs_count + 1, sizeof *k->output_ptrs);
-    if (!k->input_ptrs || !k->output_ptrs) {
+    k->input_floats = float_copies(k->inputs_count, k->input_types, k->input_bytes);
+    k->output_floats = float_copies(k->outputs_count, k->output_types, k->output_bytes);
+    if (!k->input_ptrs || !k->output_ptrs || !k->input_floats || !k->output_floats) {
         snprintf(k->error, sizeof k->error, "%s: out of memory", PLUGIN_NAME);
         dlg_py_kernel_free(k->handle);
         k->handle = 0;
@@ -56,6 +111,8 @@ static void kernel_free(TfLiteContext *context, void *buffer) {
     if (k->handle) dlg_py_kernel_free(k->handle);
     free((void *)k->input_ptrs);
     free(k->output_ptrs);
+    free_copies(k->input_floats, k->inputs_count);
+    free_copies(k->output_floats, k->outputs_count);
     free(k);
 }
 
@@ -77,6 +134,15 @@ static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
         dlg_report(context, k->error);
         return kTfLiteError;
     }
+    /* A recompiled partition (new shapes) binds tensors of other sizes: size the float copies again. */
+    free_copies(k->input_floats, k->inputs_count);
+    free_copies(k->output_floats, k->outputs_count);
+    k->input_floats = float_copies(k->inputs_count, k->input_types, k->input_bytes);
+    k->output_floats = float_copies(k->outputs_count, k->output_types, k->output_bytes);
+    if (!k->input_floats || !k->output_floats) {
+        dlg_report(context, PLUGIN_NAME ": out of memory sizing the delegate kernel's float copies");
+        return kTfLiteError;
+    }
     return kTfLiteOk;
 }
 
@@ -91,8 +157,8 @@ static int dims_differ(const TfLiteIntArray *dims, const int32_t *expected, size
     return 0;
 }
 
-static int bind_tensor(TfLiteContext *context, int32_t index, uint64_t bytes, const int32_t *dims, size_t *cursor,
-                       void **out, char *error, size_t error_size) {
+static int bind_tensor(TfLiteContext *context, int32_t index, int32_t type, uint64_t bytes, const int32_t *dims,
+                       size_t *cursor, void **out, char *error, size_t error_size) {
     if (index < 0 || (size_t)index >= context->tensors_size) {
         snprintf(error, error_size, "%s: tensor index %d out of range", PLUGIN_NAME, index);
         return -1;
@@ -101,11 +167,12 @@ static int bind_tensor(TfLiteContext *context, int32_t index, uint64_t bytes, co
     /* A tensor whose shape changed since compiling (a shape computed at run time) must not be read
        with the compiled layout, even when its size is the same. */
     int reshaped = dims_differ(t->dims, dims, cursor);
-    if (t->type != kTfLiteFloat32 || t->bytes != bytes || t->data.raw == NULL || reshaped) {
+    if ((int32_t)t->type != type || t->bytes != bytes || t->data.raw == NULL || reshaped) {
         snprintf(error, error_size,
-                 "%s: tensor %d is not the float32 tensor of %llu bytes and the shape it was compiled for "
+                 "%s: tensor %d is not the %s tensor of %llu bytes and the shape it was compiled for "
                  "(its shape changed at run time: resize the inputs and call allocate_tensors() again)",
-                 PLUGIN_NAME, index, (unsigned long long)bytes);
+                 PLUGIN_NAME, index, type == kTfLiteFloat32 ? "float32" : (type == kTfLiteInt8 ? "int8" : "uint8"),
+                 (unsigned long long)bytes);
         return -1;
     }
     *out = t->data.raw;
@@ -115,27 +182,36 @@ static int bind_tensor(TfLiteContext *context, int32_t index, uint64_t bytes, co
 static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
     dlg_kernel *k = node->user_data;
     char error[256];
-    if (!k || !k->handle) {
+    if (!k || !k->handle || !k->input_floats || !k->output_floats) {
         dlg_report(context, PLUGIN_NAME ": the delegate kernel was not initialised");
         return kTfLiteError;
     }
     size_t cursor = 0;
     for (int32_t i = 0; i < k->inputs_count; i++) {
         void *p = NULL;
-        if (bind_tensor(context, k->input_tensors[i], k->input_bytes[i], k->input_dims, &cursor, &p, error,
+        int32_t type = k->input_types ? k->input_types[i] : kTfLiteFloat32;
+        if (bind_tensor(context, k->input_tensors[i], type, k->input_bytes[i], k->input_dims, &cursor, &p, error,
                         sizeof error)) {
             dlg_report(context, error);
             return kTfLiteError;
+        }
+        if (k->input_floats[i]) {
+            size_t n = (size_t)k->input_bytes[i] / element_size(type);
+            dequantize(k->input_floats[i], p, n, type, k->input_scales[i], k->input_zero_points[i]);
+            p = k->input_floats[i];
         }
         k->input_ptrs[i] = p;
     }
     cursor = 0;
     for (int32_t i = 0; i < k->outputs_count; i++) {
-        if (bind_tensor(context, k->output_tensors[i], k->output_bytes[i], k->output_dims, &cursor,
-                        &k->output_ptrs[i], error, sizeof error)) {
+        void *p = NULL;
+        int32_t type = k->output_types ? k->output_types[i] : kTfLiteFloat32;
+        if (bind_tensor(context, k->output_tensors[i], type, k->output_bytes[i], k->output_dims, &cursor,
+                        &p, error, sizeof error)) {
             dlg_report(context, error);
             return kTfLiteError;
         }
+        k->output_ptrs[i] = k->output_floats[i] ? (void *)k->output_floats[i] : p;
     }
     dlg_run_status status;
     int32_t rc = dlg_run(k->plan, k->input_ptrs, k->output_ptrs, NULL, &status);
@@ -144,6 +220,13 @@ static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
                  status.index);
         dlg_report(context, error);
         return kTfLiteError;
+    }
+    for (int32_t i = 0; i < k->outputs_count; i++) {
+        if (!k->output_floats[i]) continue;
+        int32_t type = k->output_types[i];
+        void *dst = context->tensors[k->output_tensors[i]].data.raw;
+        size_t n = (size_t)k->output_bytes[i] / element_size(type);
+        quantize(dst, k->output_floats[i], n, type, k->output_scales[i], k->output_zero_points[i]);
     }
     return kTfLiteOk;
 }

@@ -32,8 +32,19 @@ typedef struct dlg_kernel {
     /* the TFLite dims each was compiled for: per tensor its rank, then that many dims */
     const int32_t *input_dims;
     const int32_t *output_dims;
+    /* the TfLiteType of each input and output: float32, or int8 / uint8 for quantized activations
+       the partition carries in float (compiler/quant.py), converted here with their scale and
+       zero point: real = (q - zero_point) * scale */
+    const int32_t *input_types;
+    const float *input_scales;
+    const int32_t *input_zero_points;
+    const int32_t *output_types;
+    const float *output_scales;
+    const int32_t *output_zero_points;
     const void **input_ptrs;        /* scratch for dlg_run, allocated by C after init */
     void **output_ptrs;
+    float **input_floats;           /* float copies of the int8 / uint8 ones (NULL for float32), by C */
+    float **output_floats;
     char error[1024];
 } dlg_kernel;
 

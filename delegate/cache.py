@@ -63,7 +63,9 @@ def partition_key(
     for index in nodes:
         node = graph.nodes[index]
         shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
-        fields = [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes]
+        # the quantization of tensors carried in float (compiler/quant.py) is written into the kernels
+        carried = [repr(graph.tensor(i).carried) if i >= 0 else None for i in (*node.inputs, *node.outputs)]
+        fields = [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes, carried]
         if node.custom_name or node.custom_options:  # a custom op is its name and its options
             fields += [node.custom_name, node.custom_options.hex()]
         h.update(json.dumps(fields, default=str).encode())

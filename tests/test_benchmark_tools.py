@@ -115,9 +115,10 @@ def test_real_models_measures_a_model(real_models, tmp_path, capsys):
     assert real_models.main(args) == 0
     (record,) = json.loads(out.read_text())
     assert record["model"] == "real/pymicro-wakeword__okay_nabu" and record["notes"] == []
-    assert record["delegated_nodes"] == 0 and record["total_nodes"] > 0 and record["max_relative_error"] == 0.0
+    # One int8 RESHAPE runs on the delegate (the rest reads resource variables or follows them).
+    assert record["delegated_nodes"] == 1 and record["total_nodes"] > 1 and record["max_relative_error"] == 0.0
     assert len(record["delegate_ms"]) == len(record["xnnpack_ms"]) == 2 and record["ratio"] > 0
-    assert "| real/pymicro-wakeword__okay_nabu | 0/" in capsys.readouterr().out
+    assert "| real/pymicro-wakeword__okay_nabu | 1/" in capsys.readouterr().out
 
 
 def test_compare_writes_its_report_and_chart_elsewhere_than_results_md(tmp_path, capsys):

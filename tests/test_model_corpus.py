@@ -6,8 +6,11 @@ each is one parameter, named by its path under ../shared/models.
 
 - F32 (default options: F32, BUFFER, fusion on): each output within ``F32_TOLERANCE`` (1e-4) of
   its scale, the largest |CPU output|, unless ``F32_EXCEPTIONS`` states another figure and why.
-  Quantized outputs are compared dequantized; the delegate leaves integer ops on CPU, so they are
-  exact today.
+  Quantized outputs are compared dequantized. Models under quant/ get ``QUANT_TOLERANCE``
+  (5e-2): their integer (or hybrid) kernels round on TFLite's CPU path where the delegate carries
+  real values rounded onto the same grids (delegate/compiler/quant.py), so outputs may be a
+  rounding step or, through a deep network, a few steps apart (tests/test_quant.py measures
+  them per model).
 - F16 (``precision=F16``; F32_F16 on PoCL, whose CPU has no cl_khr_fp16) on the float models
   (float inputs and outputs, not under quant/): each output within ``F16_TOLERANCE`` of its
   scale. Measured on PoCL (session of this test's writing): the worst output 1.8e-3 of its scale
@@ -61,6 +64,10 @@ _BASIC_PITCH = (
 #: model (path under ../shared/models) -> (F32 tolerance, why it needs more than F32_TOLERANCE).
 #: Every other model that runs is within 1e-4 (the worst, face_detection, 7e-7).
 F32_EXCEPTIONS: dict[str, tuple[float, str]] = {"real/basic-pitch__nmp.tflite": (1e-3, _BASIC_PITCH)}
+#: quant/ models: each output's max abs error over its max |CPU output| (the issue's target: a
+#: step of an int8 output over [0, 1) is 3.9e-3, 2e-2 of small_cnn's largest probability, 0.2)
+QUANT_TOLERANCE = 5e-2
+_QUANT = "integer and hybrid kernels round where the delegate computes real values (tests/test_quant.py)"
 #: each output's max abs error over its max |CPU output|, F16 (measured worst 1.8e-3, see above)
 F16_TOLERANCE = 1e-2
 #: why selfie_segmentation's mask needs more in F16 (it runs under ai-edge-litert only)
@@ -146,7 +153,8 @@ def _check(path: Path | None, options: dict[str, str], tolerance: float, why: st
 @pytest.mark.opencl
 @pytest.mark.parametrize("path", _ALL)
 def test_f32_matches_tflite_cpu(path):
-    tolerance, why = F32_EXCEPTIONS.get(_id(path), (F32_TOLERANCE, "")) if path else (F32_TOLERANCE, "")
+    default = (QUANT_TOLERANCE, _QUANT) if path and path.parent.name == "quant" else (F32_TOLERANCE, "")
+    tolerance, why = F32_EXCEPTIONS.get(_id(path), default) if path else default
     _check(path, {}, tolerance, why)
 
 

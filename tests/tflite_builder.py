@@ -16,6 +16,7 @@ _TENSOR_TYPES = {
     np.dtype(np.int64): 4,
     np.dtype(np.bool_): 6,
     np.dtype(np.int8): 9,
+    np.dtype(np.uint8): 3,
 }
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from .fold import consumers, fold_constants
-from .graph import FLOAT32, Builtin, Graph, op_name
+from .graph import BOOL, INT32, Builtin, Graph, op_name
 from .ops import CUSTOM_OPS, op_for
 from .ops.base import DTYPE_NAMES
 from .partition import runtime_inputs, unsupported_reason
+from .quant import is_quantized_node, quantized_reason
 from .shapes import StaticShapes, fold_values
 
 #: what the reason of an unclaimed custom op with no TFLite kernel says (plugin/callbacks.py warns of
@@ -29,7 +30,8 @@ def claimed_nodes(
     """The nodes to claim, in plan order, and why each other one stays on CPU (node name -> why).
 
     ``exclude_ops``: op names left on CPU (option exclude_ops); ``dequantize``: DEQUANTIZE of
-    constant weights is folded (option enable_quantized_inference). Nodes the compiler folds into
+    constant weights is folded and quantized activations are carried in float (option
+    enable_quantized_inference, quant.py). Nodes the compiler folds into
     constants (DENSIFY of sparse weights and DEQUANTIZE of weights, fold.py; integer shape
     arithmetic, shapes.py) need no kernel: they are claimed only when every consumer is, so that
     their outputs never have to leave the partition.
@@ -44,7 +46,7 @@ def claimed_nodes(
             unsupported[node.name] = "excluded by the exclude_ops option"
         elif index in shape_folded:
             continue
-        elif node.op == Builtin.DEQUANTIZE and index not in weights:
+        elif node.op == Builtin.DEQUANTIZE and index not in weights and not is_quantized_node(node, graph):
             unsupported[node.name] = (
                 "DEQUANTIZE runs on CPU: enable_quantized_inference is off"
                 if not dequantize
@@ -53,7 +55,8 @@ def claimed_nodes(
         elif node.op == Builtin.DENSIFY and index not in weights:
             unsupported[node.name] = "DENSIFY of a non-constant tensor"
         elif index not in weights:
-            reason = unsupported_reason(node, graph) or static.reason(node)
+            quantized = quantized_reason(node, graph) if is_quantized_node(node, graph) else None
+            reason = quantized or unsupported_reason(node, graph) or static.reason(node)
             if reason is None:
                 supported.append(index)
             else:
@@ -87,7 +90,8 @@ def _non_float_tensors(graph: Graph, index: int) -> tuple[list[int], list[int]]:
         return [], []
 
     def non_float(ids: list[int]) -> list[int]:
-        return [i for i in ids if graph.tensor(i).dtype != FLOAT32 and not graph.tensor(i).is_constant]
+        # int8 / uint8 activations are carried in float and converted at the edges (quant.py)
+        return [i for i in ids if graph.tensor(i).dtype in (INT32, BOOL) and not graph.tensor(i).is_constant]
 
     return non_float(runtime_inputs(node, graph)), non_float([o for o in node.outputs if o >= 0])
 

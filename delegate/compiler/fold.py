@@ -9,6 +9,12 @@ CONV_2D: the convolution gets float weights). A folded node's output is marked c
 when its input's value was read) so the consuming convolutions take it as weights, and the node
 itself needs no kernel. The node is delegated only when every consumer is, so the folded tensor
 never has to leave the partition.
+
+Dynamic-range (hybrid) models keep int8 weights as the direct input of a float op (CONV_2D,
+DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV, BATCH_MATMUL with float activations): those
+weights are dequantized once here, per tensor or per channel, into the float32 constant the float
+kernels take (``hybrid_weights``). TFLite's hybrid kernels quantize the activations on the fly, so
+their results differ from this float computation by that rounding (tests/test_quant.py bounds it).
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .graph import Builtin, Graph, Tensor
+from .graph import FLOAT32, Builtin, Graph, Tensor
+from .quant import carry_quantized
 
 FLOAT16 = 10  # kTfLiteFloat16
 INT8, UINT8 = 9, 3
@@ -50,13 +57,58 @@ def _foldable(t: Tensor) -> bool:
 FOLDED_OPS = frozenset({Builtin.DEQUANTIZE, Builtin.DENSIFY})
 
 
+#: op -> (position of its weights, position of its activation input) for TFLite's hybrid kernels
+HYBRID_WEIGHTS = {
+    Builtin.CONV_2D: (1, 0),
+    Builtin.DEPTHWISE_CONV_2D: (1, 0),
+    Builtin.FULLY_CONNECTED: (1, 0),
+    Builtin.TRANSPOSE_CONV: (1, 2),
+    Builtin.BATCH_MATMUL: (1, 0),
+}
+
+
+def _hybrid_weight(graph: Graph, node_index: int) -> int | None:
+    """The int8 constant weights of a hybrid node (float activations in and out), else None."""
+    node = graph.nodes[node_index]
+    positions = HYBRID_WEIGHTS.get(Builtin(node.op)) if node.op in HYBRID_WEIGHTS else None
+    if positions is None or max(positions) >= len(node.inputs) or len(node.outputs) != 1:
+        return None
+    weights, data = (node.inputs[p] for p in positions)
+    if weights < 0 or data < 0 or node.outputs[0] < 0:
+        return None
+    for i in (data, node.outputs[0]):
+        if graph.tensor(i).dtype != FLOAT32 or graph.tensor(i).carried is not None:
+            return None
+    return weights if _foldable(graph.tensor(weights)) and graph.tensor(weights).dtype != FLOAT16 else None
+
+
+def hybrid_weights(graph: Graph) -> set[int]:
+    """Dequantize the int8 weights of hybrid nodes in place (float32, unquantized; valued when the
+    int8 value was read), when every reader of the tensor is such a node; their tensor indices."""
+    readers = consumers(graph)
+    done = set()
+    for index in {w for n in graph.nodes if (w := _hybrid_weight(graph, n)) is not None}:
+        if not all(_hybrid_weight(graph, r) == index for r in readers.get(index, [])):
+            continue  # a reader that is not hybrid (an integer op) needs the int8 tensor as it is
+        t = graph.tensor(index)
+        t.constant = dequantized(t)
+        t.dtype, t.quantized, t.scales, t.zero_points, t.quant_axis = FLOAT32, False, (), (), 0
+        done.add(index)
+    return done
+
+
 def _densify_foldable(src: Tensor, dst: Tensor) -> bool:
     return src.is_constant and src.dtype == dst.dtype and src.shape == dst.shape
 
 
 def fold_constants(graph: Graph, dequantize: bool = True) -> set[int]:
     """Mark the outputs of foldable DENSIFY (and, with ``dequantize``, DEQUANTIZE) nodes constant,
-    in node (execution) order so that chains fold; the indices of those nodes."""
+    in node (execution) order so that chains fold; the indices of those nodes. With
+    ``dequantize``, quantized activations are carried in float (quant.py) and hybrid nodes' int8
+    weights become float32 constants too (``hybrid_weights``)."""
+    if dequantize:
+        carry_quantized(graph)
+        hybrid_weights(graph)
     folded = set()
     for node in graph.nodes.values():
         if node.op not in FOLDED_OPS or len(node.inputs) != 1 or len(node.outputs) != 1 or node.inputs[0] < 0:

@@ -87,6 +87,7 @@ class Builtin(IntEnum):
     SPLIT_V = 102
     COS = 108
     ELU = 111
+    QUANTIZE = 114
     HARD_SWISH = 117
     SELECT_V2 = 123
     DENSIFY = 124
@@ -132,6 +133,18 @@ def describe_op(code: int, custom_name: str = "") -> str:
     return BUILTIN_OPERATORS[code]
 
 
+@dataclass(frozen=True)
+class Carried:
+    """The quantization of a tensor carried in float: real = (q - zero_point) * scale, q in [low, high]
+    (the range of ``dtype``, the TfLiteType TFLite holds it in)."""
+
+    scale: float
+    zero_point: int
+    low: int
+    high: int
+    dtype: int
+
+
 @dataclass
 class Tensor:
     """A tensor of the TFLite graph: type, shape, name, and its data when it is constant."""
@@ -144,12 +157,15 @@ class Tensor:
     is_constant: bool = False
     #: the constant's value when it was read (the plugin reads large ones only to compile)
     constant: np.ndarray | None = None
-    #: affine-quantized (int8/uint8 with scales): this compiler computes on float tensors only
+    #: affine-quantized (int8/uint8 with scales) and not made float by folding (fold.py) or
+    #: carried (quant.py): this compiler computes on float tensors only
     quantized: bool = False
     #: affine quantization: per-channel (or single) scales and zero points, and the channel axis
     scales: tuple[float, ...] = ()
     zero_points: tuple[int, ...] = ()
     quant_axis: int = 0
+    #: a quantized activation carried in float (compiler/quant.py): its quantization, else None
+    carried: Carried | None = None
 
 
 @dataclass

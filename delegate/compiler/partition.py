@@ -15,6 +15,7 @@ from .ops.base import HEAD, ConvKernels, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
 from .precision import wide_tensors
+from .quant import ROUNDS_WITH_ZERO_POINT, qdq_code
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ def _concats_read_in_place(
         out = node.outputs[0]
         if readers.get(out, 0) != 1 or out in outputs or out not in reader_of:
             continue
+        if _regrids(graph, node):
+            continue  # its output must be rounded onto its grid, which a read in place skips
         if reads_concat_in_place(reader_of[out], node, emit):
             merged[out] = list(node.inputs)
     return merged
@@ -122,9 +125,30 @@ def _pairs(
         conv = reader_of.get(out)
         if conv is None or readers.get(out, 0) != 1 or out in outputs or conv.index not in nodes or out in wide:
             continue
+        if graph.tensor(out).carried is not None:
+            continue  # the depthwise output is rounded onto its grid, which the pair kernel has no point for
         if pairs(node, conv, emit, local_bytes):
             found[index] = conv
     return found
+
+
+def _regrids(graph: Graph, node: Node) -> bool:
+    """Does ``node`` write a carried tensor (quant.py) whose values its inputs may not hold already?"""
+    out = graph.tensor(node.outputs[0]).carried if node.outputs else None
+    data = [graph.tensor(i) for i in node.inputs if i >= 0 and not graph.tensor(i).is_constant]
+    return out is not None and any(t.carried != out for t in data)
+
+
+def _quantize_output(placed: KernelNode, node: Node, graph: Graph) -> None:
+    """Round ``node``'s result onto its output's grid in ``placed``'s kernel when the output is a
+    carried tensor (quant.py): the step runs in front of the kernel's writes, linked like an op."""
+    params = graph.tensor(node.outputs[0]).carried if len(node.outputs) == 1 else None
+    if params is None:
+        return
+    if placed.kernel.accepts_links:
+        placed.kernel.linked.append(qdq_code(params, node.op in ROUNDS_WITH_ZERO_POINT))
+    elif _regrids(graph, node):
+        raise ValueError(f"{node.name}: its kernel has no write hook for the quantize-and-dequantize step")
 
 
 def unsupported_reason(node: Node, graph: Graph) -> str | None:
@@ -237,6 +261,7 @@ def _kernels(
                 producer = producer_of.pop(fused)
                 _schedule_after_operands(kernels, producer, node, fused, graph, inputs)
                 link(producer, node, fused, emit)
+                _quantize_output(producer, node, graph)
                 producer_of[node.outputs[0]] = producer
                 use([*producer.input_ids, *node.outputs])
                 continue
@@ -257,6 +282,7 @@ def _kernels(
             raise ValueError(
                 f"{node.name}: {len(placed.input_ids)} runtime inputs for {kernel.operation.src_tensors_names}"
             )
+        _quantize_output(placed, conv if index in paired else node, graph)
         kernels.append(placed)
         producer_of[placed.output_ids[0]] = placed  # linkable() decides whether ops can join it
         use([*placed.input_ids, *placed.output_ids])

@@ -13,7 +13,8 @@ is stored in float32, and so are the tensors it is a copy or a rearrangement of 
 concatenation, slices, resizes, pooling, additions: ops that pass their operands' errors on
 unscaled), since rounding any of them reaches the consumer the same way. Int32 tensors (held as
 floats: ops/comparison.py) are stored in float32 too, where every integer up to 2^24 is exact
-(half stops at 2048). Everything else keeps the precision asked for; at F32 nothing changes.
+(half stops at 2048), and so are quantized activations carried in float (quant.py), which then
+hold their grid's values exactly. Everything else keeps the precision asked for; at F32 nothing changes.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def wide_tensors(graph: Graph, nodes: list[int], precision: CalculationsPrecisio
         for tensor in graph.nodes[index].outputs:
             producer[tensor] = graph.nodes[index]
     seen: dict[int, bool] = {}
-    pending = [t for t in producer if graph.tensor(t).dtype == INT32]
+    # integers, and int8 / uint8 values carried in float (quant.py): exact in float32, not in half
+    pending = [t for t in producer if graph.tensor(t).dtype == INT32 or graph.tensor(t).carried is not None]
     for index in nodes:
         data = sensitive_input(graph.nodes[index], graph, producer, seen)
         if data is not None:

@@ -256,6 +256,9 @@ def hash_constants(context: Any, graph: Graph, update: Any) -> None:
         if t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL:
             update(f"{i}:{t.bytes};".encode())
             update(ffi.buffer(t.data.raw, t.bytes))
+            q = capture_tensor(context, i, read_limit=0)  # as TFLite has it (folding drops the scales)
+            if q.scales:  # quantized weights: their value is the bytes with these scales
+                update(f"quant:{q.scales!r}:{q.zero_points!r}:{q.quant_axis};".encode())
             if t.sparsity != ffi.NULL:
                 update(_sparsity_bytes(t.sparsity))
 

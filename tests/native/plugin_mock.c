@@ -46,6 +46,9 @@ static const uint64_t input_bytes[] = {64};
 static const int32_t output_ids[] = {1};
 static const uint64_t output_bytes[] = {64};
 static const int32_t compiled_dims[] = {2, 4, 4}; /* rank 2: 4 x 4 floats */
+static const int32_t float32_types[] = {kTfLiteFloat32};
+static const float unit_scales[] = {1.0f};
+static const int32_t zero_points[] = {0};
 static const dlg_plan *const fake_plan = (const dlg_plan *)(const void *)&fake_plan;
 
 int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *params, dlg_kernel *kernel) {
@@ -65,6 +68,9 @@ int dlg_py_kernel_init(TfLiteContext *context, const TfLiteDelegateParams *param
     kernel->output_bytes = output_bytes;
     kernel->input_dims = compiled_dims;
     kernel->output_dims = compiled_dims;
+    kernel->input_types = kernel->output_types = float32_types;
+    kernel->input_scales = kernel->output_scales = unit_scales;
+    kernel->input_zero_points = kernel->output_zero_points = zero_points;
     return 0;
 }
 

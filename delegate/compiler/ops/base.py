@@ -103,6 +103,14 @@ def value_tensors(graph: Graph, indices: list[int], dtypes: tuple[int, ...] = (F
         if i < 0:
             continue
         t = graph.tensor(i)
+        if t.dtype not in dtypes and t.is_constant and t.scales:
+            # fold.hybrid_weights dequantizes these when enable_quantized_inference is on
+            return (
+                f"tensor {i} is quantized weights, dequantized only for float activations (dynamic-range)"
+                " with enable_quantized_inference on"
+            )
+        if t.dtype in (3, 9) and t.scales and not t.is_constant:  # uint8, int8: compiler/quant.py carries these
+            return f"tensor {i} is a quantized activation, carried in float only with enable_quantized_inference on"
         if t.dtype not in dtypes:
             return f"tensor {i} is not {' or '.join(DTYPE_NAMES.get(d, str(d)) for d in dtypes)}"
         if t.quantized:

@@ -88,6 +88,10 @@ UNARY = {
   r6 = r6 > INIT_FLT4(6.0f) ? INIT_FLT4(6.0f) : r6;
   result = result * r6 * INIT_FLT4(1.0f / 6.0f);""",
     Builtin.LEAKY_RELU: "result = result < INIT_FLT4(0.0f) ? result * (FLT)(args.alpha) : result;",
+    # On tensors carried in float (compiler/quant.py) both are the identity: QUANTIZE's rounding
+    # onto its output's grid is the quantize-and-dequantize step every carried output gets.
+    Builtin.QUANTIZE: "",
+    Builtin.DEQUANTIZE: "",
 }
 
 

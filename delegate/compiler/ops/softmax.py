@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...context import model
 from ..graph import Builtin, Graph, Node
-from ..kernel import Kernel
+from ..kernel import WRITE, Kernel, Piece
 from .base import HEAD, EmitContext, Op, operation, runtime_io
 
 # One work-item per (b, Y, X) row: max, sum of exp, normalise; padded channels masked out.
@@ -37,7 +37,7 @@ _SOFTMAX = (
     float4 e = {final};
     int left = C - s * 4;
     e.y = left > 1 ? e.y : 0.0f; e.z = left > 2 ? e.z : 0.0f; e.w = left > 3 ? e.w : 0.0f;
-    args.dst_tensor.Write(TO_FLT4(e), X, Y, s, b);
+    {write}
   }
 }
 """
@@ -62,10 +62,17 @@ _SOFTMAX_ONE_SLICE = (
   float log_sum = log(sum);
   e = {final};
   e.y = C > 1 ? e.y : 0.0f; e.z = C > 2 ? e.z : 0.0f; e.w = C > 3 ? e.w : 0.0f;
-  args.dst_tensor.Write(TO_FLT4(e), X, Y, 0, b);
+  {write}
 }
 """
 )
+
+
+def _written(code: str, slice_var: str) -> list[Piece]:
+    """``code`` with its write of ``e`` (slice ``slice_var``) through the write hook, so that ops
+    (a quantized output's rounding, compiler/quant.py) can be linked in front of it."""
+    head, tail = code.split("{write}")
+    return [head + f"{{ int S = {slice_var}; FLT4 result = TO_FLT4(e);\n", WRITE, tail]
 
 
 class Softmax(Op):
@@ -85,11 +92,12 @@ class Softmax(Op):
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         log = node.op == Builtin.LOG_SOFTMAX
         beta = node.params.get("beta", 1.0) if node.op == Builtin.SOFTMAX else 1.0
-        if ctx.graph.tensor(node.inputs[0]).shape[-1] <= 4:
+        one_slice = ctx.graph.tensor(node.inputs[0]).shape[-1] <= 4
+        if one_slice:
             code = _SOFTMAX_ONE_SLICE.replace("{final}", "v - (float4)(log_sum)" if log else "e * inv")
         else:
             code = _SOFTMAX.replace("{final}", "v - (float4)(log_sum)" if log else "exp(v) * inv")
-        kernel = operation(code, srcs=["src_tensor"], floats={"beta": beta})
+        kernel = operation(_written(code, "0" if one_slice else "s"), srcs=["src_tensor"], floats={"beta": beta})
         # One work-item per row: slices are looped inside.
         kernel.operation.tensor_to_grid = model.TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1
         return kernel

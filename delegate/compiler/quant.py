@@ -1,0 +1,169 @@
+"""Full-integer (int8 / uint8) graphs carried in float, upstream's way (enable_quantized_inference).
+
+Every per-tensor quantized activation (a non-constant int8 / uint8 tensor with one scale and zero
+point) is carried as a float tensor holding its real value, ``(q - zero_point) * scale``; its
+quantization stays on the tensor as ``Tensor.carried``. Quantized constants (int8 / uint8
+weights, per tensor or per channel; int32 biases, whose scale is the input's times the weights')
+become the float constants they stand for, so a quantized node runs as the float op. After each
+node writing a carried tensor, a quantize-and-dequantize step (``qdq_code``: divide by the scale,
+round half away from zero as TFLite does, add the zero point, clamp to the type's range, back to
+float) puts the result on the tensor's grid, as TFLite's integer kernels do: the float result
+before it is the integer kernel's accumulator times its real scale, so the two agree to within a
+rounding step where the value sits on a tie. The step is linked into the producer's kernel, in
+front of its writes (kernel.WriteHook), so it costs no kernel of its own.
+
+At a partition's edges carried tensors are converted (csrc/plugin.c): an int8 / uint8 input is
+dequantized into a float staging copy before the run, an output quantized after it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Tensor
+
+INT8, UINT8 = 9, 3
+#: the integer range of each carried type
+RANGES = {INT8: (-128, 127), UINT8: (0, 255)}
+
+#: ops whose quantized form is the float op followed by quantize-and-dequantize of the output
+QUANT_OPS = frozenset(
+    {
+        Builtin.CONV_2D,
+        Builtin.DEPTHWISE_CONV_2D,
+        Builtin.FULLY_CONNECTED,
+        Builtin.TRANSPOSE_CONV,
+        Builtin.AVERAGE_POOL_2D,
+        Builtin.MAX_POOL_2D,
+        Builtin.ADD,
+        Builtin.SUB,
+        Builtin.MUL,
+        Builtin.MAXIMUM,
+        Builtin.MINIMUM,
+        Builtin.CONCATENATION,
+        Builtin.RESHAPE,
+        Builtin.SQUEEZE,
+        Builtin.EXPAND_DIMS,
+        Builtin.PAD,
+        Builtin.PADV2,
+        Builtin.RESIZE_BILINEAR,
+        Builtin.RESIZE_NEAREST_NEIGHBOR,
+        Builtin.MEAN,
+        Builtin.SOFTMAX,
+        Builtin.LOGISTIC,
+        Builtin.TANH,
+        Builtin.HARD_SWISH,
+        Builtin.RELU,
+        Builtin.RELU6,
+        Builtin.RELU_N1_TO_1,
+        Builtin.LEAKY_RELU,
+        Builtin.QUANTIZE,
+        Builtin.DEQUANTIZE,
+    }
+)
+
+
+def carried_params(t: Tensor) -> Carried | None:
+    """How ``t`` is carried when it is a per-tensor quantized int8 / uint8 activation, else None."""
+    if t.is_constant or t.dtype not in RANGES or len(t.scales) != 1 or len(t.zero_points) > 1:
+        return None
+    if not np.isfinite(t.scales[0]) or t.scales[0] <= 0:
+        return None
+    zero = t.zero_points[0] if t.zero_points else 0
+    low, high = RANGES[t.dtype]
+    if not low <= zero <= high:
+        return None
+    return Carried(float(t.scales[0]), int(zero), low, high, t.dtype)
+
+
+def _quantized_constant(t: Tensor) -> bool:
+    if not t.is_constant or t.dtype not in (INT8, UINT8, INT32) or not t.scales:
+        return False
+    return len(t.zero_points) in (0, 1, len(t.scales))
+
+
+def _dequantized(t: Tensor) -> np.ndarray | None:
+    if t.constant is None:
+        return None
+    q = np.asarray(t.constant).astype(np.float64)
+    shape = [1] * q.ndim
+    if len(t.scales) > 1:
+        shape[t.quant_axis] = len(t.scales)
+    scales = np.asarray(t.scales, np.float64).reshape(shape)
+    zero = np.asarray(t.zero_points or [0] * len(t.scales), np.float64).reshape(shape)
+    return ((q - zero) * scales).astype(np.float32)
+
+
+def is_quantized_node(node: Node, graph: Graph) -> bool:
+    """Does ``node`` read or write a carried tensor?"""
+    return any(i >= 0 and graph.tensor(i).carried is not None for i in (*node.inputs, *node.outputs))
+
+
+def carry_quantized(graph: Graph) -> None:
+    """Carry the graph's quantized activations in float and dequantize the quantized constants
+    every reader of which is a quantized node (module docstring); idempotent."""
+    for t in graph.tensors.values():
+        params = carried_params(t)
+        if params is not None:
+            t.dtype, t.quantized, t.carried = FLOAT32, False, params
+    readers: dict[int, list[Node]] = {}
+    for node in graph.nodes.values():
+        for i in node.inputs:
+            if i >= 0:
+                readers.setdefault(i, []).append(node)
+    for index, nodes in readers.items():
+        t = graph.tensor(index)
+        if _quantized_constant(t) and all(is_quantized_node(n, graph) for n in nodes):
+            t.constant = _dequantized(t)
+            t.dtype, t.quantized, t.scales, t.zero_points, t.quant_axis = FLOAT32, False, (), (), 0
+
+
+def _literal(v: float) -> str:
+    return f"{float(np.float32(v))!r}f"
+
+
+#: ops whose integer kernels round the integer value itself, zero point included (TFLite's
+#: average pooling: (sum of q + count / 2) / count, half away from zero), not the real value
+ROUNDS_WITH_ZERO_POINT = frozenset({Builtin.AVERAGE_POOL_2D})
+
+
+#: how close to a tie (in steps) a value is taken for the tie: float32's error on a result of a
+#: few hundred steps summed from a few thousand terms stays below it
+TIE = 1.0 / 1024
+
+
+def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
+    """Statements putting FLT4 ``result`` on ``params``' grid: TFLite rounds half away from zero,
+    the real value over the scale (requantization, QUANTIZE), or ``with_zero_point`` that plus
+    the zero point (ROUNDS_WITH_ZERO_POINT)."""
+    zero = _literal(params.zero_point)
+    scaled = f"convert_float4(result) / {_literal(params.scale)}" + (f" + {zero}" if with_zero_point else "")
+    # A value within float rounding of a tie (x.5) is the tie, which TFLite's exact integer
+    # arithmetic (pooling, equal scales) rounds away from zero: snap it there first.
+    return (
+        "  {\n"
+        f"    float4 q = {scaled};\n"
+        "    float4 tie = floor(q) + 0.5f;\n"
+        f"    q = fabs(q - tie) < {_literal(TIE)} ? tie : q;\n"
+        f"    q = round(q){'' if with_zero_point else f' + {zero}'};\n"
+        f"    q = q < {_literal(params.low)} ? {_literal(params.low)} : q;\n"
+        f"    q = q > {_literal(params.high)} ? {_literal(params.high)} : q;\n"
+        f"    result = TO_FLT4((q - {_literal(params.zero_point)}) * {_literal(params.scale)});\n"
+        "  }\n"
+    )
+
+
+def quantized_reason(node: Node, graph: Graph) -> str | None:
+    """Why quantized ``node`` stays on CPU, or None when its quantized form is supported."""
+    if node.op not in QUANT_OPS:
+        return f"quantized {node.op_description} is not supported by the compiler"
+    for i in (*node.inputs, *node.outputs):
+        if i < 0:
+            continue
+        t = graph.tensor(i)
+        if t.quantized or (t.dtype in (INT8, UINT8) and not t.is_constant):
+            return f"tensor {i} is quantized per channel or with parameters the delegate does not carry"
+    out = graph.tensor(node.outputs[0]) if node.outputs else None
+    if node.op == Builtin.DEQUANTIZE and (out is None or out.carried is not None):
+        return "DEQUANTIZE to a quantized type"
+    return None
