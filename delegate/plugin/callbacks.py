@@ -22,18 +22,16 @@ from ..cache import SerializationCache, partition_key, program_cache_dir, write_
 from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
 from ..compiler.device_policy import compile_options
 from ..compiler.fingerprint import compiler_fingerprint
-from ..compiler.graph import FLOAT32
 from ..compiler.kernel_names import fused_ops
 from ..compiler.partition import CompileOptions, compile_partition
-from ..compiler.quant import carried_params
 from ..compiler.shapes import StaticShapes, resolve
 from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
 from ..progress import report_progress
 from ..runtime import Runtime, Tuning
 from ..runtime.device import DeviceInfo, describe, select_device
+from .binding import bind_kernel, tensor_dims
 from .capture import (
     capture_graph,
-    capture_tensor,
     capture_tensors,
     execution_plan,
     hash_constants,
@@ -456,7 +454,7 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         with _lock:
             handle = next(_ids)
             _kernels[handle] = entry
-        _bind(context, entry, kernel)
+        entry.dims, entry.arrays = bind_kernel(context, entry.runtime, kernel)
         kernel.handle = handle
         state.device = f"{runtime.device_info.platform} / {runtime.device_info.name}"
         state.precision = runtime.precision.name
@@ -477,42 +475,6 @@ def _partition_info(runtime: Runtime, nodes: list[int], cache_state: str, start:
     return PartitionInfo(nodes, cache_state, (time.perf_counter() - start) * 1e3, len(names), fused)
 
 
-def _dims(context: Any, index: int) -> tuple[int, ...]:
-    return int_array(context.tensors[index].dims)
-
-
-def _bind(context: Any, entry: _Kernel, kernel: Any) -> None:
-    """Point the C kernel at ``entry``'s runtime: its plan, the tensors it binds, their sizes and the
-    TFLite dims it was compiled for (checked at every invoke)."""
-    runtime = entry.runtime
-    inputs, outputs = runtime.input_ids, runtime.output_ids
-    entry.dims = [_dims(context, i) for i in (*inputs, *outputs)]
-    in_dims, out_dims = entry.dims[: len(inputs)], entry.dims[len(inputs) :]
-    in_types, out_types = (_edge_types(context, ids) for ids in (inputs, outputs))
-    entry.arrays = [
-        ffi.new("int32_t[]", inputs or [0]),
-        ffi.new("uint64_t[]", [_bytes(s, t[0]) for s, t in zip(runtime.input_shapes, in_types, strict=True)] or [0]),
-        ffi.new("int32_t[]", outputs or [0]),
-        ffi.new("uint64_t[]", [_bytes(s, t[0]) for s, t in zip(runtime.output_shapes, out_types, strict=True)] or [0]),
-        ffi.new("int32_t[]", [v for d in in_dims for v in (len(d), *d)] or [0]),
-        ffi.new("int32_t[]", [v for d in out_dims for v in (len(d), *d)] or [0]),
-    ]
-    for types, names in ((in_types, "input"), (out_types, "output")):
-        entry.arrays += [
-            ffi.new("int32_t[]", [t[0] for t in types] or [0]),
-            ffi.new("float[]", [t[1] for t in types] or [0.0]),
-            ffi.new("int32_t[]", [t[2] for t in types] or [0]),
-        ]
-        setattr(kernel, f"{names}_types", entry.arrays[-3])
-        setattr(kernel, f"{names}_scales", entry.arrays[-2])
-        setattr(kernel, f"{names}_zero_points", entry.arrays[-1])
-    runtime.keep_host_buffers()  # TFLite's tensor memory outlives the kernel: zero-copy buffers stay
-    kernel.plan = runtime.native_plan
-    kernel.inputs_count, kernel.input_tensors, kernel.input_bytes = len(inputs), entry.arrays[0], entry.arrays[1]
-    kernel.outputs_count, kernel.output_tensors, kernel.output_bytes = len(outputs), entry.arrays[2], entry.arrays[3]
-    kernel.input_dims, kernel.output_dims = entry.arrays[4], entry.arrays[5]
-
-
 @ffi.def_extern()
 def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
     """The kernel's prepare: nothing to do while the partition's tensors keep the shapes it was
@@ -526,7 +488,7 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
             raise DelegateError("the delegate kernel was already freed")
         runtime = entry.runtime
         ids = [*runtime.input_ids, *runtime.output_ids]
-        if [_dims(context, i) for i in ids] == entry.dims:
+        if [tensor_dims(context, i) for i in ids] == entry.dims:
             return 0
         if not propagated:
             raise DelegateError(
@@ -564,7 +526,7 @@ def _recompile(context: Any, entry: _Kernel, kernel: Any) -> None:
         raise DelegateError("the recompiled partition binds other tensors than before")
     old = entry.runtime
     entry.runtime = runtime
-    _bind(context, entry, kernel)
+    entry.dims, entry.arrays = bind_kernel(context, entry.runtime, kernel)
     old.close()
     info = _partition_info(runtime, nodes, cache_state, start)
     with _lock:
@@ -573,24 +535,6 @@ def _recompile(context: Any, entry: _Kernel, kernel: Any) -> None:
             if p.nodes == nodes:
                 info.recompiles = p.recompiles + 1
                 partitions[k] = info
-
-
-def _edge_types(context: Any, tensors: list[int]) -> list[tuple[int, float, int]]:
-    """(TfLiteType, scale, zero point) of each partition input or output: float32, or a quantized
-    activation the partition carries in float (compiler/quant.py), which the C kernel converts."""
-    types = []
-    for index in tensors:
-        t = capture_tensor(context, index, read_limit=0)
-        params = carried_params(t)
-        types.append((FLOAT32, 1.0, 0) if params is None else (params.dtype, params.scale, params.zero_point))
-    return types
-
-
-def _bytes(shape: tuple[int, ...], dtype: int = FLOAT32) -> int:
-    n = 4 if dtype == FLOAT32 else 1
-    for d in shape:
-        n *= d
-    return n
 
 
 @ffi.def_extern()
