@@ -16,6 +16,7 @@ from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
 from .precision import wide_tensors
 from .quant import ROUNDS_WITH_ZERO_POINT, qdq_code
+from .shape_check import declared_shape_problem
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def unsupported_reason(node: Node, graph: Graph) -> str | None:
     if op is None:
         return f"{node.op_description} is not supported by the compiler"
     try:
-        return op.check(node, graph)
+        return op.check(node, graph) or declared_shape_problem(node, graph)
     except (KeyError, ValueError, TypeError) as exc:  # odd params or shapes: stay on CPU
         return f"{node.op_description}: {exc}"
 
