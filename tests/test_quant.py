@@ -586,3 +586,27 @@ def test_int8_other_elementwise(op):
     feeds = [qrand(shape, rng) for _ in inputs]
     version = 1 if op == Builtin.RELU_N1_TO_1 else 2
     check_quant(tensors, [Op(op, inputs, [len(inputs)], options, version=version)], inputs, [len(inputs)], feeds)
+
+
+def test_int8_padv2_resize_nearest_squeeze_expand_dims():
+    # The data-movement forms that keep the scale (PADV2 with a quantized pad value, nearest
+    # resizing, SQUEEZE and EXPAND_DIMS): the values move, so every output matches exactly.
+    rng = np.random.default_rng(6)
+    tensors = [
+        qt((1, 6, 5, 8), 0.05, 3),
+        T((4, 2), np.array([[0, 0], [1, 2], [2, 1], [0, 0]], np.int32), np.int32),
+        T((1,), np.array([-20], np.int8), np.int8, quant=([float(np.float32(0.05))], [3], 0)),
+        qt((1, 9, 8, 8), 0.05, 3),
+        T((2,), np.array([13, 11], np.int32), np.int32),
+        qt((1, 13, 11, 8), 0.05, 3),
+        qt((13, 11, 8), 0.05, 3),
+        T((1,), np.array([0], np.int32), np.int32),
+        qt((1, 13, 11, 8), 0.05, 3),
+    ]
+    ops = [
+        Op(Builtin.PADV2, [0, 1, 2], [3], version=2),
+        Op(Builtin.RESIZE_NEAREST_NEIGHBOR, [3, 4], [5], ("ResizeNearestNeighborOptions", {}), version=2),
+        Op(Builtin.SQUEEZE, [5], [6], ("SqueezeOptions", {"SqueezeDims": [0]}), version=2),
+        Op(Builtin.EXPAND_DIMS, [6, 7], [8]),
+    ]
+    check_quant(tensors, ops, [0], [8], [qrand((1, 6, 5, 8), rng)], steps=0, exact=1.0)
