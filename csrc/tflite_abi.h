@@ -340,4 +340,10 @@ typedef struct TfLiteShapeParams {
     TfLiteType out_type;
 } TfLiteShapeParams;
 
+/* VAR_HANDLE's: which resource variable a handle names (compiler/shapes.py pairs reads with writes). */
+typedef struct TfLiteVarHandleParams {
+    const char *container;
+    const char *shared_name;
+} TfLiteVarHandleParams;
+
 #endif

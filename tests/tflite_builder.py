@@ -18,6 +18,9 @@ _TENSOR_TYPES = {
     np.dtype(np.int8): 9,
     np.dtype(np.uint8): 3,
 }
+#: a resource variable's handle (VAR_HANDLE's output): ``T(dtype=RESOURCE)``
+RESOURCE = "resource"
+_RESOURCE_TYPE = 13  # schema TensorType.RESOURCE
 
 
 @dataclass
@@ -45,6 +48,8 @@ class T:
     quant: tuple[list[float], list[int], int] | None = None
     #: written in TFLite's sparse format (``data`` is the dense value)
     sparse: Sparse | None = None
+    #: the shape signature (-1 for a dimension known only at run time); None: not written
+    signature: tuple[int, ...] | None = None
 
 
 #: one traversal level of a sparse tensor: (format, dense_size, array_segments, array_indices)
@@ -158,19 +163,57 @@ def _options(b: flatbuffers.Builder, spec: tuple[str, dict[str, Any]]) -> tuple[
     for key, value in values.items():
         if isinstance(value, (list, tuple)):
             vectors[key] = _vector(b, getattr(tflite, f"{name}Start{key}Vector"), list(value))
+        elif isinstance(value, str):
+            vectors[key] = b.CreateString(value)
     getattr(tflite, f"{name}Start")(b)
     for key, value in values.items():
         getattr(tflite, f"{name}Add{key}")(b, vectors.get(key, value))
     return getattr(tflite.BuiltinOptions, name), getattr(tflite, f"{name}End")(b)
 
 
-def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: list[int]) -> bytes:
+@dataclass
+class Subgraph:
+    """A subgraph after the first (a CALL_ONCE's initialiser, say): its tensors, ops, inputs, outputs."""
+
+    tensors: list[T]
+    ops: list[Op]
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+
+
+def _type(t: T) -> int:
+    return _RESOURCE_TYPE if t.dtype == RESOURCE else _TENSOR_TYPES[np.dtype(t.dtype)]
+
+
+def _quantization(b: flatbuffers.Builder, quant: tuple[list[float], list[int], int]) -> int:
+    scales, zeros, axis = quant
+    tflite.QuantizationParametersStartScaleVector(b, len(scales))
+    for v in reversed(scales):
+        b.PrependFloat32(v)
+    scale_vec = b.EndVector()
+    zero_vec = _vector(b, tflite.QuantizationParametersStartZeroPointVector, list(zeros), "PrependInt64")
+    tflite.QuantizationParametersStart(b)
+    tflite.QuantizationParametersAddScale(b, scale_vec)
+    tflite.QuantizationParametersAddZeroPoint(b, zero_vec)
+    tflite.QuantizationParametersAddQuantizedDimension(b, axis)
+    return tflite.QuantizationParametersEnd(b)
+
+
+def build_model(
+    tensors: list[T], ops: list[Op], inputs: list[int], outputs: list[int], subgraphs: tuple[Subgraph, ...] = ()
+) -> bytes:
+    """A model of one subgraph (``tensors``, ``ops``, ``inputs``, ``outputs``), then ``subgraphs``."""
+    graphs = [Subgraph(tensors, ops, inputs, outputs), *subgraphs]
     b = flatbuffers.Builder(1024)
-    # Buffers: 0 is the empty sentinel; each constant gets its own.
-    stored = {i: sparsify(np.asarray(t.data, t.dtype), t.sparse) for i, t in enumerate(tensors) if t.sparse is not None}
+    # Buffers: 0 is the empty sentinel; each constant (of any subgraph) gets its own.
+    stored = [
+        {i: sparsify(np.asarray(t.data, t.dtype), t.sparse) for i, t in enumerate(g.tensors) if t.sparse is not None}
+        for g in graphs
+    ]
     buffer_data = [b""] + [
-        np.ascontiguousarray(stored[i][0] if i in stored else t.data, dtype=t.dtype).tobytes()
-        for i, t in enumerate(tensors)
+        np.ascontiguousarray(stored[k][i][0] if i in stored[k] else t.data, dtype=t.dtype).tobytes()
+        for k, g in enumerate(graphs)
+        for i, t in enumerate(g.tensors)
         if t.data is not None
     ]
     buffers = []
@@ -180,39 +223,7 @@ def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: lis
         if data is not None:
             tflite.BufferAddData(b, data)
         buffers.append(tflite.BufferEnd(b))
-    tensor_offsets, next_buffer = [], 1
-    for i, t in enumerate(tensors):
-        name = b.CreateString(f"t{i}")
-        shape = _vector(b, tflite.TensorStartShapeVector, list(t.shape))
-        quant = None
-        if t.quant is not None:
-            scales, zeros, axis = t.quant
-            tflite.QuantizationParametersStartScaleVector(b, len(scales))
-            for v in reversed(scales):
-                b.PrependFloat32(v)
-            scale_vec = b.EndVector()
-            zero_vec = _vector(b, tflite.QuantizationParametersStartZeroPointVector, list(zeros), "PrependInt64")
-            tflite.QuantizationParametersStart(b)
-            tflite.QuantizationParametersAddScale(b, scale_vec)
-            tflite.QuantizationParametersAddZeroPoint(b, zero_vec)
-            tflite.QuantizationParametersAddQuantizedDimension(b, axis)
-            quant = tflite.QuantizationParametersEnd(b)
-        sparsity = _sparsity(b, t.sparse, stored[i][1]) if t.sparse is not None else None
-        tflite.TensorStart(b)
-        if quant is not None:
-            tflite.TensorAddQuantization(b, quant)
-        if sparsity is not None:
-            tflite.TensorAddSparsity(b, sparsity)
-        tflite.TensorAddShape(b, shape)
-        tflite.TensorAddType(b, _TENSOR_TYPES[np.dtype(t.dtype)])
-        tflite.TensorAddName(b, name)
-        if t.data is not None:
-            tflite.TensorAddBuffer(b, next_buffer)
-            next_buffer += 1
-        else:
-            tflite.TensorAddBuffer(b, 0)
-        tensor_offsets.append(tflite.TensorEnd(b))
-    codes = sorted({(op.code, op.version, op.custom_code) for op in ops})
+    codes = sorted({(op.code, op.version, op.custom_code) for g in graphs for op in g.ops})
     code_offsets = []
     for code, version, custom in codes:
         custom_name = b.CreateString(custom) if custom else None
@@ -223,8 +234,58 @@ def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: lis
         tflite.OperatorCodeAddBuiltinCode(b, code)
         tflite.OperatorCodeAddVersion(b, version)
         code_offsets.append(tflite.OperatorCodeEnd(b))
+    next_buffer = [1]
+    subgraph_offsets = [_subgraph(b, g, stored[k], codes, next_buffer) for k, g in enumerate(graphs)]
+
+    def offsets(start: Any, items: list[int]) -> int:
+        return _vector(b, start, items, "PrependUOffsetTRelative")
+
+    subgraphs_vec = offsets(tflite.ModelStartSubgraphsVector, subgraph_offsets)
+    codes_vec = offsets(tflite.ModelStartOperatorCodesVector, code_offsets)
+    buffers_vec = offsets(tflite.ModelStartBuffersVector, buffers)
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes_vec)
+    tflite.ModelAddSubgraphs(b, subgraphs_vec)
+    tflite.ModelAddBuffers(b, buffers_vec)
+    b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _subgraph(
+    b: flatbuffers.Builder,
+    graph: Subgraph,
+    stored: dict[int, tuple[np.ndarray, list[Level]]],
+    codes: list[tuple[int, int, str]],
+    next_buffer: list[int],
+) -> int:
+    tensor_offsets = []
+    for i, t in enumerate(graph.tensors):
+        name = b.CreateString(f"t{i}")
+        shape = _vector(b, tflite.TensorStartShapeVector, list(t.shape))
+        signature = (
+            _vector(b, tflite.TensorStartShapeSignatureVector, list(t.signature)) if t.signature is not None else None
+        )
+        quant = _quantization(b, t.quant) if t.quant is not None else None
+        sparsity = _sparsity(b, t.sparse, stored[i][1]) if t.sparse is not None else None
+        tflite.TensorStart(b)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
+        if sparsity is not None:
+            tflite.TensorAddSparsity(b, sparsity)
+        tflite.TensorAddShape(b, shape)
+        if signature is not None:
+            tflite.TensorAddShapeSignature(b, signature)
+        tflite.TensorAddType(b, _type(t))
+        tflite.TensorAddName(b, name)
+        if t.data is not None:
+            tflite.TensorAddBuffer(b, next_buffer[0])
+            next_buffer[0] += 1
+        else:
+            tflite.TensorAddBuffer(b, 0)
+        tensor_offsets.append(tflite.TensorEnd(b))
     op_offsets = []
-    for op in ops:
+    for op in graph.ops:
         ins = _vector(b, tflite.OperatorStartInputsVector, op.inputs)
         outs = _vector(b, tflite.OperatorStartOutputsVector, op.outputs)
         options = _options(b, op.options) if op.options else None
@@ -245,21 +306,11 @@ def build_model(tensors: list[T], ops: list[Op], inputs: list[int], outputs: lis
 
     tensors_vec = offsets(tflite.SubGraphStartTensorsVector, tensor_offsets)
     ops_vec = offsets(tflite.SubGraphStartOperatorsVector, op_offsets)
-    in_vec = _vector(b, tflite.SubGraphStartInputsVector, inputs)
-    out_vec = _vector(b, tflite.SubGraphStartOutputsVector, outputs)
+    in_vec = _vector(b, tflite.SubGraphStartInputsVector, graph.inputs)
+    out_vec = _vector(b, tflite.SubGraphStartOutputsVector, graph.outputs)
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, tensors_vec)
     tflite.SubGraphAddOperators(b, ops_vec)
     tflite.SubGraphAddInputs(b, in_vec)
     tflite.SubGraphAddOutputs(b, out_vec)
-    subgraph = tflite.SubGraphEnd(b)
-    subgraphs = offsets(tflite.ModelStartSubgraphsVector, [subgraph])
-    codes_vec = offsets(tflite.ModelStartOperatorCodesVector, code_offsets)
-    buffers_vec = offsets(tflite.ModelStartBuffersVector, buffers)
-    tflite.ModelStart(b)
-    tflite.ModelAddVersion(b, 3)
-    tflite.ModelAddOperatorCodes(b, codes_vec)
-    tflite.ModelAddSubgraphs(b, subgraphs)
-    tflite.ModelAddBuffers(b, buffers_vec)
-    b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
-    return bytes(b.Output())
+    return tflite.SubGraphEnd(b)

@@ -92,6 +92,10 @@ class Builtin(IntEnum):
     SELECT_V2 = 123
     DENSIFY = 124
     BATCH_MATMUL = 126
+    CALL_ONCE = 129
+    VAR_HANDLE = 142
+    READ_VARIABLE = 143
+    ASSIGN_VARIABLE = 144
 
 
 class Activation(IntEnum):
@@ -166,6 +170,8 @@ class Tensor:
     quant_axis: int = 0
     #: a quantized activation carried in float (compiler/quant.py): its quantization, else None
     carried: Carried | None = None
+    #: the model's shape signature (-1 where a dimension is only known at run time); None: none stored
+    signature: tuple[int, ...] | None = None
 
 
 @dataclass

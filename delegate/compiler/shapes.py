@@ -11,8 +11,16 @@ constant shapes, and names every tensor whose shape still depends on values comp
 with the node that makes it so: nodes touching those stay on TFLite's CPU kernels.
 
 A node whose semantics this module does not know (a custom op the compiler has no op for, control
-flow, resource variables) counts as making its outputs' shapes dynamic: a static shape must be
-proven, not assumed. A custom op the compiler has an op for is proven by that op's output_shapes.
+flow) counts as making its outputs' shapes dynamic: a static shape must be proven, not assumed. A
+custom op the compiler has an op for is proven by that op's output_shapes.
+
+Resource variables (streaming models keep their state in them): a READ_VARIABLE's output has the
+shape of the value last assigned to its variable. Its model's declared shape is taken when it is
+fully static and every ASSIGN_VARIABLE of the graph writing that variable writes a tensor of that
+shape and type (``variable_reason``). The first value is assigned elsewhere (a CALL_ONCE's
+initialising subgraph), out of this graph's sight: the delegate kernel's prepare, which TFLite runs
+again after each READ_VARIABLE, compares the shapes its tensors have then with the compiled ones
+(plugin/callbacks.py) before anything runs.
 """
 
 from __future__ import annotations
@@ -85,7 +93,6 @@ VALUE_SHAPED = frozenset(
         _Op.IF,
         _Op.WHILE,
         _Op.CALL_ONCE,
-        _Op.READ_VARIABLE,
     }
 )
 #: builtin codes up to this are known to this module's tables; newer ones count as unknown
@@ -112,6 +119,7 @@ class StaticShapes:
 def resolve(graph: Graph, plan: list[int], name_of: Callable[[Node], str] = lambda n: n.name) -> StaticShapes:
     """Walk ``plan`` (execution order): fold shape arithmetic, and mark run-time shapes."""
     found = StaticShapes()
+    writes = variable_writes(graph)
 
     def value(i: int) -> np.ndarray | None:
         if i < 0:
@@ -127,6 +135,8 @@ def resolve(graph: Graph, plan: list[int], name_of: Callable[[Node], str] = lamb
         reason = inherited
         if reason is None:
             reason = _dynamic_reason(node, graph, value, name_of)
+        if reason is None and node.op == _Op.READ_VARIABLE:
+            reason = variable_reason(node, graph, writes, name_of(node))
         if reason is not None:
             for o in node.outputs:
                 found.dynamic.setdefault(o, reason)
@@ -159,6 +169,41 @@ def _dynamic_reason(
         out = graph.tensor(node.outputs[0]).shape
         if shape is not None and not _reshape_matches(shape, graph.tensor(node.inputs[0]).shape, out):
             return f"{label}'s computed shape {shape.tolist()} is not the model's {list(out)}"
+    return None
+
+
+def variable_key(graph: Graph, resource: int) -> tuple[str, ...]:
+    """Which variable resource tensor ``resource`` names: the container and shared name of the
+    VAR_HANDLE making it (two handles may name one variable), else the tensor itself."""
+    for node in graph.nodes.values():
+        if node.op == _Op.VAR_HANDLE and node.outputs and node.outputs[0] == resource:
+            return ("name", str(node.params.get("container", "")), str(node.params.get("shared_name", "")))
+    return ("tensor", str(resource))
+
+
+def variable_writes(graph: Graph) -> dict[tuple[str, ...], list[int]]:
+    """Each variable's written tensors: the values of the graph's ASSIGN_VARIABLE nodes."""
+    writes: dict[tuple[str, ...], list[int]] = {}
+    for node in graph.nodes.values():
+        if node.op == _Op.ASSIGN_VARIABLE and len(node.inputs) == 2 and min(node.inputs) >= 0:
+            writes.setdefault(variable_key(graph, node.inputs[0]), []).append(node.inputs[1])
+    return writes
+
+
+def variable_reason(node: Node, graph: Graph, writes: dict[tuple[str, ...], list[int]], label: str) -> str | None:
+    """Why READ_VARIABLE ``node``'s output shape is not its declared one, or None (module docstring)."""
+    if len(node.inputs) != 1 or len(node.outputs) != 1 or min(*node.inputs, *node.outputs) < 0:
+        return f"{label} computes its output shapes when it runs"
+    out = graph.tensor(node.outputs[0])
+    if out.signature is not None and any(d < 0 for d in out.signature):
+        return f"{label} reads a variable whose shape the model leaves open ({list(out.signature)})"
+    for written in writes.get(variable_key(graph, node.inputs[0]), []):
+        value = graph.tensor(written)
+        if value.shape != out.shape or value.dtype != out.dtype:
+            return (
+                f"{label} reads a variable that tensor {written} of shape {list(value.shape)} is written "
+                f"with, not the {list(out.shape)} it declares"
+            )
     return None
 
 

@@ -75,6 +75,12 @@ def execution_plan(context: Any) -> list[int]:
 def _params(code: int, data: Any) -> dict[str, Any]:
     if data == ffi.NULL:
         return {}
+    if code == Builtin.VAR_HANDLE:
+        handle = ffi.cast("TfLiteVarHandleParams *", data)
+        return {
+            key: ffi.string(text).decode("utf-8", "replace") if text != ffi.NULL else ""
+            for key, text in (("container", handle.container), ("shared_name", handle.shared_name))
+        }
     struct = {
         Builtin.CONV_2D: "TfLiteConvParams",
         Builtin.DEPTHWISE_CONV_2D: "TfLiteDepthwiseConvParams",
@@ -194,6 +200,8 @@ def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONS
             value = stored.reshape(shape).copy()
     name = ffi.string(t.name).decode("utf-8", "replace") if t.name != ffi.NULL else ""
     tensor = Tensor(index, int(t.type), shape, name, is_constant, value, quantized=t.quantization.type != 0)
+    if t.dims_signature != ffi.NULL:
+        tensor.signature = int_array(t.dims_signature)
     if t.quantization.type == 1 and t.quantization.params != ffi.NULL:  # kTfLiteAffineQuantization
         q = ffi.cast("TfLiteAffineQuantization *", t.quantization.params)
         if q.scale != ffi.NULL:
