@@ -153,3 +153,102 @@ def test_int32_tensors_keep_float32_storage():
     g.tensors[as_int] = dataclasses.replace(g.tensors[as_int], dtype=INT32)
     back = g.node(Builtin.CAST, [as_int], (1, 4, 4, 4))
     assert as_int in g.wide() and back not in g.wide()  # half holds integers exactly only to 2048
+
+
+def test_small_value_readers_widen_their_chains():
+    """A LOG's input is widened with what it is computed from through products, squares, sums and
+    matrix products; an RSQRT's chain stops at a matrix product; unrelated tensors stay half."""
+    g = _Graph()
+    x = g.tensor((1, 4, 4, 4))
+    conv = g.conv(x, scale=1.0)
+    squared = g.node(Builtin.SQUARE, [conv], (1, 4, 4, 4))
+    eps = g.tensor((1,), np.full((1,), 1e-10, np.float32))
+    shifted = g.node(Builtin.ADD, [squared, eps], (1, 4, 4, 4))
+    logged = g.node(Builtin.LOG, [shifted], (1, 4, 4, 4))
+    wide = g.wide()
+    assert {x, conv, squared, shifted} <= wide and logged not in wide
+
+    g = _Graph()
+    x = g.tensor((1, 4, 4, 4))
+    conv = g.conv(x, scale=1.0)
+    mean = g.node(Builtin.MEAN, [conv], (1, 1, 1, 4))
+    root = g.node(Builtin.RSQRT, [mean], (1, 1, 1, 4))
+    tanh = g.node(Builtin.TANH, [x], (1, 4, 4, 4))
+    wide = g.wide()
+    assert {conv, mean} <= wide and x not in wide and root not in wide and tanh not in wide
+    assert not g.wide(CalculationsPrecision.F32)
+
+
+def test_constants_half_cannot_hold_are_uploaded_in_float32():
+    from delegate.compiler.ops.base import fits_half
+
+    assert fits_half(np.array([0.0, 1e-4, -3.0, 65504.0], np.float32))
+    assert not fits_half(np.array([1e-10], np.float32))  # half's zero
+    assert not fits_half(np.array([1e5], np.float32))  # half's infinity
+
+
+def test_log_of_small_magnitudes_within_the_f16_tolerance(tmp_path, monkeypatch):
+    """log(sum(x^2) + 1e-10) over x around 1e-4 (a log-power spectrum): in half the sum (4e-8)
+    and the epsilon are zero and the log is -inf; stored and uploaded in float32 they are within
+    F16's tolerance of TFLite's."""
+    from delegate.plugin import callbacks
+    from tests.helpers import delegate_and_builtin
+    from tests.tflite_builder import Op, T, build_model
+
+    tensors = [
+        T((1, 4, 8, 4)),
+        T((1, 4, 8, 4)),
+        T((1,), data=np.array([3], np.int32), dtype=np.int32),
+        T((1, 4, 8, 1)),
+        T((1,), data=np.full((1,), 1e-10, np.float32)),
+        T((1, 4, 8, 1)),
+        T((1, 4, 8, 1)),
+    ]
+    ops = [
+        Op(Builtin.SQUARE, [0], [1]),
+        Op(Builtin.SUM, [1, 2], [3], ("ReducerOptions", {"KeepDims": True})),
+        Op(Builtin.ADD, [3, 4], [5], ("AddOptions", {})),
+        Op(Builtin.LOG, [5], [6]),
+    ]
+    model = build_model(tensors, ops, [0], [6])
+    x = (np.random.default_rng(3).uniform(0.5, 2.0, (1, 4, 8, 4)) * 1e-4).astype(np.float32)
+    errors = {}
+    real = callbacks._compile_options
+    for widen in (False, True):
+        monkeypatch.setattr(
+            callbacks, "_compile_options", lambda *a, wide=widen: dataclasses.replace(real(*a), widen_sensitive=wide)
+        )
+        (got,), (want,), state = delegate_and_builtin(model, [x], str(tmp_path), precision="F16")
+        assert state.delegated_nodes == [0, 1, 2, 3]
+        errors[widen] = float(np.abs(got - want).max()) / float(np.abs(want).max())
+    assert errors[True] <= 1e-2 < errors[False], errors
+
+
+def test_basic_pitch_in_f16_on_silence_and_quiet_audio(tmp_path):
+    """basic-pitch (a log-magnitude spectrogram front end): on silence and on quiet noise every
+    output is finite and within F16's tolerance of TFLite's builtin kernels (it read NaN
+    everywhere before its log's chain kept float32 storage)."""
+    import delegate
+    from delegate.api import host_runtime
+    from tests.helpers import shared_path
+
+    path = str(shared_path("models", "real", "basic-pitch__nmp.tflite"))
+    host = host_runtime()
+    d = delegate.load_delegate(program_cache=str(tmp_path), precision="F16")
+    gpu = host.Interpreter(model_path=path, experimental_delegates=[d])
+    cpu = host.Interpreter(
+        model_path=path, experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    )
+    for interpreter in (gpu, cpu):
+        interpreter.allocate_tensors()
+    detail = gpu.get_input_details()[0]
+    quiet = np.random.default_rng(0).uniform(-0.1, 0.1, detail["shape"]).astype(np.float32)
+    for name, audio in (("silence", np.zeros(detail["shape"], np.float32)), ("quiet", quiet)):
+        outputs = []
+        for interpreter in (gpu, cpu):
+            interpreter.set_tensor(detail["index"], audio)
+            interpreter.invoke()
+            outputs.append([interpreter.get_tensor(o["index"]) for o in interpreter.get_output_details()])
+        for got, want in zip(*outputs, strict=True):
+            assert np.isfinite(got).all(), name
+            assert float(np.abs(got - want).max()) <= 1e-2 * float(np.abs(want).max()), name

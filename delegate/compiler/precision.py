@@ -14,7 +14,19 @@ concatenation, slices, resizes, pooling, additions: ops that pass their operands
 unscaled), since rounding any of them reaches the consumer the same way. Int32 tensors (held as
 floats: ops/comparison.py) are stored in float32 too, where every integer up to 2^24 is exact
 (half stops at 2048), and so are quantized activations carried in float (quant.py), which then
-hold their grid's values exactly. Everything else keeps the precision asked for; at F32 nothing changes.
+hold their grid's values exactly.
+
+Half also has a floor: below 6.1e-5 its values lose relative precision, and below 6e-8 they are
+zero. A LOG, an RSQRT, a POW's base or a DIV's divisor turns that loss into an error without bound
+(log(0) is -inf): basic-pitch's log-magnitude spectrogram, log(|x|^2 + eps) over values down to
+1e-9, read NaN everywhere in half. Their inputs are stored in float32, and so are the tensors they
+are computed from through ops that keep small values small (the pass-through ones, and products,
+squares, roots, sums and means), up to the first op that does not. A LOG's chain also passes
+matrix products: the spectrogram's smallest magnitudes are where a convolution's terms cancel, so
+their error is half's rounding of the terms, and the log of a value off by 40% is off by 0.5
+(basic-pitch: 5% of the log's range, before). Constants half cannot hold (an epsilon of 1e-10) are
+uploaded in float32 (ops/base.py, ``fits_half``).
+Everything else keeps the precision asked for; at F32 nothing changes.
 """
 
 from __future__ import annotations
@@ -62,6 +74,28 @@ _PASS_THROUGH = frozenset(
         Builtin.RELU_N1_TO_1,
     }
 )
+
+
+#: op -> the input position where a value rounded to half's floor (zero) costs an unbounded error
+_SMALL_VALUE_READERS = {Builtin.LOG: 0, Builtin.RSQRT: 0, Builtin.POW: 0, Builtin.DIV: 1}
+#: ops whose output is small where their inputs are: a small value reaching a _SMALL_VALUE_READERS
+#: input is computed through them, and each of their runtime inputs is rounded the same way
+_KEEPS_SMALL = _PASS_THROUGH | {
+    Builtin.MUL,
+    Builtin.SQUARE,
+    Builtin.SQRT,
+    Builtin.ABS,
+    Builtin.NEG,
+    Builtin.SUM,
+    Builtin.MEAN,
+    Builtin.MAXIMUM,
+    Builtin.MINIMUM,
+    Builtin.PACK,
+    Builtin.SPLIT,
+    Builtin.SPLIT_V,
+    Builtin.TILE,
+    Builtin.GATHER,
+}
 
 
 def weight_gain(node: Node, graph: Graph) -> float:
@@ -146,13 +180,33 @@ def wide_tensors(graph: Graph, nodes: list[int], precision: CalculationsPrecisio
         data = sensitive_input(graph.nodes[index], graph, producer, seen)
         if data is not None:
             pending.append(data)
-    wide: set[int] = set()
+    wide = _with_sources(graph, producer, pending, _PASS_THROUGH)
+    # Over the whole graph: a tensor this partition writes may reach a LOG in another partition
+    # (through CPU nodes too), and is rounded to half here all the same.
+    everywhere = {t: node for node in graph.nodes.values() for t in node.outputs}
+    small, logs = [], []
+    for node in graph.nodes.values():
+        position = _SMALL_VALUE_READERS.get(node.op)
+        if position is not None and position < len(node.inputs):
+            (logs if node.op == Builtin.LOG else small).append(node.inputs[position])
+    through_products = _KEEPS_SMALL | frozenset(_MATRIX_PRODUCTS) | {Builtin.BATCH_MATMUL}
+    return frozenset(
+        wide
+        | _with_sources(graph, everywhere, small, _KEEPS_SMALL)
+        | _with_sources(graph, everywhere, logs, through_products)
+    )
+
+
+def _with_sources(graph: Graph, producer: dict[int, Node], tensors: list[int], through: frozenset[int]) -> set[int]:
+    """``tensors`` (runtime ones) and, through producers whose op is in ``through``, their sources."""
+    pending = list(tensors)
+    found: set[int] = set()
     while pending:
         tensor = pending.pop()
-        if tensor < 0 or tensor in wide or graph.tensor(tensor).constant is not None:
+        if tensor < 0 or tensor in found or graph.tensor(tensor).constant is not None:
             continue
-        wide.add(tensor)
+        found.add(tensor)
         source = producer.get(tensor)
-        if source is not None and source.op in _PASS_THROUGH:
+        if source is not None and source.op in through:
             pending.extend(source.inputs)
-    return frozenset(wide)
+    return found

@@ -259,10 +259,26 @@ def linear_object(name: str, data: bytes, dtype: np.dtype) -> model.TensorLinear
     )
 
 
+#: half's smallest normal and largest finite values
+_HALF_TINY, _HALF_MAX = 2.0**-14, 65504.0
+
+
+def fits_half(values: np.ndarray) -> bool:
+    """Whether every value keeps half's relative precision: none below its normal range but zero
+    (an epsilon added before a LOG, 1e-10, would be 0) and none above its largest (infinity)."""
+    magnitudes = np.abs(np.asarray(values, dtype=np.float64))
+    nonzero = magnitudes[magnitudes != 0]
+    return not nonzero.size or (float(nonzero.min()) >= _HALF_TINY and float(nonzero.max()) <= _HALF_MAX)
+
+
 def constant_tensor(name: str, tensor: Tensor, ctx: EmitContext) -> model.TensorDescriptorMapValue:
-    """A constant operand as a tensor object (BUFFER storage, uploaded once)."""
-    desc = layout.tensor_descriptor(tensor.shape, ctx.precision)
-    desc.data = layout.buffer_layout(tensor.constant, tensor.shape, ctx.dtype)
+    """A constant operand as a tensor object (BUFFER storage, uploaded once): in the partition's
+    precision, or in float32 when half would not hold its values (``fits_half``)."""
+    precision = ctx.precision
+    if precision != CalculationsPrecision.F32 and tensor.constant is not None and not fits_half(tensor.constant):
+        precision = CalculationsPrecision.F32
+    desc = layout.tensor_descriptor(tensor.shape, precision)
+    desc.data = layout.buffer_layout(tensor.constant, tensor.shape, layout.storage_dtype(precision))
     return model.TensorDescriptorMapValue(name, desc)
 
 
