@@ -70,7 +70,8 @@ def _scales(detail: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int] | None
     return scales, zero_points, int(params.get("quantized_dimension", 0))
 
 
-def _inputs(interpreter: Any, seed: int) -> list[tuple[int, np.ndarray]]:
+def seeded_inputs(interpreter: Any, seed: int = 0) -> list[tuple[int, np.ndarray]]:
+    """(tensor index, ``input_value``) for every input of ``interpreter``, from one generator seeded ``seed``."""
     rng = np.random.default_rng(seed)
     return [(d["index"], input_value(d, rng)) for d in interpreter.get_input_details()]
 
@@ -199,18 +200,33 @@ def _dynamic_inputs_hint(interpreter: Any) -> str:
 
 def _no_kernel_hint(interpreter: Any) -> str:
     """What the delegate said of the custom ops that neither it nor the host runs, if any."""
-    state = interpreter.opencl
+    state = getattr(interpreter, "opencl", None)  # None: a CPU interpreter
     unresolved = [f"{name}: {why}" for name, why in (state.unsupported if state else {}).items() if NO_KERNEL in why]
     return f"; {'; '.join(unresolved)}" if unresolved else ""
 
 
-def cpu_interpreter(model: str, input_shapes: dict[str | int, tuple[int, ...]] | None = None) -> Any:
-    """The reference: the host runtime's default CPU path (XNNPACK), one thread per core, allocated."""
-    verify_model(model)
-    cpu = host_runtime().Interpreter(model_path=model, num_threads=os.cpu_count())
+def allocate(interpreter: Any, input_shapes: dict[str | int, tuple[int, ...]] | None = None) -> None:
+    """Resize the inputs named in ``input_shapes``, then allocate; a failure of the delegate's
+    interpreter names the custom ops nobody runs or the input dims the model leaves open."""
     if input_shapes:
-        resize_inputs(cpu, input_shapes)
-    cpu.allocate_tensors()
+        resize_inputs(interpreter, input_shapes)
+    try:
+        interpreter.allocate_tensors()
+    except RuntimeError as exc:
+        hint = _no_kernel_hint(interpreter) or ("" if input_shapes else _dynamic_inputs_hint(interpreter))
+        if not hint:
+            raise
+        raise RuntimeError(f"{str(exc).strip() or type(exc).__name__}{hint}") from exc
+
+
+def cpu_interpreter(
+    model: str, input_shapes: dict[str | int, tuple[int, ...]] | None = None, num_threads: int | None = None
+) -> Any:
+    """The reference: the host runtime's default CPU path (XNNPACK), ``num_threads`` threads (default
+    one per core), allocated."""
+    verify_model(model)
+    cpu = host_runtime().Interpreter(model_path=model, num_threads=num_threads or os.cpu_count())
+    allocate(cpu, input_shapes)
     return cpu
 
 
@@ -230,19 +246,11 @@ def run_model(
         print(f"loading {model} with the OpenCL delegate (a first start compiles kernels) ...", file=sys.stderr)
     start = time.perf_counter()
     interpreter = Interpreter(model, settings=settings, settings_type=settings_type, **options)
-    if input_shapes:
-        resize_inputs(interpreter, input_shapes)
-    try:
-        interpreter.allocate_tensors()
-    except RuntimeError as exc:
-        hint = _no_kernel_hint(interpreter) or ("" if input_shapes else _dynamic_inputs_hint(interpreter))
-        if not hint:
-            raise
-        raise RuntimeError(f"{str(exc).strip() or type(exc).__name__}{hint}") from exc
+    allocate(interpreter, input_shapes)
     init_ms = (time.perf_counter() - start) * 1e3
     state = interpreter.opencl or DelegateState(DelegateOptions())
     effective = interpreter.effective
-    inputs = _inputs(interpreter, seed)
+    inputs = seeded_inputs(interpreter, seed)
     delegate_ms, outputs = _first_call_and_latency_ms(interpreter, inputs, runs)
     try:
         cpu = cpu_interpreter(model, input_shapes)

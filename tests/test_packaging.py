@@ -83,3 +83,12 @@ def test_build_requires_match_the_license_metadata():
     assert isinstance(project["project"]["license"], str)
     setuptools = next(r for r in requires if r.startswith("setuptools"))
     assert setuptools == "setuptools>=77"
+
+
+def test_the_wheel_registers_the_pytest_plugin(dists):
+    _, wheel = dists
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode()
+    section = text.split("[pytest11]", 1)[1].split("\n[", 1)[0] if "[pytest11]" in text else ""
+    assert "delegate.pytest_plugin = delegate.pytest_plugin" in section, text
+    assert "delegate/pytest_plugin.py" in zipfile.ZipFile(wheel).namelist()
