@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """The delegate against TFLite's CPU path (XNNPACK) and LiteRT's GPU accelerator, on every shared model.
 
+The models: every ``*.tflite`` of ../shared/models, real/ and quant/ (named by that path, e.g.
+``real/basic-pitch__nmp``), each input fed a seeded value of its own dtype and range (as
+``python -m delegate run`` does: int8 models get int8 inputs).
+
 Every measurement is a fresh process, run back to back on this machine, and the rounds alternate
 between the paths so that a change in the machine's load hits all of them alike:
 
@@ -76,9 +80,9 @@ else:
     it = delegate.Interpreter(path, **options)
 it.allocate_tensors()
 init = time.perf_counter() - start
-rng = np.random.default_rng(0)
-for d in it.get_input_details():
-    it.set_tensor(d["index"], rng.random(tuple(d["shape"]), dtype=np.float32))
+from delegate.model_run import seeded_inputs
+for index, value in seeded_inputs(it, 0):  # each input's dtype and range, as `delegate run` feeds them
+    it.set_tensor(index, value)
 start = time.perf_counter()
 it.invoke()
 first = time.perf_counter() - start
@@ -94,6 +98,23 @@ print(json.dumps({"init_ms": init * 1e3, "first_call_ms": first * 1e3, "latency_
                   "cache": [p.cache for p in state.partitions] if state else [],
                   "device": state.device if state else ""}))
 """
+
+
+#: the folders of ../shared/models whose models the comparison covers: float, trained, quantized
+FOLDERS = ("", "real", "quant")
+
+
+def shared_models() -> list[Path]:
+    """Every model of ../shared/models, real/ and quant/."""
+    return sorted(p for folder in FOLDERS for p in (MODELS / folder).glob("*.tflite"))
+
+
+def _name(model: Path) -> str:
+    """The model's name in the report: its path under ../shared/models, without the suffix."""
+    try:
+        return model.relative_to(MODELS).with_suffix("").as_posix()
+    except ValueError:
+        return model.stem
 
 
 @dataclass
@@ -189,7 +210,7 @@ def measure(models: list[Path], runs: int, rounds: int, litert: bool) -> list[Pa
     results: list[PathResult] = []
     kinds = ("delegate", "delegate-tuned")
     for model in models:
-        by_path = {kind: PathResult(model.stem, kind) for kind in (*kinds, "xnnpack", "xnnpack-1thread")}
+        by_path = {kind: PathResult(_name(model), kind) for kind in (*kinds, "xnnpack", "xnnpack-1thread")}
         with tempfile.TemporaryDirectory() as plain, tempfile.TemporaryDirectory() as tuned:
             folders = {"delegate": plain, "delegate-tuned": tuned}
             for kind in kinds:
@@ -205,7 +226,7 @@ def measure(models: list[Path], runs: int, rounds: int, litert: bool) -> list[Pa
                     _delegate_start(model, kind, runs, folders[kind], by_path[kind], cold=False)
         results += by_path.values()
         if litert:
-            gpu = PathResult(model.stem, "litert-gpu")
+            gpu = PathResult(_name(model), "litert-gpu")
             _litert(model, max(3, runs // 5), gpu)
             results.append(gpu)
     return results
@@ -381,7 +402,11 @@ def write_outputs(results: list[PathResult], text: str, out: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", help="model names in ../shared/models (default: all)")
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        help="models by path under ../shared/models: mobilenet_v2, real/basic-pitch__nmp (default: all)",
+    )
     parser.add_argument("--runs", type=int, default=20, help="timed calls per process")
     parser.add_argument("--rounds", type=int, default=3, help="warm processes per path")
     parser.add_argument("--no-litert", action="store_true", help="skip LiteRT's GPU accelerator")
@@ -390,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every sample to this file")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
-    names = args.models or sorted(p.stem for p in MODELS.glob("*.tflite"))
+    names = args.models or [p.relative_to(MODELS).with_suffix("").as_posix() for p in shared_models()]
     models = [MODELS / f"{name}.tflite" for name in names]
     missing = [str(m) for m in models if not m.exists()]
     if missing:

@@ -115,10 +115,11 @@ def test_real_models_measures_a_model(real_models, tmp_path, capsys):
     assert real_models.main(args) == 0
     (record,) = json.loads(out.read_text())
     assert record["model"] == "real/pymicro-wakeword__okay_nabu" and record["notes"] == []
-    # One int8 RESHAPE runs on the delegate (the rest reads resource variables or follows them).
-    assert record["delegated_nodes"] == 1 and record["total_nodes"] > 1 and record["max_relative_error"] == 0.0
+    # The compute around the resource variables runs on the delegate (tests/test_variables.py).
+    delegated = record["delegated_nodes"]
+    assert delegated >= 20 and record["total_nodes"] > delegated and record["max_relative_error"] == 0.0
     assert len(record["delegate_ms"]) == len(record["xnnpack_ms"]) == 2 and record["ratio"] > 0
-    assert "| real/pymicro-wakeword__okay_nabu | 1/" in capsys.readouterr().out
+    assert f"| real/pymicro-wakeword__okay_nabu | {delegated}/" in capsys.readouterr().out
 
 
 def test_compare_writes_its_report_and_chart_elsewhere_than_results_md(tmp_path, capsys):
@@ -136,6 +137,17 @@ def test_compare_writes_its_report_and_chart_elsewhere_than_results_md(tmp_path,
     assert all(s["device"] for s in samples if s["path"].startswith("delegate"))
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (compare.RESULTS.read_bytes(), compare.CHART.read_bytes()) == committed
+
+
+def test_compare_covers_every_shared_folder_and_feeds_int8_models(tmp_path):
+    compare = benchmark_module("compare")
+    names = {m.relative_to(compare.MODELS).parent.as_posix() for m in compare.shared_models()}
+    assert names == {".", "real", "quant"}
+    shared_path("models", "quant", "small_cnn_int8.tflite")
+    out = tmp_path / "out"
+    argv = ["--models", "quant/small_cnn_int8", "--runs", "2", "--rounds", "1", "--no-litert", "--out", str(out)]
+    assert compare.main(argv) == 0  # an int8 input gets int8 values (a float one would be refused)
+    assert "| quant/small_cnn_int8 | delegate |" in (out / "compare.md").read_text()
 
 
 def test_race_runtime_runs_the_runtime_before_the_split_beside_this_one(capsys):
