@@ -4,7 +4,7 @@ them is delegated, and stays correct across streaming invokes, against TFLite's 
 Streaming models keep their state in variables: each invoke reads the state, computes with the new
 input, and assigns the shifted state back. The variables stay on TFLite's CPU kernels; a
 READ_VARIABLE's output is taken to have its declared shape (compiler/shapes.py, ``variable_reason``),
-which the delegate kernel's prepare checks each time TFLite runs it again after the READ_VARIABLE.
+which every invoke checks (csrc/plugin.c binds only tensors of the compiled dims).
 """
 
 from __future__ import annotations

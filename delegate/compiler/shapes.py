@@ -18,9 +18,9 @@ Resource variables (streaming models keep their state in them): a READ_VARIABLE'
 shape of the value last assigned to its variable. Its model's declared shape is taken when it is
 fully static and every ASSIGN_VARIABLE of the graph writing that variable writes a tensor of that
 shape and type (``variable_reason``). The first value is assigned elsewhere (a CALL_ONCE's
-initialising subgraph), out of this graph's sight: the delegate kernel's prepare, which TFLite runs
-again after each READ_VARIABLE, compares the shapes its tensors have then with the compiled ones
-(plugin/callbacks.py) before anything runs.
+initialising subgraph), out of this graph's sight: every invoke of a partition checks that each
+tensor it binds has the dims it was compiled for and fails with an error saying so otherwise
+(csrc/plugin.c), so a state of another shape is never read with the compiled layout.
 """
 
 from __future__ import annotations
