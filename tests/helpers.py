@@ -190,13 +190,11 @@ def delegate_and_builtin(model: bytes, feeds: list[np.ndarray], program_cache: s
     """``model``'s outputs through the delegate (``options``) and through TFLite's builtin CPU kernels
     (not the XNNPACK delegate the host applies by default: XNNPACK disagrees with them on corner
     cases, where the delegate follows the builtin kernels) on ``feeds``, and what the delegate
-    claimed: (delegate outputs, builtin outputs, DelegateState). These models are a few small nodes,
-    which the rule cpu_when_faster would leave on CPU: it is off unless ``options`` say otherwise."""
+    claimed: (delegate outputs, builtin outputs, DelegateState)."""
     import delegate
     from delegate.api import host_runtime
 
     host = host_runtime()
-    options.setdefault("cpu_when_faster", "false")
     d = delegate.load_delegate(program_cache=program_cache, **options)
     gpu = host.Interpreter(model_content=model, experimental_delegates=[d])
     cpu = host.Interpreter(

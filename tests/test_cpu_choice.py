@@ -17,10 +17,10 @@ from delegate.plugin import callbacks
 from delegate.plugin.options import DelegateOptions
 from delegate.runtime.device import describe, select_device
 
-from .helpers import delegate_and_builtin
+from .helpers import delegate_and_builtin, shared_path
 from .tflite_builder import Op, T, build_model
 
-pytestmark = pytest.mark.opencl
+pytestmark = [pytest.mark.opencl, pytest.mark.cpu_choice_default]
 
 RELU = ("FullyConnectedOptions", {"FusedActivationFunction": 1})
 
@@ -120,3 +120,16 @@ def test_the_estimate_counts_work_and_kernels():
     assert tiny.on_cpu and not big.on_cpu
     assert big.cpu_us > 1000 * tiny.cpu_us
     assert not estimate(small, [0, 1], applied=False).on_cpu
+
+
+@pytest.mark.parametrize("name,delegated", [("mobilenet_v2", 65), ("small_cnn", 0), ("elementwise_mix", 0)])
+def test_shared_models_with_the_defaults(name, delegated, programs):
+    """MobileNetV2 is still delegated whole; the two small models (tens of microseconds on XNNPACK,
+    measured faster there: benchmarks/RESULTS.md, "CPU choice") stay on CPU."""
+    interpreter = delegate.Interpreter(str(shared_path("models", f"{name}.tflite")), program_cache=programs)
+    interpreter.allocate_tensors()
+    state = interpreter.opencl
+    assert len(state.delegated_nodes) == delegated
+    (choice,) = state.cpu_choices
+    assert choice["decision"] == ("delegate" if delegated else "cpu") and choice["applied"]
+    assert all(why.startswith("faster on TFLite's CPU kernels") for why in state.unsupported.values())
