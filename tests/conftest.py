@@ -4,6 +4,7 @@ delegated unless a test is marked ``cpu_choice_default``."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -14,12 +15,16 @@ if os.environ.get("CI"):
 
 
 @pytest.fixture(autouse=True)
-def _small_partitions_delegated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def _small_partitions_delegated(request: pytest.FixtureRequest) -> Iterator[None]:
     """Most tests check kernels on models of a few small nodes, which the rule cpu_when_faster
     (compiler/cpu_choice.py) leaves on TFLite's CPU kernels by default on PoCL: in this process its
     default (auto) is off, as on a GPU, unless the test is marked ``cpu_choice_default``; an
     explicit true or false is kept. Subprocesses run the real default."""
-    if request.node.get_closest_marker("cpu_choice_default") is None:
-        from delegate.plugin import callbacks
+    if request.node.get_closest_marker("cpu_choice_default") is not None:
+        yield
+        return
+    from delegate.plugin import callbacks
 
-        monkeypatch.setattr(callbacks, "cpu_when_faster", lambda device, requested: bool(requested))
+    with pytest.MonkeyPatch.context() as patch:  # its own: a test's monkeypatch.undo() keeps it
+        patch.setattr(callbacks, "cpu_when_faster", lambda device, requested: bool(requested))
+        yield
