@@ -34,7 +34,8 @@ def compiled_context(model: Path, options: list[str]) -> bytes:
     (K=V), as ``python -m delegate run`` writes it into a temporary serialization folder."""
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "delegate", "run", str(model), "--serialization-dir", folder, "--json"]
-        for option in options:
+        # a small model's partition would stay on CPU by default (cpu_when_faster): profile it anyway
+        for option in ["cpu_when_faster=false", *options]:
             command += ["--option", option]
         subprocess.run(command, check=True, capture_output=True)
         (context,) = Path(folder).glob("*.ctx")

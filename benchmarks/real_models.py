@@ -55,7 +55,8 @@ try:
         it = host_runtime().Interpreter(model_path=path, num_threads=int(options["num_threads"]))
     else:
         import delegate
-        it = delegate.Interpreter(path, **options)
+        # the delegate's own latency, also where the rule cpu_when_faster would leave a partition on CPU
+        it = delegate.Interpreter(path, **{"cpu_when_faster": "false", **options})
     it.allocate_tensors()
     rng = np.random.default_rng(0)
     for d in it.get_input_details():
@@ -150,7 +151,14 @@ def _failure(what: str, out: subprocess.CompletedProcess) -> str:
 
 def _accuracy(model: Path, folder: str, result: ModelResult) -> bool:
     """Fills the delegated fraction and the error from ``python -m delegate run``; False when it failed."""
-    options = ["--option", f"model_token={model.stem}", "--serialization-dir", folder]
+    options = [
+        "--option",
+        f"model_token={model.stem}",
+        "--option",
+        "cpu_when_faster=false",
+        "--serialization-dir",
+        folder,
+    ]
     command = [sys.executable, "-m", "delegate", "run", str(model), "--json", "--runs", "0", *options]
     out = subprocess.run(command, capture_output=True, text=True, env=_env())
     if out.returncode != 0:

@@ -307,6 +307,7 @@ def run_model(
         "engine_reason": effective.reason if effective else "",
         "priorities": list(effective.priorities) if effective else None,
         "compile_fallbacks": state.fallbacks,
+        "cpu_choices": state.cpu_choices,
         "fallback_settings": {
             "compilation": bool(effective and effective.compile_fallback),
             "execution": bool(effective and effective.execution_fallback),
@@ -338,6 +339,17 @@ def format_output(o: dict[str, Any]) -> str:
     else:
         quant = f"per-channel scales on axis {q['axis']}"
     return f"{head} ({quant}): {same}; dequantized {real}"
+
+
+def format_cpu_choice(c: dict[str, Any]) -> str:
+    """One partition's figures of cpu_when_faster: ``partition of 3 nodes: delegate ...``."""
+    where = "stays on CPU (faster there)" if c["decision"] == "cpu" else "delegated"
+    rule = "" if c["applied"] else " (cpu_when_faster off)"
+    return (
+        f"CPU choice: partition of {len(c['nodes'])} node(s) {where}{rule}: the delegate's fixed costs"
+        f" {c['delegate_us']:.0f} us per invoke ({c['kernels']} kernel(s)), CPU estimate {c['cpu_us']:.1f} us"
+        f" ({c['macs']:,} multiply-adds)"
+    )
 
 
 def format_result(r: dict[str, Any]) -> str:
@@ -379,6 +391,7 @@ def format_result(r: dict[str, Any]) -> str:
         f"init: {r['init_ms']:.0f} ms",
         f"latency (median): delegate {r['latency_ms']['delegate']:.2f} ms, CPU {r['latency_ms']['cpu']:.2f} ms",
     ]
+    lines.extend(format_cpu_choice(c) for c in r.get("cpu_choices", []))
     for fallback in r["compile_fallbacks"]:
         lines.append(f"fell back to CPU at compile time: {', '.join(fallback['nodes'])}: {fallback['cause']}")
     if r["execution_fallback"]:

@@ -1,11 +1,30 @@
-"""Test configuration: hypothesis runs derandomized (reproducible) under CI."""
+"""Test configuration: hypothesis runs derandomized (reproducible) under CI; small partitions are
+delegated unless a test is marked ``cpu_choice_default``."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True)
+def _small_partitions_delegated(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Most tests check kernels on models of a few small nodes, which the rule cpu_when_faster
+    (compiler/cpu_choice.py) leaves on TFLite's CPU kernels by default on PoCL: in this process its
+    default (auto) is off, as on a GPU, unless the test is marked ``cpu_choice_default``; an
+    explicit true or false is kept. Subprocesses run the real default."""
+    if request.node.get_closest_marker("cpu_choice_default") is not None:
+        yield
+        return
+    from delegate.plugin import callbacks
+
+    with pytest.MonkeyPatch.context() as patch:  # its own: a test's monkeypatch.undo() keeps it
+        patch.setattr(callbacks, "cpu_when_faster", lambda device, requested: bool(requested))
+        yield

@@ -114,7 +114,9 @@ def test_run_says_when_the_cpu_output_is_constant(tmp_path):
 @pytest.mark.opencl
 def test_run_model_json_and_errors(tmp_path):
     model = str(shared_path("models", "small_cnn.tflite"))
-    result = _run_cli("run", model, "--runs", "2", "--json", "--serialization-dir", str(tmp_path))
+    # small_cnn would stay on CPU by default (cpu_when_faster; tests/test_cpu_choice.py)
+    off = ("--option", "cpu_when_faster=false")
+    result = _run_cli("run", model, "--runs", "2", "--json", "--serialization-dir", str(tmp_path), *off)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)  # exactly one JSON object on stdout
     for key in (
@@ -141,8 +143,13 @@ def test_run_model_json_and_errors(tmp_path):
     assert report["reference_constant"] is False
     assert set(report["latency_ms"]) == {"delegate", "cpu"}
     assert "compiles kernels" in result.stderr  # progress goes to stderr
-    text = _run_cli("run", model, "--runs", "1", "--serialization-dir", str(tmp_path))
+    text = _run_cli("run", model, "--runs", "1", "--serialization-dir", str(tmp_path), *off)
     assert text.returncode == 0 and "cache hit" in text.stdout and "delegated: 10 of 10 nodes" in text.stdout
+    assert "CPU choice: partition of 10 node(s) delegated (cpu_when_faster off)" in text.stdout
+    default = _run_cli("run", model, "--runs", "1")
+    assert default.returncode == 0 and "delegated: 0 of 10 nodes" in default.stdout
+    assert "CPU choice: partition of 10 node(s) stays on CPU (faster there)" in default.stdout
+    assert "on CPU: " in default.stdout and "faster on TFLite's CPU kernels" in default.stdout
     bad = _run_cli("run", model, "--option", "precision=F8")
     assert bad.returncode == 2 and "precision must be one of" in bad.stderr
     bad = _run_cli("run", model, "--option", "nonsense")
@@ -246,7 +253,8 @@ def test_run_resizes_inputs_before_comparing(tmp_path):
     model = build_model([T((1, 4)), T((1, 4))], [Op(Builtin.TANH, [0], [1])], [0], [1])
     path = tmp_path / "tanh.tflite"
     path.write_bytes(model)
-    result = _run_cli("run", str(path), "--runs", "1", "--json", "--input-shape", "t0=3,8")
+    off = ("--option", "cpu_when_faster=false")  # a one-node model, delegated whatever its size
+    result = _run_cli("run", str(path), "--runs", "1", "--json", "--input-shape", "t0=3,8", *off)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["outputs"][0]["shape"] == [3, 8] and report["delegated_nodes"] == 1

@@ -238,7 +238,8 @@ import delegate
 caches = []
 for _ in range(2):
     interpreter = delegate.Interpreter(
-        sys.argv[1], serialization_dir=sys.argv[2], experimental_preserve_all_tensors=sys.argv[3] == "1"
+        sys.argv[1], serialization_dir=sys.argv[2], experimental_preserve_all_tensors=sys.argv[3] == "1",
+        cpu_when_faster="false",  # small_cnn's partition is delegated whatever its size
     )
     interpreter.allocate_tensors()
     interpreter.invoke()
@@ -269,7 +270,7 @@ def test_serialization_cache_keyed_by_the_weights_without_a_model_token(name, pr
 _WARM_START_MODULES = """
 import json, sys
 import delegate
-interpreter = delegate.Interpreter(sys.argv[1], serialization_dir=sys.argv[2], model_token="m")
+interpreter = delegate.Interpreter(sys.argv[1], serialization_dir=sys.argv[2], model_token="m", cpu_when_faster="false")
 interpreter.allocate_tensors()
 interpreter.invoke()
 print(json.dumps({"cache": [p.cache for p in interpreter.opencl.partitions],

@@ -124,11 +124,16 @@ def _run(*args: str):
 @pytest.mark.opencl
 def test_cli_run_with_precision_loss_allowed_runs_half_precision():
     model = str(shared_path("models", "small_cnn.tflite"))
-    half = _run("run", model, "--option", "is_precision_loss_allowed=1", "--option", "program_cache=none", "--json")
+    off = ("--option", "cpu_when_faster=false")  # small_cnn is delegated whatever its size
+    half = _run(
+        "run", model, "--option", "is_precision_loss_allowed=1", "--option", "program_cache=none", "--json", *off
+    )
     assert half.returncode == 0, half.stderr
     report = json.loads(half.stdout)
     assert report["precision"] in ("F16", "F32_F16") and report["delegated_nodes"] > 0
-    full = _run("run", model, "--option", "is_precision_loss_allowed=0", "--option", "program_cache=none", "--json")
+    full = _run(
+        "run", model, "--option", "is_precision_loss_allowed=0", "--option", "program_cache=none", "--json", *off
+    )
     assert json.loads(full.stdout)["precision"] == "F32"
     clash = _run("run", model, "--option", "is_precision_loss_allowed=1", "--option", "precision=F32")
     assert clash.returncode == 2 and "conflicts with is_precision_loss_allowed" in clash.stderr

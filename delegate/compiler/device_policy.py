@@ -53,6 +53,13 @@ def vector_width(device: DeviceFacts, requested: int) -> int:
     return requested or native
 
 
+def cpu_when_faster(device: DeviceFacts, requested: bool | None) -> bool:
+    """Whether partitions the delegate cannot run faster than TFLite's CPU kernels stay there
+    (option cpu_when_faster, ``requested``; None is auto): by default on CPU devices, where the
+    delegate competes with the CPU kernels for the same cores; on GPUs the choice is the user's."""
+    return (not device.is_gpu) if requested is None else requested
+
+
 def compile_options(
     device: DeviceFacts,
     precision: CalculationsPrecision,

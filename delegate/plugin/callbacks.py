@@ -20,7 +20,8 @@ from typing import Any
 from .._native import ffi, lib
 from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
 from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
-from ..compiler.device_policy import compile_options
+from ..compiler.cpu_choice import estimate
+from ..compiler.device_policy import compile_options, cpu_when_faster
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
 from ..compiler.partition import CompileOptions, compile_partition
@@ -256,6 +257,28 @@ def _float_edges(context: Any, graph: Any, nodes: list[int], unsupported: dict[s
     return nodes
 
 
+def _faster_on_cpu(
+    context: Any, prep: Preparing, nodes: list[int], options: DelegateOptions, unsupported: dict[str, str]
+) -> list[int]:
+    """``nodes`` less the partitions the delegate cannot run faster than TFLite's CPU kernels
+    (option cpu_when_faster; compiler/cpu_choice.py); every partition's figures go in the report."""
+    if not nodes:
+        return nodes
+    requested = options.cpu_when_faster
+    applied = (
+        requested if requested is not None else cpu_when_faster(describe(select_device(options.device or None)), None)
+    )
+    kept: set[int] = set()
+    for members, _, _ in preview_partitions(context, nodes):
+        choice = estimate(prep.graph, members, applied=applied)
+        prep.report.cpu_choices.append(choice)
+        if choice.on_cpu:
+            kept.update(members)
+            for name in choice.names:
+                unsupported[name] = choice.reason()
+    return [n for n in nodes if n not in kept]
+
+
 def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Preparing) -> int:
     """Prepare's work on one subgraph: capture, choose, compile, and replace the chosen nodes."""
     report, options = prep.report, state.options
@@ -269,6 +292,7 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
     chosen = largest_partitions(context, supported, options.max_delegated_partitions)
     for index in set(supported) - set(chosen):
         unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
+    chosen = _faster_on_cpu(context, prep, chosen, options, unsupported)
     report.total_nodes = len(plan)
     report.unsupported = unsupported
     for name, why in unsupported.items():

@@ -55,6 +55,10 @@ class DelegateOptions:
     #: floats per vector the matrix-product kernels group output channels by: 0 (auto: 16 on CPU
     #: devices compiling for AVX-512, else 8), 8, or 16 (only on such devices)
     vector_width: int = 0
+    #: leave a partition on TFLite's CPU kernels when the delegate's fixed costs alone exceed the
+    #: CPU's estimate for it (compiler/cpu_choice.py): None (auto: on for CPU devices, off on
+    #: GPUs), True or False
+    cpu_when_faster: bool | None = None
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -91,6 +95,10 @@ class DelegateOptions:
                 if text.lower() not in ("auto", "8", "16"):
                     raise OptionsError(f"vector_width must be auto, 8 or 16, not {text!r}")
                 values[key] = 0 if text.lower() == "auto" else int(text)
+            elif key == "cpu_when_faster":
+                if text.lower() not in ("auto", "true", "false", "1", "0"):
+                    raise OptionsError(f"cpu_when_faster must be auto, true or false, not {text!r}")
+                values[key] = None if text.lower() == "auto" else text.lower() in ("true", "1")
             elif key == "tuning":
                 try:
                     values[key] = Tuning(text.lower())

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..compiler.cpu_choice import CpuChoice
 from ..host import HostInfo
 from .options import DelegateOptions
 
@@ -43,6 +44,9 @@ class SubgraphReport:
     partitions: list[PartitionInfo] = field(default_factory=list)
     #: partitions that fell back to CPU: {"nodes": [names], "cause": text}
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    #: each candidate partition's figures of the rule cpu_when_faster, and its decision
+    #: (compiler/cpu_choice.py): those left on CPU have their nodes in ``unsupported`` too
+    cpu_choices: list[CpuChoice] = field(default_factory=list)
 
 
 @dataclass
@@ -51,7 +55,7 @@ class DelegateState:
 
     ``subgraphs`` has one report per subgraph the delegate was applied to (a model with IF, WHILE
     or CALL_ONCE has several; a subgraph prepared again, after a resize, replaces its report);
-    ``total_nodes``, ``delegated_nodes``, ``unsupported``, ``partitions`` and ``fallbacks`` are
+    ``total_nodes``, ``delegated_nodes``, ``unsupported``, ``partitions``, ``fallbacks`` and ``cpu_choices`` are
     their totals (node names carry the subgraph, ``sub1/name``, past the first).
     """
 
@@ -89,6 +93,16 @@ class DelegateState:
     @property
     def fallbacks(self) -> list[dict[str, Any]]:
         return [{**f, "nodes": [_qualified(r, n) for n in f["nodes"]]} for r in self.subgraphs for f in r.fallbacks]
+
+    @property
+    def cpu_choices(self) -> list[dict[str, Any]]:
+        """The figures of cpu_when_faster per candidate partition (CpuChoice.as_dict), with its
+        subgraph and its nodes' names."""
+        return [
+            {"subgraph": r.index, **c.as_dict(), "names": [_qualified(r, n) for n in c.names]}
+            for r in self.subgraphs
+            for c in r.cpu_choices
+        ]
 
     def report_for(self, address: int) -> SubgraphReport:
         """A fresh report for a Prepare of the TfLiteContext at ``address``, replacing that

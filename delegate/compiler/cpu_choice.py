@@ -1,0 +1,139 @@
+"""Which partitions stay on TFLite's CPU kernels because the delegate cannot be faster there
+(option ``cpu_when_faster``; on by default on CPU devices, device_policy.py).
+
+The delegate pays a fixed cost at every invoke (enqueue, waking the device's threads, waiting for
+the end) and one per kernel, whatever the kernels compute; TFLite's CPU kernels (XNNPACK) pay a
+small cost per node and then the work at their throughput. A partition stays on CPU when the
+delegate's fixed costs alone exceed the CPU's estimate for the whole partition: even kernels that
+took no time would leave the delegate slower. That catches the small partitions where the fixed
+costs dominate (a few small layers: tens of microseconds against one or two), and never a partition
+where the delegate could win. It does not catch a large partition whose kernels are slower than
+XNNPACK's: that is the kernels' matter, not a rule's (benchmarks/RESULTS.md, "CPU choice").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .graph import Builtin, Graph, Node
+from .ops import op_for
+from .ops.concatenation import Concatenation
+from .ops.elementwise import Binary, Unary
+from .ops.reshape import Reshape
+from .ops.softmax import Softmax
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The constants of the estimate, measured by benchmarks/cpu_choice.py."""
+
+    #: the delegate's cost of one invoke of a partition, and of each kernel in it, computing nothing
+    invoke_us: float
+    kernel_us: float
+    #: TFLite's CPU kernels: cost per node, multiply-adds and tensor elements per microsecond
+    cpu_node_us: float
+    cpu_macs_per_us: float
+    cpu_elements_per_us: float
+
+
+#: AMD EPYC (Zen 4), 2 cores, PoCL 3 and ai-edge-litert's XNNPACK with 2 threads, measured by
+#: benchmarks/cpu_choice.py (RESULTS.md, "CPU choice"): the delegate's fixed costs at the low end
+#: of what was measured, the CPU's throughputs at the low end too (a larger CPU estimate), so that
+#: errors leave a partition on the delegate.
+POCL_CPU = Calibration(
+    invoke_us=40.0, kernel_us=1.0, cpu_node_us=1.0, cpu_macs_per_us=40_000.0, cpu_elements_per_us=15_000.0
+)
+
+#: ops whose work runs inside another node's kernel or needs none (fusion.py, reshapes, concatenations read in place)
+_NO_KERNEL_OF_THEIR_OWN = (Unary, Binary, Reshape, Softmax, Concatenation)
+
+
+def _elements(graph: Graph, index: int) -> int:
+    return math.prod(graph.tensor(index).shape)
+
+
+def _runtime(graph: Graph, ids: tuple[int, ...]) -> list[int]:
+    return [i for i in ids if i >= 0 and not graph.tensor(i).is_constant]
+
+
+def node_macs(node: Node, graph: Graph) -> int:
+    """Multiply-adds of a matrix-product node (convolutions, fully connected, batch products); 0 for others."""
+    out = _elements(graph, node.outputs[0]) if node.outputs and node.outputs[0] >= 0 else 0
+    shape = graph.tensor(node.inputs[1]).shape if len(node.inputs) > 1 and node.inputs[1] >= 0 else ()
+    if node.op == Builtin.CONV_2D and len(shape) == 4:
+        return out * math.prod(shape[1:])  # filters [O, KH, KW, I]
+    if node.op == Builtin.DEPTHWISE_CONV_2D and len(shape) == 4:
+        return out * shape[1] * shape[2]
+    if node.op == Builtin.FULLY_CONNECTED and shape:
+        return out * shape[-1]  # weights [O, I]
+    if node.op == Builtin.TRANSPOSE_CONV and len(shape) == 4 and len(node.inputs) > 2:
+        return _elements(graph, node.inputs[2]) * math.prod(shape[:3])  # each input element meets O x KH x KW
+    if node.op == Builtin.BATCH_MATMUL and node.inputs and node.inputs[0] >= 0:
+        lhs = graph.tensor(node.inputs[0]).shape
+        if len(lhs) >= 2:
+            return out * (lhs[-2] if node.params.get("adj_x") else lhs[-1])
+    return 0
+
+
+@dataclass(frozen=True)
+class CpuChoice:
+    """One partition's figures: what it does, the delegate's fixed costs and the CPU's estimate."""
+
+    nodes: tuple[int, ...]
+    names: tuple[str, ...]
+    #: nodes TFLite's CPU kernels run, and the least number of kernels the delegate launches
+    cpu_nodes: int
+    kernels: int
+    macs: int
+    elements: int
+    delegate_us: float
+    cpu_us: float
+    #: whether the rule was applied (off: the figures are reported, the partition is delegated)
+    applied: bool = True
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.applied and self.delegate_us > self.cpu_us
+
+    def reason(self) -> str:
+        """Why a node of this partition stays on CPU (``interpreter.opencl.unsupported``)."""
+        return (
+            f"faster on TFLite's CPU kernels: the delegate's fixed costs for its partition of {len(self.nodes)} "
+            f"node(s) ({self.delegate_us:.0f} us per invoke) exceed the CPU's estimate ({self.cpu_us:.1f} us); "
+            "cpu_when_faster=false delegates it"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "nodes": list(self.nodes),
+            "cpu_nodes": self.cpu_nodes,
+            "kernels": self.kernels,
+            "macs": self.macs,
+            "elements": self.elements,
+            "delegate_us": round(self.delegate_us, 2),
+            "cpu_us": round(self.cpu_us, 2),
+            "applied": self.applied,
+            "decision": "cpu" if self.on_cpu else "delegate",
+        }
+
+
+def estimate(graph: Graph, nodes: list[int], *, applied: bool, calibration: Calibration = POCL_CPU) -> CpuChoice:
+    """The figures of the partition ``nodes`` of ``graph`` (``applied``: whether the rule decides)."""
+    cpu_nodes = kernels = macs = elements = 0
+    for index in nodes:
+        node = graph.nodes[index]
+        inputs = _runtime(graph, node.inputs)
+        if not inputs:  # folded into constants (fold.py, shapes.py): neither side runs it
+            continue
+        cpu_nodes += 1
+        if not isinstance(op_for(node), _NO_KERNEL_OF_THEIR_OWN):
+            kernels += 1
+        macs += node_macs(node, graph)
+        elements += sum(_elements(graph, i) for i in (*inputs, *_runtime(graph, node.outputs)))
+    kernels = max(kernels, 1) if cpu_nodes else 0  # a partition of linked ops is still one kernel
+    c = calibration
+    delegate_us = c.invoke_us + c.kernel_us * kernels
+    cpu_us = c.cpu_node_us * cpu_nodes + macs / c.cpu_macs_per_us + elements / c.cpu_elements_per_us
+    names = tuple(graph.nodes[i].name for i in nodes)
+    return CpuChoice(tuple(nodes), names, cpu_nodes, kernels, macs, elements, delegate_us, cpu_us, applied)
