@@ -27,7 +27,7 @@ from delegate.api import current_host, host_runtime
 from delegate.compiler.graph import Builtin
 
 from .helpers import delegate_and_builtin, shared_path
-from .test_ops import TOLERANCE, rand, seeds
+from .test_ops import TOLERANCE, rand, seeds, shapes_any_rank
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
@@ -610,3 +610,341 @@ def test_int8_padv2_resize_nearest_squeeze_expand_dims():
         Op(Builtin.EXPAND_DIMS, [6, 7], [8]),
     ]
     check_quant(tensors, ops, [0], [8], [qrand((1, 6, 5, 8), rng)], steps=0, exact=1.0)
+
+
+# ---------------------------------------------------------------- full-integer data movement
+#
+# TFLite's integer kernels for these ops move the input's integers and requantize nothing: with the
+# input's quantization on the output (what converters write) the carried values move exactly, so
+# every output must match TFLite's exactly, int8 and uint8.
+
+#: a quantization per carried type: (scale, zero point)
+GRIDS = {np.int8: (0.0431, -7), np.uint8: (0.0431, 131)}
+_DTYPES = pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+
+
+def check_moved(tensors, ops, inputs, outputs, feeds):
+    """Every op delegated, every output TFLite's integers exactly."""
+    return check_quant(tensors, ops, inputs, outputs, feeds, steps=0, exact=1.0)
+
+
+@_DTYPES
+@QUANT_EXAMPLES
+@given(shape=shapes_any_rank, seed=seeds, data=st.data())
+def test_quantized_transpose(dtype, shape, seed, data):
+    perm = data.draw(st.permutations(list(range(len(shape)))))
+    out = tuple(shape[p] for p in perm)
+    tensors = [qt(shape, *GRIDS[dtype], dtype), T((len(shape),), np.array(perm, np.int32), np.int32)]
+    tensors.append(qt(out, *GRIDS[dtype], dtype))
+    feeds = [qrand(shape, np.random.default_rng(seed), dtype)]
+    check_moved(tensors, [Op(Builtin.TRANSPOSE, [0, 1], [2], version=2)], [0], [2], feeds)
+
+
+@_DTYPES
+@QUANT_EXAMPLES
+@given(shape=shapes_any_rank, seed=seeds, data=st.data())
+def test_quantized_slice_and_strided_slice(dtype, shape, seed, data):
+    x = qrand(shape, np.random.default_rng(seed), dtype)
+    rank, grid = len(shape), GRIDS[dtype]
+    begin = [data.draw(st.integers(0, d - 1)) for d in shape]
+    size = [data.draw(st.integers(1, d - b)) for d, b in zip(shape, begin, strict=True)]
+    vector = lambda v: T((rank,), np.array(v, np.int32), np.int32)  # noqa: E731
+    tensors = [qt(shape, *grid, dtype), vector(begin), vector(size), qt(size, *grid, dtype)]
+    check_moved(tensors, [Op(Builtin.SLICE, [0, 1, 2], [3], version=2)], [0], [3], [x])
+    shrink = data.draw(st.integers(0, 2**rank - 1))
+    strides = [1 if shrink >> d & 1 else data.draw(st.sampled_from([1, 2, -1])) for d in range(rank)]
+    starts = [b if s > 0 else b + n - 1 for b, n, s in zip(begin, size, strides, strict=True)]
+    ends = [b + n if s > 0 else b - 1 for b, n, s in zip(begin, size, strides, strict=True)]
+    ends = [e if e >= 0 else -(rank * 100) for e in ends]  # "before the start": a large negative end
+    expected = x[tuple(slice(b, e if e >= 0 else None, s) for b, e, s in zip(starts, ends, strides, strict=True))]
+    expected = expected[tuple(0 if shrink >> d & 1 else slice(None) for d in range(rank))]
+    tensors = [qt(shape, *grid, dtype), vector(starts), vector(ends), vector(strides), qt(expected.shape, *grid, dtype)]
+    options = ("StridedSliceOptions", {"ShrinkAxisMask": shrink})
+    check_moved(tensors, [Op(Builtin.STRIDED_SLICE, [0, 1, 2, 3], [4], options, version=2)], [0], [4], [x])
+
+
+@_DTYPES
+@QUANT_EXAMPLES
+@given(shape=_SRC, axis=st.integers(0, 3), seed=seeds, data=st.data())
+def test_quantized_split_and_split_v(dtype, shape, axis, seed, data):
+    x, grid = qrand(shape, np.random.default_rng(seed), dtype), GRIDS[dtype]
+    n = data.draw(st.sampled_from([k for k in (1, 2, 3) if shape[axis] % k == 0]))
+    parts = [tuple(d // n if i == axis else d for i, d in enumerate(shape))] * n
+    tensors = [
+        T((1,), np.array([axis], np.int32), np.int32),
+        qt(shape, *grid, dtype),
+        *[qt(p, *grid, dtype) for p in parts],
+    ]
+    outs = list(range(2, 2 + n))
+    check_moved(
+        tensors, [Op(Builtin.SPLIT, [0, 1], outs, ("SplitOptions", {"NumSplits": n}), version=2)], [1], outs, [x]
+    )
+    cut = data.draw(st.integers(0, shape[axis]))
+    sizes = [s for s in (cut, shape[axis] - cut) if s > 0]
+    parts = [tuple(s if i == axis else d for i, d in enumerate(shape)) for s in sizes]
+    tensors = [
+        qt(shape, *grid, dtype),
+        T((len(sizes),), np.array(sizes, np.int32), np.int32),
+        T((1,), np.array([axis], np.int32), np.int32),
+        *[qt(p, *grid, dtype) for p in parts],
+    ]
+    outs = list(range(3, 3 + len(sizes)))
+    options = ("SplitVOptions", {"NumSplits": len(sizes)})
+    check_moved(tensors, [Op(Builtin.SPLIT_V, [0, 1, 2], outs, options, version=2)], [0], outs, [x])
+
+
+@_DTYPES
+@QUANT_EXAMPLES
+@given(shape=_SRC, seed=seeds, data=st.data())
+def test_quantized_tile(dtype, shape, seed, data):
+    multiples = [data.draw(st.integers(1, 3)) for _ in shape]
+    tiled = tuple(d * m for d, m in zip(shape, multiples, strict=True))
+    grid = GRIDS[dtype]
+    tensors = [qt(shape, *grid, dtype), T((4,), np.array(multiples, np.int32), np.int32), qt(tiled, *grid, dtype)]
+    feeds = [qrand(shape, np.random.default_rng(seed), dtype)]
+    check_moved(tensors, [Op(Builtin.TILE, [0, 1], [2], version=2)], [0], [2], feeds)
+
+
+@_DTYPES
+@QUANT_EXAMPLES
+@given(
+    b=st.integers(1, 2),
+    hw=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    c=st.integers(1, 6),
+    block=st.integers(1, 3),
+    seed=seeds,
+)
+def test_quantized_space_to_depth_and_back(dtype, b, hw, c, block, seed):
+    rng, grid = np.random.default_rng(seed), GRIDS[dtype]
+    shape = (b, hw[0] * block, hw[1] * block, c)
+    deep = (b, hw[0], hw[1], c * block * block)
+    options = ("SpaceToDepthOptions", {"BlockSize": block})
+    ops = [Op(Builtin.SPACE_TO_DEPTH, [0], [1], options, version=2)]
+    check_moved([qt(shape, *grid, dtype), qt(deep, *grid, dtype)], ops, [0], [1], [qrand(shape, rng, dtype)])
+    options = ("DepthToSpaceOptions", {"BlockSize": block})
+    ops = [Op(Builtin.DEPTH_TO_SPACE, [0], [1], options, version=2)]
+    check_moved([qt(deep, *grid, dtype), qt(shape, *grid, dtype)], ops, [0], [1], [qrand(deep, rng, dtype)])
+
+
+@_DTYPES
+@QUANT_EXAMPLES
+@given(
+    shape=_SRC,
+    pads=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1)), min_size=4, max_size=4),
+    mode=st.sampled_from([0, 1]),
+    seed=seeds,
+)
+def test_quantized_mirror_pad(dtype, shape, pads, mode, seed):
+    if mode == 0 and any(p > d - 1 for d, pair in zip(shape, pads, strict=True) for p in pair):
+        return  # REFLECT needs padding smaller than the dimension
+    out = tuple(d + a + b for d, (a, b) in zip(shape, pads, strict=True))
+    grid = GRIDS[dtype]
+    tensors = [qt(shape, *grid, dtype), T((4, 2), np.array(pads, np.int32), np.int32), qt(out, *grid, dtype)]
+    ops = [Op(Builtin.MIRROR_PAD, [0, 1], [2], ("MirrorPadOptions", {"Mode": mode}), version=2)]
+    check_moved(tensors, ops, [0], [2], [qrand(shape, np.random.default_rng(seed), dtype)])
+
+
+@pytest.mark.parametrize("op", [Builtin.REDUCE_MAX, Builtin.REDUCE_MIN], ids=lambda o: o.name)
+@_DTYPES
+@QUANT_EXAMPLES
+@given(shape=_SRC, keep=st.booleans(), seed=seeds, data=st.data())
+def test_quantized_reduce_max_min(op, dtype, shape, keep, seed, data):
+    axes = sorted(data.draw(st.sets(st.integers(0, 3), min_size=1, max_size=3)))
+    out = (
+        tuple(1 if d in axes else n for d, n in enumerate(shape))
+        if keep
+        else tuple(n for d, n in enumerate(shape) if d not in axes)
+    )
+    grid = GRIDS[dtype]
+    tensors = [qt(shape, *grid, dtype), T((len(axes),), np.array(axes, np.int32), np.int32), qt(out, *grid, dtype)]
+    ops = [Op(op, [0, 1], [2], ("ReducerOptions", {"KeepDims": keep}), version=2)]
+    check_moved(tensors, ops, [0], [2], [qrand(shape, np.random.default_rng(seed), dtype)])
+
+
+# ---------------------------------------------------------------- integers kept across two grids
+#
+# With another quantization on the output than on the input, TFLite's kernels for these ops still
+# copy (pick, pad with, average) the input's integers: the output's real values are the input's
+# integers on the output's grid, which carried values rounded onto that grid are not. Such a node
+# stays on CPU saying why, and the model's answer is TFLite's own.
+
+_IN, _OUT = {np.int8: (0.05, 3), np.uint8: (0.05, 128)}, {np.int8: (0.1, -5), np.uint8: (0.1, 100)}
+
+
+def _vec(values) -> T:
+    v = np.array(values, np.int32)
+    return T(v.shape, v, np.int32)
+
+
+def _two_grid_model(name: str, dtype) -> tuple[list[T], list[Op], list[int], list[int]]:
+    """A one-op model whose data input is on _IN's grid and whose (last) output on _OUT's."""
+    a, b = (lambda shape: qt(shape, *_IN[dtype], dtype)), (lambda shape: qt(shape, *_OUT[dtype], dtype))
+    src = a((1, 4, 6, 3))
+    pool = ("Pool2DOptions", {"Padding": 0, "StrideW": 2, "StrideH": 2, "FilterWidth": 2, "FilterHeight": 2})
+    models = {
+        "RESHAPE": ([src, _vec([24, 3]), b((24, 3))], Op(Builtin.RESHAPE, [0, 1], [2])),
+        "SQUEEZE": ([src, b((4, 6, 3))], Op(Builtin.SQUEEZE, [0], [1], ("SqueezeOptions", {"SqueezeDims": [0]}))),
+        "TRANSPOSE": ([src, _vec([0, 2, 1, 3]), b((1, 6, 4, 3))], Op(Builtin.TRANSPOSE, [0, 1], [2], version=2)),
+        "STRIDED_SLICE": (
+            [src, _vec([0, 1, 0, 0]), _vec([1, 4, 6, 3]), _vec([1, 1, 2, 1]), b((1, 3, 3, 3))],
+            Op(Builtin.STRIDED_SLICE, [0, 1, 2, 3], [4], ("StridedSliceOptions", {}), version=2),
+        ),
+        # the first part keeps the input's quantization, the second does not
+        "SPLIT_V": (
+            [src, _vec([1, 2]), _vec([3]), a((1, 4, 6, 1)), b((1, 4, 6, 2))],
+            Op(Builtin.SPLIT_V, [0, 1, 2], [3, 4], ("SplitVOptions", {"NumSplits": 2}), version=2),
+        ),
+        "TILE": ([src, _vec([1, 2, 1, 1]), b((1, 8, 6, 3))], Op(Builtin.TILE, [0, 1], [2], version=2)),
+        "DEPTH_TO_SPACE": (
+            [a((1, 2, 3, 12)), b((1, 4, 6, 3))],
+            Op(Builtin.DEPTH_TO_SPACE, [0], [1], ("DepthToSpaceOptions", {"BlockSize": 2}), version=2),
+        ),
+        "PAD": (
+            [src, _vec([[0, 0], [1, 1], [0, 2], [0, 0]]), b((1, 6, 8, 3))],
+            Op(Builtin.PAD, [0, 1], [2], version=2),
+        ),
+        "RESIZE_NEAREST_NEIGHBOR": (
+            [src, _vec([8, 12]), b((1, 8, 12, 3))],
+            Op(Builtin.RESIZE_NEAREST_NEIGHBOR, [0, 1], [2], ("ResizeNearestNeighborOptions", {}), version=2),
+        ),
+        "RESIZE_BILINEAR": (
+            [src, _vec([8, 12]), b((1, 8, 12, 3))],
+            Op(Builtin.RESIZE_BILINEAR, [0, 1], [2], ("ResizeBilinearOptions", {}), version=2),
+        ),
+        "AVERAGE_POOL_2D": ([src, b((1, 2, 3, 3))], Op(Builtin.AVERAGE_POOL_2D, [0], [1], pool, version=2)),
+        "MAX_POOL_2D": ([src, b((1, 2, 3, 3))], Op(Builtin.MAX_POOL_2D, [0], [1], pool, version=2)),
+        "MAXIMUM": ([src, b((1, 4, 6, 3)), b((1, 4, 6, 3))], Op(Builtin.MAXIMUM, [0, 1], [2], version=2)),
+    }
+    tensors, op = models[name]
+    inputs = [i for i, t in enumerate(tensors) if t.data is None and i not in op.outputs]
+    return tensors, [op], inputs, list(op.outputs)
+
+
+def _invoke(interpreter, feeds: list[np.ndarray]) -> None:
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), feeds, strict=True):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+
+
+def _on_cpu_builtin(model: bytes, feeds: list[np.ndarray]):
+    """The delegate's outputs, its state, and TFLite's builtin kernels' outputs; the delegate's CPU
+    nodes run on the builtin kernels too (no XNNPACK, which rejects some of these models)."""
+    import delegate
+
+    host = host_runtime()
+    builtin = host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    d = delegate.load_delegate(program_cache=_PROGRAMS["dir"])
+    results = []
+    for interpreter in (
+        host.Interpreter(model_content=model, experimental_delegates=[d], experimental_op_resolver_type=builtin),
+        host.Interpreter(model_content=model, experimental_op_resolver_type=builtin),
+    ):
+        _invoke(interpreter, feeds)
+        results.append([interpreter.get_tensor(o["index"]) for o in interpreter.get_output_details()])
+    return results[0], delegate.delegate_state(d), results[1]
+
+
+_KEPT = [
+    "RESHAPE",
+    "SQUEEZE",
+    "TRANSPOSE",
+    "STRIDED_SLICE",
+    "SPLIT_V",
+    "TILE",
+    "DEPTH_TO_SPACE",
+    "PAD",
+    "RESIZE_NEAREST_NEIGHBOR",
+    "RESIZE_BILINEAR",
+    "AVERAGE_POOL_2D",
+    "MAX_POOL_2D",
+    "MAXIMUM",
+]
+
+
+@_DTYPES
+@pytest.mark.parametrize("name", _KEPT)
+def test_integers_kept_across_two_grids_stay_on_cpu(name, dtype):
+    rng = np.random.default_rng(len(name))
+    tensors, ops, inputs, outputs = _two_grid_model(name, dtype)
+    feeds = [qrand(tensors[i].shape, rng, dtype) for i in inputs]
+    got, state, want = _on_cpu_builtin(build_model(tensors, ops, inputs, outputs), feeds)
+    assert state.delegated_nodes == [], state.unsupported
+    (reason,) = state.unsupported.values()
+    assert f"quantized {name} with tensor" in reason and "keeps the integers" in reason, reason
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype == dtype and np.array_equal(g, w)
+    if name in ("RESHAPE", "SQUEEZE"):  # TFLite's integers are the input's, not the requantized ones
+        (si, zi), (so, zo) = _IN[dtype], _OUT[dtype]
+        info = np.iinfo(dtype)
+        requantized = np.clip(np.round((feeds[0].astype(np.float64) - zi) * si / so) + zo, info.min, info.max)
+        assert np.array_equal(want[0].reshape(-1), feeds[0].reshape(-1))
+        assert not np.array_equal(want[0].reshape(-1), requantized.reshape(-1))
+
+
+def test_constant_operand_on_another_grid_stays_on_cpu():
+    # MAXIMUM's integer kernel compares the integers of both operands, a constant's too: the
+    # constant stays int8 (not dequantized) and the node on CPU, with TFLite's answer.
+    rng = np.random.default_rng(11)
+    shape = (1, 3, 5, 4)
+    const = T(shape, qrand(shape, rng), np.int8, quant=([0.1], [-5], 0))
+    tensors = [qt(shape, 0.05, 3), const, qt(shape, 0.05, 3)]
+    feeds = [qrand(shape, rng)]
+    got, state, want = _on_cpu_builtin(
+        build_model(tensors, [Op(Builtin.MAXIMUM, [0, 1], [2], version=2)], [0], [2]), feeds
+    )
+    assert state.delegated_nodes == [] and "with tensor 1 (scale 0.1, zero point -5)" in str(state.unsupported)
+    assert np.array_equal(got[0], want[0])
+    assert np.array_equal(want[0], np.maximum(feeds[0], const.data))  # the integers, compared as they are
+
+
+def _rejected_model(name: str) -> tuple[list[T], list[Op]]:
+    """One-op int8 models whose tensors differ in quantization, which TFLite's kernels refuse."""
+    a, b = (lambda shape: qt(shape, 0.05, 3)), (lambda shape: qt(shape, 0.1, -5))
+    pad_value = T((1,), np.array([7], np.int8), np.int8, quant=([0.05], [3], 0))
+    models = {
+        "EXPAND_DIMS": ([a((4, 6, 3)), _vec([0]), b((1, 4, 6, 3))], Op(Builtin.EXPAND_DIMS, [0, 1], [2])),
+        "MIRROR_PAD": (
+            [a((1, 4, 6, 3)), _vec([[0, 0], [1, 1], [1, 1], [0, 0]]), b((1, 6, 8, 3))],
+            Op(Builtin.MIRROR_PAD, [0, 1], [2], ("MirrorPadOptions", {"Mode": 1}), version=2),
+        ),
+        "CONCATENATION": (
+            [a((1, 4, 6, 3)), a((1, 4, 6, 2)), b((1, 4, 6, 5))],
+            Op(Builtin.CONCATENATION, [0, 1], [2], ("ConcatenationOptions", {"Axis": 3}), version=2),
+        ),
+        # input and output share a grid; the pad value is on another
+        "PADV2": (
+            [b((1, 4, 6, 3)), _vec([[0, 0], [1, 1], [1, 1], [0, 0]]), pad_value, b((1, 6, 8, 3))],
+            Op(Builtin.PADV2, [0, 1, 2], [3], version=2),
+        ),
+        "REDUCE_MAX": (
+            [a((1, 4, 6, 3)), _vec([3]), b((1, 4, 6, 1))],
+            Op(Builtin.REDUCE_MAX, [0, 1], [2], ("ReducerOptions", {"KeepDims": True}), version=2),
+        ),
+    }
+    tensors, op = models[name]
+    return tensors, [op]
+
+
+@pytest.mark.parametrize("name", ["EXPAND_DIMS", "MIRROR_PAD", "CONCATENATION", "PADV2", "REDUCE_MAX"])
+def test_models_tflite_rejects_stay_rejected(name):
+    # Claimed, the node would run where TFLite's kernel refuses the model (in Prepare or Invoke): it
+    # stays on CPU, so the model fails as it does without the delegate.
+    import delegate
+
+    tensors, ops = _rejected_model(name)
+    inputs = [i for i, t in enumerate(tensors) if t.data is None and i not in ops[0].outputs]
+    model = build_model(tensors, ops, inputs, list(ops[0].outputs))
+    feeds = [qrand(tensors[i].shape, np.random.default_rng(12)) for i in inputs]
+    host = host_runtime()
+    builtin = host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    with pytest.raises(RuntimeError, match=name):
+        _invoke(host.Interpreter(model_content=model, experimental_op_resolver_type=builtin), feeds)
+    d = delegate.load_delegate(program_cache=_PROGRAMS["dir"])
+    interpreter = host.Interpreter(
+        model_content=model, experimental_delegates=[d], experimental_op_resolver_type=builtin
+    )
+    state = delegate.delegate_state(d)
+    assert state.delegated_nodes == [] and "keeps the integers" in str(state.unsupported), state.unsupported
+    with pytest.raises(RuntimeError, match=name):
+        _invoke(interpreter, feeds)

@@ -12,6 +12,11 @@ before it is the integer kernel's accumulator times its real scale, so the two a
 rounding step where the value sits on a tie. The step is linked into the producer's kernel, in
 front of its writes (kernel.WriteHook), so it costs no kernel of its own.
 
+Ops whose integer kernels keep the integers (KEEPS_INTEGERS: data movement, max / average pooling,
+MAXIMUM / MINIMUM, resizes) write the input's integers read on the output's grid; carried in float
+they agree only while every quantized tensor of the node has one quantization, so a node with two
+stays on CPU (``integer_copy_problem``).
+
 At a partition's edges carried tensors are converted (csrc/plugin.c): an int8 / uint8 input is
 dequantized into a float staging copy before the run, an output quantized after it.
 """
@@ -59,13 +64,62 @@ QUANT_OPS = frozenset(
         Builtin.LEAKY_RELU,
         Builtin.QUANTIZE,
         Builtin.DEQUANTIZE,
+        Builtin.TRANSPOSE,
+        Builtin.SLICE,
+        Builtin.STRIDED_SLICE,
+        Builtin.SPLIT,
+        Builtin.SPLIT_V,
+        Builtin.TILE,
+        Builtin.SPACE_TO_DEPTH,
+        Builtin.DEPTH_TO_SPACE,
+        Builtin.MIRROR_PAD,
+        Builtin.REDUCE_MAX,
+        Builtin.REDUCE_MIN,
+    }
+)
+
+#: ops whose integer kernels move, pick, pad with or average the input's integers without
+#: requantizing them (TFLite's kernels, ai-edge-litert 2.3: the output's integers are the input's,
+#: read on the output's scale and zero point), or that reject a model whose int8 / uint8 tensors
+#: differ in quantization (MIRROR_PAD, EXPAND_DIMS, PADV2's pad value, REDUCE_MAX / MIN, int8
+#: CONCATENATION). Carried in float such a node computes on real values and rounds them onto the
+#: output's grid, which is TFLite's answer only when every such tensor has one quantization.
+KEEPS_INTEGERS = frozenset(
+    {
+        Builtin.RESHAPE,
+        Builtin.SQUEEZE,
+        Builtin.EXPAND_DIMS,
+        Builtin.TRANSPOSE,
+        Builtin.SLICE,
+        Builtin.STRIDED_SLICE,
+        Builtin.SPLIT,
+        Builtin.SPLIT_V,
+        Builtin.TILE,
+        Builtin.SPACE_TO_DEPTH,
+        Builtin.DEPTH_TO_SPACE,
+        Builtin.MIRROR_PAD,
+        Builtin.PAD,
+        Builtin.PADV2,
+        Builtin.RESIZE_NEAREST_NEIGHBOR,
+        Builtin.RESIZE_BILINEAR,
+        Builtin.MAX_POOL_2D,
+        Builtin.AVERAGE_POOL_2D,
+        Builtin.MAXIMUM,
+        Builtin.MINIMUM,
+        Builtin.REDUCE_MAX,
+        Builtin.REDUCE_MIN,
     }
 )
 
 
 def carried_params(t: Tensor) -> Carried | None:
     """How ``t`` is carried when it is a per-tensor quantized int8 / uint8 activation, else None."""
-    if t.is_constant or t.dtype not in RANGES or len(t.scales) != 1 or len(t.zero_points) > 1:
+    return None if t.is_constant else _per_tensor(t)
+
+
+def _per_tensor(t: Tensor) -> Carried | None:
+    """``t``'s quantization when it is int8 / uint8 with one valid scale and zero point, else None."""
+    if t.dtype not in RANGES or len(t.scales) != 1 or len(t.zero_points) > 1:
         return None
     if not np.isfinite(t.scales[0]) or t.scales[0] <= 0:
         return None
@@ -94,6 +148,39 @@ def _dequantized(t: Tensor) -> np.ndarray | None:
     return ((q - zero) * scales).astype(np.float32)
 
 
+def _grid(t: Tensor) -> Carried | None:
+    """The quantization ``t``'s values are on: a carried activation's, or a quantized constant's
+    not dequantized (carry_quantized leaves those read by a node that keeps integers)."""
+    return t.carried if t.carried is not None else _per_tensor(t)
+
+
+def integer_copy_problem(node: Node, graph: Graph) -> str | None:
+    """Why carrying ``node`` in float would not give TFLite's answer, for an op whose integer kernel
+    keeps the integers (KEEPS_INTEGERS, int8 CONCATENATION): a quantized tensor it reads or writes
+    on another grid than its first output's; None when they share one."""
+    if (node.op not in KEEPS_INTEGERS and node.op != Builtin.CONCATENATION) or not node.outputs:
+        return None
+    out = graph.tensor(node.outputs[0])
+    want = _grid(out)
+    if want is None or (node.op == Builtin.CONCATENATION and want.dtype != INT8):
+        return None  # uint8 CONCATENATION requantizes its inputs, as the carried values do
+    for i in (*node.inputs, *node.outputs):
+        if i < 0:
+            continue
+        t = graph.tensor(i)
+        if t.carried is None and t.dtype not in RANGES:
+            continue  # shapes, axes, permutations, dequantized constants
+        got = _grid(t)
+        if got != want:
+            held = "not per-tensor quantized" if got is None else f"scale {got.scale:.6g}, zero point {got.zero_point}"
+            return (
+                f"quantized {node.op_description} with tensor {i} ({held}) not of output {out.index}'s "
+                f"quantization (scale {want.scale:.6g}, zero point {want.zero_point}): TFLite's integer "
+                "kernel keeps the integers (or rejects the model), which values carried in float cannot"
+            )
+    return None
+
+
 def is_quantized_node(node: Node, graph: Graph) -> bool:
     """Does ``node`` read or write a carried tensor?"""
     return any(i >= 0 and graph.tensor(i).carried is not None for i in (*node.inputs, *node.outputs))
@@ -111,9 +198,11 @@ def carry_quantized(graph: Graph) -> None:
         for i in node.inputs:
             if i >= 0:
                 readers.setdefault(i, []).append(node)
+    # decided before any constant changes, so that a node's every quantized input is still seen
+    keeps = {n.index for n in graph.nodes.values() if integer_copy_problem(n, graph) is not None}
     for index, nodes in readers.items():
         t = graph.tensor(index)
-        if _quantized_constant(t) and all(is_quantized_node(n, graph) for n in nodes):
+        if _quantized_constant(t) and all(is_quantized_node(n, graph) and n.index not in keeps for n in nodes):
             t.constant = _dequantized(t)
             t.dtype, t.quantized, t.scales, t.zero_points, t.quant_axis = FLOAT32, False, (), (), 0
 
@@ -157,6 +246,9 @@ def quantized_reason(node: Node, graph: Graph) -> str | None:
     """Why quantized ``node`` stays on CPU, or None when its quantized form is supported."""
     if node.op not in QUANT_OPS:
         return f"quantized {node.op_description} is not supported by the compiler"
+    problem = integer_copy_problem(node, graph)
+    if problem:
+        return problem
     for i in (*node.inputs, *node.outputs):
         if i < 0:
             continue
