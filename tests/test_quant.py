@@ -948,3 +948,42 @@ def test_models_tflite_rejects_stay_rejected(name):
     assert state.delegated_nodes == [] and "keeps the integers" in str(state.unsupported), state.unsupported
     with pytest.raises(RuntimeError, match=name):
         _invoke(interpreter, feeds)
+
+
+#: (op, dtype, output scale, output zero point, whether TFLite's builtin kernel refuses the model):
+#: outputs off the grids TFLite's LOGISTIC and SOFTMAX kernels assume (ai-edge-litert 2.3)
+_OFF_GRID = [
+    (Builtin.LOGISTIC, np.int8, 0.01, -128, True),
+    (Builtin.LOGISTIC, np.uint8, 1 / 128, 0, True),
+    (Builtin.SOFTMAX, np.int8, 1 / 256, 0, True),
+    (Builtin.SOFTMAX, np.int8, 1 / 128, -128, True),
+    (Builtin.SOFTMAX, np.uint8, 1 / 128, 128, False),  # accepted, written as if the zero point were 0
+]
+
+
+@pytest.mark.parametrize(("op", "dtype", "scale", "zero", "refused"), _OFF_GRID)
+def test_logistic_and_softmax_off_tflites_output_grid_stay_on_cpu(op, dtype, scale, zero, refused):
+    import delegate
+
+    options = ("SoftmaxOptions", {"Beta": 1.0}) if op == Builtin.SOFTMAX else None
+    zero_in = 0 if dtype == np.int8 else 128
+    tensors = [qt((1, 64), 0.05, zero_in, dtype), qt((1, 64), scale, zero, dtype)]
+    model = build_model(tensors, [Op(op, [0], [1], options)], [0], [1])
+    feeds = [qrand((1, 64), np.random.default_rng(5), dtype)]
+    host = host_runtime()
+    builtin = host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    d = delegate.load_delegate(program_cache=_PROGRAMS["dir"])
+    interpreter = host.Interpreter(
+        model_content=model, experimental_delegates=[d], experimental_op_resolver_type=builtin
+    )
+    state = delegate.delegate_state(d)
+    assert state.delegated_nodes == [] and "output scale" in str(state.unsupported), state.unsupported
+    cpu = host.Interpreter(model_content=model, experimental_op_resolver_type=builtin)
+    if refused:
+        for each in (cpu, interpreter):
+            with pytest.raises(RuntimeError):
+                _invoke(each, feeds)
+        return
+    _invoke(cpu, feeds)
+    _invoke(interpreter, feeds)
+    np.testing.assert_array_equal(interpreter.get_tensor(1), cpu.get_tensor(1))

@@ -242,11 +242,36 @@ def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
     )
 
 
+def output_grid_problem(node: Node, graph: Graph) -> str | None:
+    """Why the carried values of a LOGISTIC or SOFTMAX output would not be TFLite's (ai-edge-litert
+    2.3, measured): its integer kernels refuse a LOGISTIC output scale other than 1/256 and an int8
+    SOFTMAX output other than (1/256, -128), and a uint8 SOFTMAX writes as if its output zero point
+    were 0. None for other ops, and for outputs on those grids."""
+    if node.op not in (Builtin.LOGISTIC, Builtin.SOFTMAX) or not node.outputs:
+        return None
+    grid = graph.tensor(node.outputs[0]).carried
+    if grid is None:
+        return None
+    on_scale = abs(grid.scale * 256 - 1) <= 1e-3
+    if node.op == Builtin.LOGISTIC:
+        ok = on_scale
+    elif grid.dtype == INT8:
+        ok = on_scale and grid.zero_point == -128
+    else:
+        ok = grid.zero_point == 0
+    if ok:
+        return None
+    return (
+        f"quantized {node.op_description} with output scale {grid.scale:.6g} and zero point {grid.zero_point}: "
+        "TFLite's integer kernel refuses it or computes another value than the real one rounded onto that grid"
+    )
+
+
 def quantized_reason(node: Node, graph: Graph) -> str | None:
     """Why quantized ``node`` stays on CPU, or None when its quantized form is supported."""
     if node.op not in QUANT_OPS:
         return f"quantized {node.op_description} is not supported by the compiler"
-    problem = integer_copy_problem(node, graph)
+    problem = integer_copy_problem(node, graph) or output_grid_problem(node, graph)
     if problem:
         return problem
     for i in (*node.inputs, *node.outputs):
