@@ -525,7 +525,21 @@ def test_mobilenet_v2_int8_between_partitions():
 def test_full_integer_model_through_delegate_run(name):
     path = shared_path("models", "quant", name)
     result = subprocess.run(
-        [sys.executable, "-m", "delegate", "run", str(path), "--runs", "1", "--json"], capture_output=True, text=True
+        # the partition delegated whatever its size (a small model stays on CPU by default on PoCL)
+        [
+            sys.executable,
+            "-m",
+            "delegate",
+            "run",
+            str(path),
+            "--runs",
+            "1",
+            "--json",
+            "--option",
+            "cpu_when_faster=false",
+        ],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
