@@ -181,7 +181,6 @@ def Interpreter(
             return interpreter
         kwargs = _over_settings(effective.options, kwargs)
     delegate = load_delegate(**kwargs)
-    state = delegate_state(delegate)
     cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
 
     def make_cpu() -> Any:
@@ -195,7 +194,9 @@ def Interpreter(
             return FallbackInterpreter(interpreter, make_cpu)
         return interpreter
 
+    state: DelegateState | None = None
     if mode != "off":
+        state = delegate_state(delegate)
         cpu = host.Interpreter(model_path=model_path, **cpu_args)
         reason = not_applicable(cpu, effective)
         if reason is None:
@@ -217,7 +218,7 @@ def Interpreter(
             state.background_compile = BackgroundCompile(mode, path="off", cause=reason)
     interpreter = make_delegated()
     interpreter.opencl_delegate = delegate
-    interpreter.opencl = state
+    interpreter.opencl = state if state is not None else delegate_state(delegate)
     interpreter.effective = effective
     return interpreter
 

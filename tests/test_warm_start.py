@@ -103,6 +103,7 @@ def test_inputs_set_before_the_switch_carry_over(gate, program_cache):
 
 
 def test_a_build_done_within_the_grace_runs_on_the_delegate_from_the_first_invoke(monkeypatch, tmp_path):
+    monkeypatch.delenv(warm_start.MODE_ENV, raising=False)  # the default, not the suite's
     folder = str(tmp_path)
     warm = delegate.Interpreter(SMALL_CNN, background_compile="off", serialization_dir=folder)
     warm.allocate_tensors()  # fills the caches
