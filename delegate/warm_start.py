@@ -213,6 +213,8 @@ class WarmStartInterpreter:
         self._build.thread.start()
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_active":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._active, name)
 
     # The calls that may switch.
