@@ -9,9 +9,11 @@ default options). Warm: a later start with those folders kept. From the creation
 ``delegate.Interpreter`` the child allocates, sets a seeded input, invokes, and keeps invoking for
 ``--seconds`` (at least until background compile switched, and 30 invokes after that), noting each
 invoke's end and latency. ``back_to_warm_s``: the end of the first 15 consecutive invokes whose
-median latency is within 10% of the warm ``off`` start's median. Rounds alternate the paths.
+median latency is within 10% of the warm ``off`` start's median (``auto``'s without ``off``).
+Rounds alternate the paths.
 
-    python benchmarks/cold_start.py [--model PATH] [--rounds N] [--seconds S] [--json FILE] [--check]
+    python benchmarks/cold_start.py [--model PATH] [--rounds N] [--seconds S] [--paths auto off xnnpack]
+                                    [--json FILE] [--check]
 
 ``--check`` exits 1 when a target is missed: the cold ``auto`` start's first output within 3 s of
 creating the interpreter, and ``back_to_warm_s`` within 30 s.
@@ -103,15 +105,18 @@ def _summary(run: dict) -> dict:
     }
 
 
-def measure(model: Path, rounds: int, seconds: float) -> dict:
+PATHS = ("auto", "off", "xnnpack")
+
+
+def measure(model: Path, rounds: int, seconds: float, paths: tuple[str, ...] = PATHS) -> dict:
     results: dict[str, list[dict]] = {}
     for _ in range(rounds):
-        for mode in ("auto", "off", "xnnpack"):
+        for mode in paths:
             with tempfile.TemporaryDirectory() as tmp:
                 cold = _start(model, mode, Path(tmp), seconds)
                 warm = _start(model, mode, Path(tmp), 2.0)
             results.setdefault(mode, []).append({"cold": cold, "warm": warm})
-    warm_ms = statistics.median(_summary(r["warm"])["median_ms"] for r in results["off"])
+    warm_ms = statistics.median(_summary(r["warm"])["median_ms"] for r in results.get("off", results["auto"]))
     report: dict = {"warm_delegate_median_ms": warm_ms, "paths": {}}
     for mode, runs in results.items():
         report["paths"][mode] = [
@@ -143,10 +148,11 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=40.0, help="invoke at least this long after creation")
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS))
     parser.add_argument("--json", type=Path, help="write every sample here")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
-    r = measure(args.model, args.rounds, args.seconds)
+    r = measure(args.model, args.rounds, args.seconds, tuple(args.paths))
     print(f"model: {args.model.name}; {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     print(f"warm delegate median latency ('off', warm start): {r['warm_delegate_median_ms']:.1f} ms")
     for mode, runs in r["paths"].items():

@@ -41,6 +41,18 @@ def gate(monkeypatch):
     event.set()
 
 
+@pytest.fixture
+def release_on_wait(gate, monkeypatch):
+    """The gate opens when a call starts waiting for the build (never before)."""
+    real = warm_start.WarmStartInterpreter.wait_for_delegate
+
+    def waiting(self, why="wait_for_delegate"):
+        gate.set()
+        return real(self, why)
+
+    monkeypatch.setattr(warm_start.WarmStartInterpreter, "wait_for_delegate", waiting)
+
+
 def _inputs(interpreter, seed):
     rng = np.random.default_rng(seed)
     return [(d["index"], rng.uniform(size=d["shape"]).astype(np.float32)) for d in interpreter.get_input_details()]
@@ -165,11 +177,10 @@ def test_a_failed_build_stays_on_cpu_with_fallback(gate, monkeypatch, program_ca
     assert "on CPU from then on" in report.describe()
 
 
-def test_resize_waits_for_the_build_and_works_on_the_delegate(gate, program_cache):
+def test_resize_waits_for_the_build_and_works_on_the_delegate(release_on_wait, program_cache):
     it = delegate.Interpreter(SMALL_CNN, background_compile="on", program_cache=program_cache)
     index = it.get_input_details()[0]["index"]
     shape = list(it.get_input_details()[0]["shape"])
-    threading.Timer(0.05, gate.set).start()  # released while resize_tensor_input waits
     it.resize_tensor_input(index, shape)
     report = it.opencl.background_compile
     assert report.path == "delegate" and report.waited_for == "resize_tensor_input" and report.cpu_invokes == 0
@@ -197,3 +208,13 @@ def test_dropping_or_closing_the_interpreter_while_it_compiles(gate, program_cac
 def test_the_mode_is_checked():
     with pytest.raises(delegate.DelegateError, match="background_compile='sometimes'"):
         delegate.Interpreter(SMALL_CNN, background_compile="sometimes")
+
+
+def test_run_shows_the_path_and_compares_the_delegate(release_on_wait, program_cache):
+    from delegate.model_run import format_result, run_model
+
+    result = run_model(SMALL_CNN, {"background_compile": "on", "program_cache": program_cache}, 2, progress=False)
+    assert result["first_output_ms"] is not None
+    assert "1 invoke(s) on TFLite's CPU kernels while compiling, then the delegate" in result["background_compile"]
+    assert result["delegated_nodes"] == result["total_nodes"] and result["max_relative_error"] <= TOLERANCE
+    assert result["background_compile"] in format_result(result)
