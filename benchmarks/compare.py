@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
+os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
 MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 CHART = ROOT / "benchmarks" / "compare.png"

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
+os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
 MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
 #: option sets compiled: the defaults, F16, and the texture storage and 8-wide vector paths
 OPTIONS: dict[str, dict[str, str]] = {

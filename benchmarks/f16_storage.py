@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
+os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
 sys.path.insert(0, str(ROOT))
 
 import delegate  # noqa: E402

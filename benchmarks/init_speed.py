@@ -24,6 +24,8 @@ from pathlib import Path
 
 MIN_SPEEDUP = 10.0
 ROOT = Path(__file__).resolve().parent.parent
+# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
+os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
 DEFAULT_MODEL = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models" / "mobilenet_v2.tflite"
 
 _CHILD = """

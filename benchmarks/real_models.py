@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
+os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
 MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
 REAL = MODELS / "real"
 

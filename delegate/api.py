@@ -6,13 +6,14 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from . import _native
+from . import _native, warm_start
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
 from .host import HostInfo, describe_host, host_module
 from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
+from .warm_start import BackgroundCompile, WarmStartInterpreter, not_applicable, resolve_mode
 
 if TYPE_CHECKING:  # the settings (protobuf) load only when settings are given: a faster warm start
     from .interpreter import DelegatedInterpreter
@@ -147,10 +148,18 @@ def Interpreter(
     XNNPACK path (with its threads), OPENGL with compilation fallback TFLite's default CPU plan.
     The delegate object is at ``interpreter.opencl_delegate`` (None on CPU), its state at
     ``interpreter.opencl`` and the mapping of the settings at ``interpreter.effective``.
+
+    ``background_compile`` (``auto``, the default, or ``$DELEGATE_BACKGROUND_COMPILE``; ``on``;
+    ``off``): build the delegate in a background thread while invokes run on TFLite's CPU
+    kernels, and switch to it at the first invoke after it is ready (delegate/warm_start.py,
+    docs/runtime.md "Background compile"). ``auto`` waits up to ``warm_start.AUTO_GRACE_S`` from
+    creation for the build in ``allocate_tensors`` (a warm cache: the delegate from the first
+    invoke), and leaves stateful models, inputs with open dims and settings without fallback alone.
     """
     if model_path is not None:
         model_path = os.fspath(model_path)
     host = host_runtime()
+    mode = resolve_mode(kwargs.pop("background_compile", None))
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
     # A corrupt model crashes the host's Interpreter: refuse it first (a missing file the host reports).
     if model_path is not None and os.path.isfile(model_path):
@@ -172,8 +181,54 @@ def Interpreter(
             return interpreter
         kwargs = _over_settings(effective.options, kwargs)
     delegate = load_delegate(**kwargs)
+    cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
+
+    def make_cpu() -> Any:
+        cpu = host.Interpreter(model_path=model_path, **cpu_args)
+        cpu.allocate_tensors()
+        return cpu
+
+    def make_delegated() -> Any:
+        interpreter = _delegated(host, model_path, delegate, interpreter_args)
+        if effective is not None and effective.execution_fallback:
+            return FallbackInterpreter(interpreter, make_cpu)
+        return interpreter
+
+    state: DelegateState | None = None
+    if mode != "off":
+        state = delegate_state(delegate)
+        # One thread unless the caller chose: the other cores compile (back-to-back invokes of
+        # MobileNetV2 on XNNPACK's default threads made its compile 2.3x slower on 2 cores).
+        cpu = host.Interpreter(model_path=model_path, **{"num_threads": 1, **cpu_args})
+        reason = not_applicable(cpu, effective)
+        if reason is None:
+            warm = WarmStartInterpreter(
+                cpu,
+                lambda: _allocated(make_delegated()),
+                mode=mode,
+                state=state,
+                fallback_allowed=bool(
+                    (state and state.options.compile_fallback) or (effective and effective.execution_fallback)
+                ),
+                grace_s=warm_start.AUTO_GRACE_S if mode == "auto" else 0.0,
+            )
+            warm.opencl_delegate, warm.effective = delegate, effective
+            return warm  # type: ignore[return-value]  # it has every method of the Protocol; the host is untyped
+        if mode == "on":
+            raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
+        if state is not None:
+            state.background_compile = BackgroundCompile(mode, path="off", cause=reason)
+    interpreter = make_delegated()
+    interpreter.opencl_delegate = delegate
+    interpreter.opencl = state if state is not None else delegate_state(delegate)
+    interpreter.effective = effective
+    return interpreter
+
+
+def _delegated(host: Any, model_path: str | None, delegate: Any, interpreter_args: dict[str, Any]) -> Any:
+    """The host's Interpreter with ``delegate`` attached (TFLite prepares the delegate here: the compile)."""
     try:
-        interpreter = host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
+        return host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
     except RuntimeError as exc:
         if str(exc).strip():
             raise
@@ -182,16 +237,8 @@ def Interpreter(
             "the TFLite runtime failed to apply the OpenCL delegate without giving a reason; "
             "the host's own Interpreter, without the delegate, shows whether TFLite runs the model by itself"
         ) from exc
-    interpreter.opencl_delegate = delegate
-    interpreter.opencl = delegate_state(delegate)
-    interpreter.effective = effective
-    if effective is not None and effective.execution_fallback:
-        cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
 
-        def make_cpu() -> Any:
-            cpu = host.Interpreter(model_path=model_path, **cpu_args)
-            cpu.allocate_tensors()
-            return cpu
 
-        return FallbackInterpreter(interpreter, make_cpu)
+def _allocated(interpreter: Any) -> Any:
+    interpreter.allocate_tensors()
     return interpreter

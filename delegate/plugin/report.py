@@ -66,6 +66,8 @@ class DelegateState:
     storage_type: str = ""
     #: the TFLite runtime this delegate was loaded into (set by ``delegate.load_delegate``)
     host: HostInfo | None = None
+    #: what delegate.Interpreter's background compile did (delegate.warm_start.BackgroundCompile), None without it
+    background_compile: Any = None
     prepares: int = 0
     #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
     #: prepare at the same time (the GIL is released while the interpreter runs C code)
