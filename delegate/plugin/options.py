@@ -55,6 +55,8 @@ class DelegateOptions:
     #: floats per vector the matrix-product kernels group output channels by: 0 (auto: 16 on CPU
     #: devices compiling for AVX-512, else 8), 8, or 16 (only on such devices)
     vector_width: int = 0
+    #: the kernels of convolutions, depthwise and fully connected: auto (by device type), gpu or cpu
+    kernel_family: str = "auto"
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -91,6 +93,10 @@ class DelegateOptions:
                 if text.lower() not in ("auto", "8", "16"):
                     raise OptionsError(f"vector_width must be auto, 8 or 16, not {text!r}")
                 values[key] = 0 if text.lower() == "auto" else int(text)
+            elif key == "kernel_family":
+                if text.lower() not in ("auto", "gpu", "cpu"):
+                    raise OptionsError(f"kernel_family must be auto, gpu or cpu, not {text!r}")
+                values[key] = text.lower()
             elif key == "tuning":
                 try:
                     values[key] = Tuning(text.lower())
