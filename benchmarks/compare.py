@@ -159,8 +159,13 @@ def _child(model: Path, kind: str, runs: int, options: dict[str, str], env: dict
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+#: delegate options both delegate paths take on top of their own (``--option KEY=VALUE``, e.g.
+#: kernel_family=gpu); the report's command line names them
+EXTRA_OPTIONS: dict[str, str] = {}
+
+
 def _delegate_options(model: Path, kind: str, folder: str) -> dict[str, str]:
-    options = {"model_token": model.stem, "serialization_dir": folder}
+    options = {**EXTRA_OPTIONS, "model_token": model.stem, "serialization_dir": folder}
     if kind == "delegate-tuned":
         options["tuning"] = "fast"
     return options
@@ -417,7 +422,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="update RESULTS.md and the committed chart")
     parser.add_argument("--json", type=Path, help="write every sample to this file")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE",
+        help="a delegate option for both delegate paths (repeatable), e.g. kernel_family=gpu",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    for pair in args.option:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            parser.error(f"--option takes KEY=VALUE, not {pair!r}")
+        EXTRA_OPTIONS[key.strip()] = value.strip()
     names = args.models or [p.relative_to(MODELS).with_suffix("").as_posix() for p in shared_models()]
     models = [MODELS / f"{name}.tflite" for name in names]
     missing = [str(m) for m in models if not m.exists()]

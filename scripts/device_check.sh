@@ -24,12 +24,14 @@
 #
 # Every phase has its own time limit and writes its log under $OUT (at most 8 files come back), so
 # a phase that hangs or fails leaves the others' results. The phases, most wanted first:
-# device (what OpenCL sees), tests (the suite, 12 workers), compare (benchmarks/compare.py on the
-# two target models), bench (their per-op device times), and on request diag (where a failure
-# seen only on this driver comes from).
+# device (what OpenCL sees), family (the gpu kernel family, which a GPU picks by itself: the op
+# tests of the ops it changes, run with kernel_family cpu and gpu, and the model tests with
+# kernel_family=gpu, F32 and F16), tests (the suite, 12 workers), compare (benchmarks/compare.py
+# on the two target models, once per kernel family), bench (their per-op device times), and on
+# request diag (where a failure seen only on this driver comes from).
 #
 #   [TESTS_LIMIT=SECONDS] scripts/device_check.sh [PHASE ...]
-#       (default: all four; "diag" on request; TESTS_LIMIT: the tests phase's limit, default 110,
+#       (default: all five; "diag" on request; TESTS_LIMIT: the tests phase's limit, default 110,
 #       e.g. TESTS_LIMIT=450 scripts/device_check.sh device tests for the whole suite)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +40,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CI=true DELEGATE_TFLITE_HOST=ai_edge_litert
 export DELEGATE_SHARED_DIR=$PWD/.devshared
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(device tests compare bench)
+[ ${#phases[@]} -eq 0 ] && phases=(device family tests compare bench)
 want() { [[ " ${phases[*]} " == *" $1 "* ]]; }
 stamp() { echo "== $(date -u +%T) $*"; }
 
@@ -86,6 +88,16 @@ EOF
         || { echo "no GPU OpenCL device; driver folder:"; ls /usr/local/nvidia/lib64 /etc/OpenCL/vendors 2>&1 | head -40; exit 2; }
 fi
 
+if want family; then
+    stamp family
+    # The ops the gpu family changes (tests/test_ops.py parametrizes them by family; the gpu_family
+    # and kernel_family tests force gpu), then MobileNetV2 and UNet-small with kernel_family=gpu.
+    timeout "${FAMILY_LIMIT:-150}" python3 -m pytest -p no:cacheprovider -q -n 12 --timeout 60 --tb=short \
+        -o addopts="-rfE" tests/test_ops.py tests/test_model_corpus.py tests/test_compiler.py \
+        -k "family or conv or fully_connected or linked_add or fewer_than_four" > "$OUT/family.log" 2>&1
+    echo "family rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed|node down" "$OUT/family.log" | tail -30
+fi
+
 if want tests; then
     stamp tests
     # Left out, none of them about the device (CI runs them): test_bindings regenerates code with
@@ -102,10 +114,16 @@ if want compare; then
     stamp compare
     # One model per run, so that a run cut short by its limit loses one model only. LiteRT's GPU
     # accelerator runs under this same interpreter (LITERT_PYTHON).
-    for m in mobilenet_v2 unet_small; do
-        LITERT_PYTHON=$(command -v python3) timeout 45 python3 benchmarks/compare.py --models "$m" \
-            --runs 30 --rounds 1 > "$OUT/compare_$m.log" 2>&1
-        echo "compare $m rc=$?"; tail -25 "$OUT/compare_$m.log"
+    # Each kernel family once (auto is gpu there); LiteRT's accelerator with the first only.
+    rm -f "$OUT"/compare_*.log
+    for family in gpu cpu; do
+        litert=(); [ "$family" = cpu ] && litert=(--no-litert)
+        for m in mobilenet_v2 unet_small; do
+            echo "-- kernel_family=$family" >> "$OUT/compare_$m.log"  # one file a model: 8 files come back
+            LITERT_PYTHON=$(command -v python3) timeout 45 python3 benchmarks/compare.py --models "$m" \
+                --runs 30 --rounds 1 --option kernel_family=$family "${litert[@]}" >> "$OUT/compare_$m.log" 2>&1
+            echo "compare $m kernel_family=$family rc=$?"; tail -25 "$OUT/compare_$m.log"
+        done
     done
 fi
 

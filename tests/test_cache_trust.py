@@ -163,6 +163,20 @@ def test_conv_kernel_families_run_and_are_keyed_apart(small_cnn, tmp_path, monke
     assert len({frozenset(c) for _, c in codes}) == 3  # three families, three sets of kernels
 
 
+@pytest.mark.opencl
+def test_kernel_families_are_keyed_apart(small_cnn, tmp_path):
+    """Option kernel_family reaches the cache key (CompileOptions.kernel_family): a cpu entry never
+    serves kernel_family=gpu, nor the reverse; each is a hit for its own family."""
+    options = {"serialization_dir": str(tmp_path), "model_token": "m"}
+    outputs, caches = {}, []
+    for family in ("cpu", "gpu", "cpu", "gpu"):
+        state, outputs[family] = _start(small_cnn, kernel_family=family, **options)
+        caches += [p.cache for p in state.partitions]
+    assert caches == ["miss", "miss", "hit", "hit"]
+    assert len(list(tmp_path.glob("*.ctx"))) == 2
+    np.testing.assert_allclose(outputs["gpu"], outputs["cpu"], rtol=1e-4, atol=1e-5)
+
+
 def test_compiler_fingerprint_follows_the_compiler_sources(tmp_path):
     import shutil
     from pathlib import Path

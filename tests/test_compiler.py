@@ -3,6 +3,8 @@ and the context that comes out is checked (kernels, names, fusion, schedule, ren
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -233,3 +235,83 @@ def test_emit_context_is_what_generators_read():
     g.tensor((1, 2, 2, 3))
     ctx = EmitContext(Graph(g.tensors, g.nodes), model.CalculationsPrecision.F16)
     assert ctx.dtype == np.float16 and ctx.linear_storage
+
+
+@dataclass(frozen=True)
+class _Device:
+    """DeviceFacts of a made-up device (compiler/device_policy.py)."""
+
+    is_gpu: bool
+    max_work_group_size: int = 1024
+    max_work_item_sizes: tuple[int, ...] = (1024, 1024, 64)
+    name: str = "made-up"
+    local_mem_bytes: int = 65536
+    compiler_cpu: str = ""
+    vector_floats: int = 8
+
+
+def test_kernel_family_auto_follows_the_device_type_and_is_forced_by_the_option():
+    from delegate.compiler.device_policy import compile_options
+    from delegate.errors import DelegateError
+    from delegate.plugin.options import DelegateOptions, OptionsError
+
+    f32, buffer = model.CalculationsPrecision.F32, model.TensorStorageType.BUFFER
+
+    def family(device: _Device, requested: str) -> tuple[str, int, int]:
+        opts = compile_options(device, f32, buffer, fuse=True, requested_family=requested)
+        return opts.kernel_family, opts.gpu_work_group, opts.pair_local_bytes
+
+    gpu, cpu = _Device(is_gpu=True), _Device(is_gpu=False)
+    assert family(gpu, "auto") == ("gpu", 64, 0)
+    assert family(cpu, "auto") == ("cpu", 64, PAIR_LOCAL_BYTES)
+    assert family(cpu, "gpu") == ("gpu", 64, 0)  # the gpu family has no pair kernel
+    assert family(gpu, "cpu")[0] == "cpu"
+    # a device that takes fewer work-items gets the largest power of two it takes
+    assert family(_Device(is_gpu=True, max_work_group_size=48), "auto")[1] == 32
+    assert family(_Device(is_gpu=True, max_work_item_sizes=(16, 16, 16)), "auto")[1] == 16
+    with pytest.raises(DelegateError, match="kernel_family must be one of auto, gpu, cpu"):
+        family(gpu, "fpga")
+    assert DelegateOptions().kernel_family == "auto"
+    assert DelegateOptions.parse({"kernel_family": " GPU "}).kernel_family == "gpu"
+    with pytest.raises(OptionsError, match="kernel_family must be auto, gpu or cpu, not 'tpu'"):
+        DelegateOptions.parse({"kernel_family": "tpu"})
+
+
+def test_gpu_family_kernels_share_weight_tiles_and_take_links():
+    g = _Builder()
+    x = g.tensor((1, 16, 16, 32))
+    y = g.node(Builtin.RELU, [g.depthwise(g.conv(x, 48, kernel=3))], (1, 16, 16, 48))
+    fc = g.node(
+        Builtin.FULLY_CONNECTED,
+        [y, g.constant((10, 48)), g.constant((10,))],
+        (1, 16, 16, 10),
+        activation=0,
+        weights_format=0,
+    )
+    ctx = g.compile([x], [fc], kernel_family="gpu", gpu_work_group=64)
+    assert _names(ctx) == ["conv_2d_0", "depthwise_conv_2d_1+relu_2", "fully_connected_3"]
+    conv, depthwise, dense = (n.gpu_op for n in ctx.nodes)
+    # the convolutions require their work-group (its items share the tile), 64 work-items
+    for op in (conv, dense):
+        assert "barrier(CLK_LOCAL_MEM_FENCE)" in op.code and "__local FLT4 tile[" in op.code
+        wg = op.work_group_size
+        assert "reqd_work_group_size" in op.code and wg.x * wg.y * wg.z == 64 and wg.z == 1
+    # the depthwise kernel has no local memory and no required size (tuning may pick one), and its
+    # linked RELU runs before its write
+    assert "__local" not in depthwise.code and "reqd_work_group_size" not in depthwise.code
+    assert depthwise.code.index("result = result < INIT_FLT4(0.0f)") < depthwise.code.index("Write(result")
+    assert schedule_violation(ctx) is None
+    serialize_context(ctx)
+
+
+def test_gpu_family_products_over_few_pixels_split_their_input_slices():
+    g = _Builder()
+    x = g.tensor((1, 1, 1, 1280))
+    fc = g.node(
+        Builtin.FULLY_CONNECTED, [x, g.constant((1000, 1280)), g.constant((1000,))], (1, 1, 1, 1000), activation=0,
+        weights_format=0,
+    )  # fmt: skip
+    (node,) = g.compile([x], [fc], kernel_family="gpu", gpu_work_group=64).nodes
+    op = node.gpu_op
+    assert "__local ACCUM_FLT4 part[64];" in op.code
+    assert (op.work_group_size.x, op.grid_size.x, op.grid_size.y, op.grid_size.z) == (64, 64, 1, 250)

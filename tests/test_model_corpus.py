@@ -165,6 +165,24 @@ def test_f16_within_tolerance(path):
     _check(path, {"precision": "F16"}, tolerance, why)
 
 
+#: the models the gpu kernel family (option kernel_family, compiler/ops/gpu_conv.py) is checked on
+#: here, where PoCL would pick the cpu family: the convolution networks it is made for
+#: (EfficientNet-B0 too, once ../shared/models has one: none is there at this writing)
+_GPU_FAMILY = [
+    pytest.param(p, precision, id=f"{_id(p)}-{precision}")
+    for p in _MODELS
+    if p.parent == MODELS and p.stem.split("_")[0] in ("mobilenet", "unet", "efficientnet") and _is_float_model(p)
+    for precision in ("F32", "F16")
+] or [pytest.param(None, "F32", id="no-shared-models")]
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize(("path", "precision"), _GPU_FAMILY)
+def test_gpu_kernel_family_matches_tflite_cpu(path, precision):
+    tolerance = F32_TOLERANCE if precision == "F32" else F16_TOLERANCE
+    _check(path, {"kernel_family": "gpu", "precision": precision}, tolerance)
+
+
 def test_the_corpus_is_globbed(tmp_path, monkeypatch):
     # A new file in any of the three folders becomes a parameter without a change to this module.
     for folder in FOLDERS:

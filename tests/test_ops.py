@@ -53,6 +53,9 @@ def rand(shape, rng, low=-2.0, high=2.0) -> np.ndarray:
 shapes = st.tuples(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 13))
 seeds = st.integers(0, 2**31 - 1)
 precisions = st.sampled_from(["F32", "F32", "F16", "F32_F16"])
+#: the kernel families of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (option kernel_family):
+#: their tests run with each; PoCL picks cpu by itself, gpu is what GPUs pick (ops/gpu_conv.py)
+families = pytest.mark.parametrize("family", ["cpu", "gpu"])
 
 # ------------------------------------------------------------------ elementwise
 
@@ -154,9 +157,10 @@ def _out(size: int, k: int, stride: int, dilation: int, padding: int) -> int:
     return (size + stride - 1) // stride if padding == 1 else (size - effective + stride) // stride
 
 
+@families
 @EXAMPLES
 @given(case=conv_case(), seed=seeds, precision=precisions, bias=st.booleans())
-def test_conv_2d(case, seed, precision, bias):
+def test_conv_2d(family, case, seed, precision, bias):
     rng = np.random.default_rng(seed)
     b, h, w, cin = case["src"]
     (kh, kw), (sh, sw), (dh, dw) = case["k"], case["stride"], case["dilation"]
@@ -181,12 +185,14 @@ def test_conv_2d(case, seed, precision, bias):
         },
     )
     out = len(tensors) - 1
-    check(tensors, [Op(Builtin.CONV_2D, inputs, [out], options)], [0], [out], [rand(case["src"], rng)], precision)
+    feeds = [rand(case["src"], rng)]
+    check(tensors, [Op(Builtin.CONV_2D, inputs, [out], options)], [0], [out], feeds, precision, kernel_family=family)
 
 
+@families
 @EXAMPLES
 @given(case=conv_case(), seed=seeds, multiplier=st.integers(1, 3), precision=precisions)
-def test_depthwise_conv_2d(case, seed, multiplier, precision):
+def test_depthwise_conv_2d(family, case, seed, multiplier, precision):
     rng = np.random.default_rng(seed)
     b, h, w, cin = case["src"]
     (kh, kw), (sh, sw), (dh, dw) = case["k"], case["stride"], case["dilation"]
@@ -212,13 +218,13 @@ def test_depthwise_conv_2d(case, seed, multiplier, precision):
             "FusedActivationFunction": case["act"],
         },
     )
-    check(
-        tensors, [Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(case["src"], rng)], precision
-    )
+    op = Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], options)
+    check(tensors, [op], [0], [3], [rand(case["src"], rng)], precision, kernel_family=family)
 
 
+@families
 @pytest.mark.parametrize(("out_w", "stride", "padding"), [(7, 1, 1), (14, 2, 1), (21, 1, 2), (28, 2, 2), (15, 1, 1)])
-def test_depthwise_conv_2d_pixel_blocks(out_w, stride, padding):
+def test_depthwise_conv_2d_pixel_blocks(family, out_w, stride, padding):
     # MobileNetV2's row widths (7 to 28) and 15, with strides and both paddings: the depthwise
     # kernel's blocks of 8 pixels end partial on each of them, its left and right work-items take
     # the edge loads. Batch 2 and 10 channels (a partial slice pair) on top.
@@ -240,25 +246,25 @@ def test_depthwise_conv_2d_pixel_blocks(out_w, stride, padding):
         "FusedActivationFunction": 1,  # RELU
     }
     op = Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", params))
-    check(tensors, [op], [0], [3], [rand((b, h, w, c), rng)])
+    check(tensors, [op], [0], [3], [rand((b, h, w, c), rng)], kernel_family=family)
 
 
+@families
 @EXAMPLES
 @given(
-    rows=st.integers(1, 5),
+    rows=st.integers(1, 40),
     cin=st.integers(1, 40),
     cout=st.integers(1, 19),
     seed=seeds,
     precision=precisions,
     act=st.sampled_from([0, 1, 3]),
 )
-def test_fully_connected(rows, cin, cout, seed, precision, act):
+def test_fully_connected(family, rows, cin, cout, seed, precision, act):
     rng = np.random.default_rng(seed)
     tensors = [T((rows, cin)), T((cout, cin), rand((cout, cin), rng)), T((cout,), rand((cout,), rng)), T((rows, cout))]
     options = ("FullyConnectedOptions", {"FusedActivationFunction": act})
-    check(
-        tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], options)], [0], [3], [rand((rows, cin), rng)], precision
-    )
+    op = Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], options)
+    check(tensors, [op], [0], [3], [rand((rows, cin), rng)], precision, kernel_family=family)
 
 
 @pytest.mark.parametrize("op", [Builtin.AVERAGE_POOL_2D, Builtin.MAX_POOL_2D], ids=lambda o: o.name)
@@ -581,9 +587,64 @@ def test_elementwise_chains_are_fused(chain, kernels):
     assert fused.partitions[0].fused_ops == len(ops) - kernels
 
 
+@pytest.mark.parametrize(("k", "stride", "w", "cin", "cout"), [
+    (1, 1, 15, 40, 36), (3, 1, 14, 40, 36), (3, 2, 29, 24, 64), (5, 1, 16, 8, 20), (2, 1, 17, 13, 8),
+])  # fmt: skip
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_gpu_family_convolution_blocks(k, stride, w, cin, cout, precision):
+    # The hypothesis shapes stay below the gpu family's pixel pairs (14 columns and up), its 4-slice
+    # blocks (8 output slices and up) and its partial weight tiles (an input-slice count that the
+    # tile does not divide): these take them, with an odd width ending on a single pixel.
+    rng = np.random.default_rng(k * 100 + w)
+    b, h = 2, 6
+    oh, ow = _out(h, k, stride, 1, 1), _out(w, k, stride, 1, 1)
+    tensors = [T((b, h, w, cin)), T((cout, k, k, cin), rand((cout, k, k, cin), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((b, oh, ow, cout)))
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 1})
+    op = Op(Builtin.CONV_2D, [0, 1, 2], [3], options)
+    check(tensors, [op], [0], [3], [rand((b, h, w, cin), rng)], precision, kernel_family="gpu")
+
+
+@pytest.mark.parametrize("rows", [1, 15, 16, 33])
+@pytest.mark.parametrize("cin", [3, 200, 1280])
+def test_gpu_family_fully_connected_either_side_of_the_reduction(rows, cin):
+    # Below 16 rows a work-group splits each output slice's input slices and sums its parts; from 16
+    # rows on, the 1x1 convolution kernel runs. cin 1280 (320 slices): MobileNetV2's classifier.
+    rng = np.random.default_rng(rows + cin)
+    cout = 19
+    tensors = [T((rows, cin)), T((cout, cin), rand((cout, cin), rng)), T((cout,), rand((cout,), rng)), T((rows, cout))]
+    op = Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], ("FullyConnectedOptions", {"FusedActivationFunction": 0}))
+    check(tensors, [op], [0], [3], [rand((rows, cin), rng)], kernel_family="gpu")
+
+
+def test_kernel_family_reaches_the_compiler(monkeypatch):
+    # The option picks the kernels: gpu's convolutions share weight tiles in local memory, cpu's do not.
+    from delegate.plugin import callbacks
+
+    codes: dict[str, list[str]] = {}
+    real = callbacks.compile_partition
+
+    def capture(*args, **kwargs):
+        ctx = real(*args, **kwargs)
+        codes.setdefault(args[4].kernel_family, []).extend(n.gpu_op.code for n in ctx.nodes)
+        return ctx
+
+    monkeypatch.setattr(callbacks, "compile_partition", capture)
+    rng = np.random.default_rng(5)
+    tensors = [T((1, 8, 8, 16)), T((16, 3, 3, 16), rand((16, 3, 3, 16), rng)), T((16,), rand((16,), rng))]
+    tensors.append(T((1, 8, 8, 16)))
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 0})
+    for family in ("cpu", "gpu"):
+        ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)]
+        check(tensors, ops, [0], [3], [rand((1, 8, 8, 16), rng)], kernel_family=family)
+    assert any("__local FLT4 tile[" in code for code in codes["gpu"])
+    assert not any("__local FLT4 tile[" in code for code in codes["cpu"])
+
+
+@families
 @pytest.mark.parametrize("cin", [1, 2, 3])
 @pytest.mark.parametrize(("k", "stride"), [(3, 2), (3, 1), (1, 1)])
-def test_convolution_of_fewer_than_four_channels(cin, k, stride):
+def test_convolution_of_fewer_than_four_channels(family, cin, k, stride):
     # An image's first layer: one input slice whose padding lanes the kernel skips.
     rng = np.random.default_rng(cin * 10 + k)
     src, cout = (2, 9, 11, cin), 20
@@ -591,7 +652,7 @@ def test_convolution_of_fewer_than_four_channels(cin, k, stride):
     tensors = [T(src), T((cout, k, k, cin), rand((cout, k, k, cin), rng)), T((cout,), rand((cout,), rng))]
     tensors.append(T((2, oh, ow, cout)))
     options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 3})
-    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
+    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)], kernel_family=family)
 
 
 @pytest.mark.parametrize("op", [Builtin.SOFTMAX, Builtin.LOG_SOFTMAX], ids=["softmax", "log_softmax"])
@@ -652,10 +713,11 @@ def test_softmax_is_not_moved_before_ops_already_linked():
     assert [p.fused_ops for p in state.partitions] == [2]
 
 
+@families
 @pytest.mark.parametrize("producer", ["conv_1x1", "conv_3x3", "depthwise"])
 @pytest.mark.parametrize(("b", "w", "c"), [(1, 10, 10), (2, 9, 7), (1, 16, 16)])
 @pytest.mark.parametrize("precision", ["F32", "F32_F16"])
-def test_linked_add_after_the_fast_kernels(producer, b, w, c, precision):
+def test_linked_add_after_the_fast_kernels(family, producer, b, w, c, precision):
     # The matrix-product and depthwise kernels write whole blocks at linear indices and partial
     # ones through the general write; a linked ADD of a runtime tensor has to run in both paths,
     # for every slice of a pair or group (c = 7, 10: partial last slices and groups).
@@ -677,7 +739,8 @@ def test_linked_add_after_the_fast_kernels(producer, b, w, c, precision):
         T((b, h, w, c)),
     ]
     ops = [Op(op_code, [0, 1, 2], [3], (options, params)), Op(Builtin.ADD, [3, 4], [5])]
-    state = check(tensors, ops, [0, 4], [5], [rand((b, h, w, c), rng), rand((b, h, w, c), rng)], precision)
+    feeds = [rand((b, h, w, c), rng), rand((b, h, w, c), rng)]
+    state = check(tensors, ops, [0, 4], [5], feeds, precision, kernel_family=family)
     assert [p.kernels for p in state.partitions] == [1]
 
 

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from ..context.model import CalculationsPrecision, TensorStorageType
 from ..errors import DelegateError
+from .ops.base import KernelFamily
 from .ops.conv_pair import PAIR_LOCAL_BYTES
 from .partition import CompileOptions
 
@@ -22,6 +23,12 @@ class DeviceFacts(Protocol):
 
     @property
     def local_mem_bytes(self) -> int: ...
+
+    @property
+    def max_work_group_size(self) -> int: ...
+
+    @property
+    def max_work_item_sizes(self) -> tuple[int, ...]: ...
 
     #: the CPU model the device's compiler targets ("" where unknown or not a CPU)
     @property
@@ -60,6 +67,32 @@ def cpu_when_faster(device: DeviceFacts, requested: bool | None) -> bool:
     return (not device.is_gpu) if requested is None else requested
 
 
+#: what option kernel_family accepts
+FAMILIES = ("auto", "gpu", "cpu")
+#: work-items per work-group the gpu family's convolutions aim at: two NVIDIA warps, one AMD wave
+GPU_WORK_GROUP = 64
+
+
+def kernel_family(device: DeviceFacts, requested: str) -> KernelFamily:
+    """The kernel family of the matrix products (option kernel_family, ``requested``): auto picks
+    gpu on GPU devices, cpu elsewhere; gpu or cpu is taken on any device (PoCL runs both)."""
+    if requested not in FAMILIES:
+        raise DelegateError(f"kernel_family must be one of {', '.join(FAMILIES)}, not {requested!r}")
+    if requested == "auto":
+        return "gpu" if device.is_gpu else "cpu"
+    return "gpu" if requested == "gpu" else "cpu"
+
+
+def gpu_work_group(device: DeviceFacts) -> int:
+    """Work-items per work-group of the gpu family's convolutions on ``device``: GPU_WORK_GROUP, or
+    the largest power of two below it that the device takes (its kernels require their size)."""
+    limit = min(device.max_work_group_size, *(device.max_work_item_sizes[:1] or (GPU_WORK_GROUP,)))
+    size = GPU_WORK_GROUP
+    while size > 1 and size > limit:
+        size //= 2
+    return size
+
+
 def compile_options(
     device: DeviceFacts,
     precision: CalculationsPrecision,
@@ -67,13 +100,18 @@ def compile_options(
     *,
     fuse: bool,
     requested_vector_width: int = 0,
+    requested_family: str = "auto",
 ) -> CompileOptions:
-    """The CompileOptions of a partition for ``device``; raises DelegateError for a vector width it
-    cannot take."""
+    """The CompileOptions of a partition for ``device``; raises DelegateError for a vector width or
+    kernel family it cannot take."""
+    family = kernel_family(device, requested_family)
     return CompileOptions(
         precision,
         storage,
         fuse,
-        pair_local_bytes(device),
+        # the pair kernel is the cpu family's: the gpu family runs each node by itself
+        pair_local_bytes(device) if family == "cpu" else 0,
         vector_width(device, requested_vector_width),
+        kernel_family=family,
+        gpu_work_group=gpu_work_group(device),
     )

@@ -11,7 +11,7 @@ from .fusion import link, linkable
 from .graph import FLOAT32, Builtin, Graph, Node
 from .kernel import KernelNode
 from .ops import EmitContext, op_for
-from .ops.base import HEAD, ConvKernels, constant_tensor, operation, written
+from .ops.base import HEAD, ConvKernels, KernelFamily, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
 from .precision import wide_tensors
@@ -37,6 +37,11 @@ class CompileOptions:
     #: CONV_2D's kernel family (ops/base.py): the generic ones only for comparisons (tests,
     #: benchmarks); like every field, part of the serialization cache key (delegate/cache.py)
     conv_kernels: ConvKernels = "gemm"
+    #: the kernels of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (ops/base.py); device_policy
+    #: picks gpu on GPU devices unless option kernel_family says otherwise
+    kernel_family: KernelFamily = "cpu"
+    #: work-items per work-group of the gpu family's convolutions: a power of two <= the device's limit
+    gpu_work_group: int = 64
     #: at F16 and F32_F16, store in float32 the tensors whose rounding a high-gain consumer would
     #: magnify (precision.py); off only to measure what it saves
     widen_sensitive: bool = True
@@ -187,7 +192,13 @@ def compile_partition(
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
     emit = EmitContext(
-        graph, options.precision, options.storage, vector_width=options.vector_width, conv_kernels=options.conv_kernels
+        graph,
+        options.precision,
+        options.storage,
+        vector_width=options.vector_width,
+        conv_kernels=options.conv_kernels,
+        kernel_family=options.kernel_family,
+        gpu_work_group=options.gpu_work_group,
     )
     readers: dict[int, int] = {}
     for index in nodes:

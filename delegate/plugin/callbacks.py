@@ -385,7 +385,12 @@ def _failed_prepare(
 def _compile_options(info: DeviceInfo, options: DelegateOptions) -> CompileOptions:
     """How the partition is compiled for the device (compiler/device_policy.py)."""
     return compile_options(
-        info, options.precision, options.storage_type, fuse=options.fuse, requested_vector_width=options.vector_width
+        info,
+        options.precision,
+        options.storage_type,
+        fuse=options.fuse,
+        requested_vector_width=options.vector_width,
+        requested_family=options.kernel_family,
     )
 
 

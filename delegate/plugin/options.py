@@ -59,6 +59,8 @@ class DelegateOptions:
     #: CPU's estimate for it (compiler/cpu_choice.py): None (auto: on for CPU devices, off on
     #: GPUs), True or False
     cpu_when_faster: bool | None = None
+    #: the kernels of convolutions, depthwise and fully connected: auto (by device type), gpu or cpu
+    kernel_family: str = "auto"
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -99,6 +101,10 @@ class DelegateOptions:
                 if text.lower() not in ("auto", "true", "false", "1", "0"):
                     raise OptionsError(f"cpu_when_faster must be auto, true or false, not {text!r}")
                 values[key] = None if text.lower() == "auto" else text.lower() in ("true", "1")
+            elif key == "kernel_family":
+                if text.lower() not in ("auto", "gpu", "cpu"):
+                    raise OptionsError(f"kernel_family must be auto, gpu or cpu, not {text!r}")
+                values[key] = text.lower()
             elif key == "tuning":
                 try:
                     values[key] = Tuning(text.lower())

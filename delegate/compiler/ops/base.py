@@ -16,6 +16,10 @@ from ..kernel import WRITE, Kernel, Piece, RequiredWorkGroup
 #: CONV_2D's kernels: the matrix products (buffer storages only), or the generic ones, ``blocked`` (4
 #: pixels x 2 slices per work-item, what texture storages get) or ``plain`` (one output FLT4 each)
 ConvKernels = Literal["gemm", "blocked", "plain"]
+#: the kernels of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: ``cpu`` (a work-item holds a
+#: block of pixels x channel groups in registers, shaped for CPU cores) or ``gpu`` (ops/gpu_conv.py:
+#: a work-item per pixel or two, work-groups sharing weights through local memory)
+KernelFamily = Literal["cpu", "gpu"]
 
 
 @dataclass
@@ -32,6 +36,9 @@ class EmitContext:
     #: (AVX2, GPUs), or 16 on CPU devices whose compiler targets AVX-512 (CompileOptions)
     vector_width: int = 8
     conv_kernels: ConvKernels = "gemm"
+    kernel_family: KernelFamily = "cpu"
+    #: work-items per work-group of the gpu family's convolutions (a power of two the device takes)
+    gpu_work_group: int = 64
 
     @property
     def dtype(self) -> np.dtype:

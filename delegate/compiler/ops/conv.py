@@ -37,6 +37,7 @@ from .gemm_blocks import (
     source_names,
 )
 from .gemm_conv import GemmSpec, flat_code, phases_code, rows_code, transposed_code
+from .gpu_conv import GPU_MAX_TAPS, conv_kernel, depthwise_kernel
 
 _WINDOW = """
   for (int ky = 0; ky < args.kernel_h; ++ky) {
@@ -177,6 +178,11 @@ class Conv2D(Op):
         _, kh, kw, _ = filters.shape
         if filters.shape[3] != src.shape[3]:
             return self._grouped(node, ctx, filters, ints)
+        if ctx.kernel_family == "gpu" and kh * kw <= GPU_MAX_TAPS:
+            biases = bias_values(node, g, dst.shape[3], ctx)
+            gpu = conv_kernel(node, ctx, filters, ints, biases)
+            if gpu is not None:
+                return gpu
         if use_gemm(ctx):
             flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
             sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
@@ -229,6 +235,8 @@ def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
     g = ctx.graph
     out = concat.outputs[0]
     if node.op != Builtin.CONV_2D or node.inputs[0] != out or out in node.inputs[1:] or not use_gemm(ctx):
+        return False
+    if ctx.kernel_family == "gpu":  # the gpu family reads one input tensor
         return False
     shapes = [g.tensor(i).shape for i in concat.inputs]
     if concat.params.get("activation", 0) or any(g.tensor(i).is_constant for i in concat.inputs):
@@ -350,6 +358,8 @@ class DepthwiseConv2D(Op):
         src, dst, filters, ints = conv_window(node, ctx)
         _, kh, kw, _ = filters.shape
         multiplier = dst.shape[3] // src.shape[3]
+        if multiplier == 1 and ctx.kernel_family == "gpu" and kh * kw <= GPU_MAX_TAPS:
+            return depthwise_kernel(node, ctx, filters, ints, bias_values(node, ctx.graph, dst.shape[3], ctx))
         if multiplier == 1 and ctx.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
             return self._unrolled(node, ctx, filters, ints)
         template = DEPTHWISE
@@ -429,6 +439,13 @@ class FullyConnected(Op):
         weights = g.tensor(node.inputs[1]).constant
         assert weights is not None
         filters = np.asarray(weights, np.float32).reshape(weights.shape[0], 1, 1, weights.shape[1])
+        if ctx.kernel_family == "gpu":
+            window = _window_args(
+                {"stride_height": 1, "stride_width": 1, "padding": 0}, (1, 1, 1, 1), (1, 1, 1, 1), 1, 1
+            )
+            gpu = conv_kernel(node, ctx, filters, window, bias_values(node, g, dst.shape[-1], ctx))
+            assert gpu is not None  # a 1x1 window always fits
+            return gpu
         if use_gemm(ctx):
             return gemm_operation(node, ctx, filters, {}, flat=True)
         return operation(
