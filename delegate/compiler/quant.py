@@ -31,28 +31,17 @@ INT8, UINT8 = 9, 3
 #: the integer range of each carried type
 RANGES = {INT8: (-128, 127), UINT8: (0, 255)}
 
-#: ops whose quantized form is the float op followed by quantize-and-dequantize of the output
-QUANT_OPS = frozenset(
+#: ops whose integer kernels requantize onto the output grid (QUANT_OPS adds KEEPS_INTEGERS)
+_REQUANTIZING = frozenset(
     {
         Builtin.CONV_2D,
         Builtin.DEPTHWISE_CONV_2D,
         Builtin.FULLY_CONNECTED,
         Builtin.TRANSPOSE_CONV,
-        Builtin.AVERAGE_POOL_2D,
-        Builtin.MAX_POOL_2D,
         Builtin.ADD,
         Builtin.SUB,
         Builtin.MUL,
-        Builtin.MAXIMUM,
-        Builtin.MINIMUM,
         Builtin.CONCATENATION,
-        Builtin.RESHAPE,
-        Builtin.SQUEEZE,
-        Builtin.EXPAND_DIMS,
-        Builtin.PAD,
-        Builtin.PADV2,
-        Builtin.RESIZE_BILINEAR,
-        Builtin.RESIZE_NEAREST_NEIGHBOR,
         Builtin.MEAN,
         Builtin.SOFTMAX,
         Builtin.LOGISTIC,
@@ -64,17 +53,6 @@ QUANT_OPS = frozenset(
         Builtin.LEAKY_RELU,
         Builtin.QUANTIZE,
         Builtin.DEQUANTIZE,
-        Builtin.TRANSPOSE,
-        Builtin.SLICE,
-        Builtin.STRIDED_SLICE,
-        Builtin.SPLIT,
-        Builtin.SPLIT_V,
-        Builtin.TILE,
-        Builtin.SPACE_TO_DEPTH,
-        Builtin.DEPTH_TO_SPACE,
-        Builtin.MIRROR_PAD,
-        Builtin.REDUCE_MAX,
-        Builtin.REDUCE_MIN,
     }
 )
 
@@ -110,6 +88,9 @@ KEEPS_INTEGERS = frozenset(
         Builtin.REDUCE_MIN,
     }
 )
+
+#: ops whose quantized form is the float op followed by quantize-and-dequantize of the output
+QUANT_OPS = _REQUANTIZING | KEEPS_INTEGERS
 
 
 def carried_params(t: Tensor) -> Carried | None:
