@@ -14,6 +14,7 @@ from .ops import EmitContext, op_for
 from .ops.base import HEAD, ConvKernels, KernelFamily, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
+from .pad_merge import merge_pads
 from .precision import wide_tensors
 from .quant import ROUNDS_WITH_ZERO_POINT, qdq_code
 from .shape_check import declared_shape_problem
@@ -187,10 +188,23 @@ def _constant_output(graph: Graph, index: int, emit: EmitContext) -> model.CLNod
     return placed.render(emit.precision)
 
 
+def _readers(graph: Graph, nodes: list[int]) -> dict[int, int]:
+    """Tensor -> how many of ``nodes`` read it."""
+    readers: dict[int, int] = {}
+    for index in nodes:
+        for i in set(graph.nodes[index].inputs):
+            readers[i] = readers.get(i, 0) + 1
+    return readers
+
+
 def compile_partition(
     graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int], options: CompileOptions
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
+    pad_names: dict[int, str] = {}
+    if options.fuse:  # zero PADs read by a convolution become its padding (pad_merge.py)
+        merged = merge_pads(graph, nodes, outputs)
+        graph, nodes, pad_names = merged.graph, merged.nodes, merged.names
     emit = EmitContext(
         graph,
         options.precision,
@@ -200,15 +214,12 @@ def compile_partition(
         kernel_family=options.kernel_family,
         gpu_work_group=options.gpu_work_group,
     )
-    readers: dict[int, int] = {}
-    for index in nodes:
-        for i in set(graph.nodes[index].inputs):
-            readers[i] = readers.get(i, 0) + 1
+    readers = _readers(graph, nodes)
     if options.fuse:
         emit.concat_sources = _concats_read_in_place(graph, nodes, readers, outputs, emit)
     wide = wide_tensors(graph, nodes, options.precision) if options.widen_sensitive else frozenset()
     paired = _pairs(graph, nodes, readers, outputs, emit, options.pair_local_bytes, wide) if options.fuse else {}
-    kernels, used = _kernels(graph, nodes, inputs, outputs, options, emit, readers, paired)
+    kernels, used = _kernels(graph, nodes, inputs, outputs, options, emit, readers, paired, pad_names)
     ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
     ctx.nodes = [k.render(options.precision) for k in kernels]
     # Tensors only ever written by a kernel that fused their reader away are not runtime tensors.
@@ -243,6 +254,7 @@ def _kernels(
     emit: EmitContext,
     readers: dict[int, int],
     paired: dict[int, Node],
+    pad_names: dict[int, str],
 ) -> tuple[list[KernelNode], list[int]]:
     """The partition's kernels in launch order, and the tensors they use (in order of first use)."""
     kernels: list[KernelNode] = []
@@ -261,7 +273,8 @@ def _kernels(
         if index in paired:  # the depthwise node and the 1x1 convolution reading it, one kernel
             conv = paired[index]
             kernel = pair_operation(node, conv, emit, options.pair_local_bytes)
-            placed = KernelNode(kernel, [node.inputs[0]], list(conv.outputs), [node.name, conv.name])
+            names = [node.name, conv.name, *(pad_names[i] for i in (index, conv.index) if i in pad_names)]
+            placed = KernelNode(kernel, [node.inputs[0]], list(conv.outputs), names)
         else:
             if node.outputs and all(graph.tensor(o).is_constant for o in node.outputs):
                 continue  # folded into a constant (fold.py, shapes.py): no kernel
@@ -289,6 +302,7 @@ def _kernels(
             kernel = op.emit(node, emit)
             node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
             names = [node.name, *(merged_names[i] for i in node.inputs if i in merged_names)]
+            names += [pad_names[index]] if index in pad_names else []
             placed = KernelNode(kernel, node_inputs, list(node.outputs), names)
         if len(placed.input_ids) != len(kernel.operation.src_tensors_names):
             raise ValueError(

@@ -236,7 +236,7 @@ def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
     out = concat.outputs[0]
     if node.op != Builtin.CONV_2D or node.inputs[0] != out or out in node.inputs[1:] or not use_gemm(ctx):
         return False
-    if ctx.kernel_family == "gpu":  # the gpu family reads one input tensor
+    if ctx.kernel_family == "gpu" or "merged_pad" in node.params:  # one input tensor; no padding of pieces
         return False
     shapes = [g.tensor(i).shape for i in concat.inputs]
     if concat.params.get("activation", 0) or any(g.tensor(i).is_constant for i in concat.inputs):
@@ -325,6 +325,9 @@ def conv_window(node: Node, ctx: EmitContext) -> tuple[Tensor, Tensor, np.ndarra
 
 def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, kw: int) -> dict[str, int]:
     dh, dw = p.get("dilation_height_factor", 1) or 1, p.get("dilation_width_factor", 1) or 1
+    # a zero PAD merged into this node (pad_merge.py): the window is placed on the padded input
+    top, bottom, left, right = p.get("merged_pad", (0, 0, 0, 0))
+    padded_h, padded_w = src[1] + top + bottom, src[2] + left + right
     return {
         "kernel_h": kh,
         "kernel_w": kw,
@@ -332,8 +335,8 @@ def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, k
         "stride_w": p["stride_width"],
         "dilation_h": dh,
         "dilation_w": dw,
-        "pad_h": same_padding(src[1], dst[1], kh, p["stride_height"], dh, p["padding"]),
-        "pad_w": same_padding(src[2], dst[2], kw, p["stride_width"], dw, p["padding"]),
+        "pad_h": top + same_padding(padded_h, dst[1], kh, p["stride_height"], dh, p["padding"]),
+        "pad_w": left + same_padding(padded_w, dst[2], kw, p["stride_width"], dw, p["padding"]),
     }
 
 

@@ -257,6 +257,8 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
     _, dst, filters, conv_ints = conv_window(conv, ctx)
     if filters.shape[1:] != (1, 1, mid.shape[3]) or conv_ints["stride_h"] != 1 or conv_ints["stride_w"] != 1:
         return False
+    if conv_ints["pad_h"] or conv_ints["pad_w"]:  # a zero PAD merged into it (pad_merge.py)
+        return False
     b, h, w, _ = dst.shape
     row_bytes = mid_row_bytes(w, mid.shape[3], dw_width(mid.shape[3], ctx.vector_width))
     return b * h >= MIN_ROWS and w >= MIN_WIDTH and row_bytes <= local_bytes

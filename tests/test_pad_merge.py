@@ -1,0 +1,168 @@
+"""Zero PADs merged into the convolutions that read them (delegate/compiler/pad_merge.py), against
+TFLite's builtin kernels: the merged graphs run one kernel less per PAD and give the same outputs;
+the PADs that must not merge keep their kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from delegate.compiler.graph import Builtin
+
+from .test_ops import EXAMPLES, check, families, precisions, rand, seeds
+from .test_ops import _program_cache as _program_cache
+from .test_quant import _program_cache as _quant_program_cache  # noqa: F401
+from .test_quant import check_quant, int_bias, int_weights, qrand, qt
+from .tflite_builder import Op, T
+
+pytestmark = pytest.mark.opencl
+
+VALID, SAME = 1, 0  # TFLite's Padding enum as the builder writes it (SAME = 0)
+
+
+def _out(size: int, kernel: int, stride: int, padding: int) -> int:
+    return -(-size // stride) if padding == SAME else (size - kernel) // stride + 1
+
+
+def _kernels(state) -> tuple[int, int]:
+    (partition,) = state.partitions
+    return partition.kernels, partition.fused_ops
+
+
+def _pad_then(op: Builtin, src, pads, k: int, stride: int, padding: int, cout: int, rng) -> tuple[list, list]:
+    """PAD (height and width by ``pads``) and then ``op`` (k x k, ``stride``, ``padding``)."""
+    b, h, w, c = src
+    (top, bottom), (left, right) = pads
+    padded = (b, h + top + bottom, w + left + right, c)
+    out = (b, _out(padded[1], k, stride, padding), _out(padded[2], k, stride, padding), cout)
+    paddings = np.array([[0, 0], [top, bottom], [left, right], [0, 0]], np.int32)
+    if op == Builtin.DEPTHWISE_CONV_2D:
+        weights = (1, k, k, cout)
+        params = {"Padding": padding, "StrideW": stride, "StrideH": stride, "DepthMultiplier": cout // c}
+        options = ("DepthwiseConv2DOptions", {**params, "FusedActivationFunction": 1})
+    else:
+        weights = (cout, k, k, c)
+        params = {"Padding": padding, "StrideW": stride, "StrideH": stride}
+        options = ("Conv2DOptions", {**params, "FusedActivationFunction": 3})
+    tensors = [T(src), T((4, 2), paddings, np.int32), T(padded)]
+    tensors += [T(weights, rand(weights, rng)), T((cout,), rand((cout,), rng)), T(out)]
+    ops = [Op(Builtin.PAD, [0, 1], [2]), Op(op, [2, 3, 4], [5], options)]
+    return tensors, ops
+
+
+@families
+@EXAMPLES
+@given(
+    src=st.tuples(st.integers(1, 2), st.integers(3, 12), st.integers(3, 12), st.integers(1, 13)),
+    pads=st.tuples(st.tuples(st.integers(0, 2), st.integers(0, 2)), st.tuples(st.integers(0, 2), st.integers(0, 2))),
+    op=st.sampled_from([Builtin.DEPTHWISE_CONV_2D, Builtin.CONV_2D]),
+    k=st.sampled_from([1, 3, 5]),
+    stride=st.integers(1, 2),
+    padding=st.sampled_from([VALID, SAME]),
+    seed=seeds,
+    precision=precisions,
+)
+def test_pad_merged_into_the_convolution(family, src, pads, op, k, stride, padding, seed, precision):
+    rng = np.random.default_rng(seed)
+    _, h, w, c = src
+    if padding == VALID and (h + sum(pads[0]) < k or w + sum(pads[1]) < k):
+        return
+    cout = c if op == Builtin.DEPTHWISE_CONV_2D else int(rng.integers(1, 9))
+    tensors, ops = _pad_then(op, src, pads, k, stride, padding, cout, rng)
+    state = check(tensors, ops, [0], [5], [rand(src, rng)], precision, kernel_family=family)
+    assert _kernels(state) == (1, 1)  # the PAD runs inside the convolution, named in its kernel
+
+
+def test_pad_with_two_convolution_readers_merges_into_both():
+    # MediaPipe's pose detector pads once for two strided depthwise layers
+    rng = np.random.default_rng(5)
+    src, padded, out = (1, 9, 9, 6), (1, 11, 11, 6), (1, 5, 5, 6)
+    paddings = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+    params = {"Padding": VALID, "StrideW": 2, "StrideH": 2, "DepthMultiplier": 1}
+    tensors = [T(src), T((4, 2), paddings, np.int32), T(padded)]
+    tensors += [T((1, 3, 3, 6), rand((1, 3, 3, 6), rng)), T((6,), rand((6,), rng)), T(out)]
+    tensors += [T((1, 3, 3, 6), rand((1, 3, 3, 6), rng)), T((6,), rand((6,), rng)), T(out)]
+    ops = [
+        Op(Builtin.PAD, [0, 1], [2]),
+        Op(Builtin.DEPTHWISE_CONV_2D, [2, 3, 4], [5], ("DepthwiseConv2DOptions", params)),
+        Op(Builtin.DEPTHWISE_CONV_2D, [2, 6, 7], [8], ("DepthwiseConv2DOptions", params)),
+    ]
+    state = check(tensors, ops, [0], [5, 8], [rand(src, rng)])
+    assert _kernels(state) == (2, 1)
+
+
+def _padded_conv_with(pad_op: Op, extra: list, paddings: np.ndarray, rng) -> tuple[list, list]:
+    src = (1, 6, 7, 4)
+    padded = tuple(int(d + p[0] + p[1]) for d, p in zip(src, paddings, strict=True))
+    out = (1, padded[1] - 2, padded[2] - 2, 3)
+    tensors = [T(src), T((4, 2), paddings.astype(np.int32), np.int32), *extra, T(padded)]
+    n = len(tensors)
+    tensors += [T((3, 3, 3, padded[3]), rand((3, 3, 3, padded[3]), rng)), T((3,), rand((3,), rng)), T(out)]
+    options = ("Conv2DOptions", {"Padding": VALID, "StrideW": 1, "StrideH": 1})
+    return tensors, [pad_op, Op(Builtin.CONV_2D, [n - 1, n, n + 1], [n + 2], options)]
+
+
+@pytest.mark.parametrize("case", ["pad value 0.75", "channels padded", "pad output read outside", "pad value 0"])
+def test_pads_that_must_not_merge_keep_their_kernel(case):
+    rng = np.random.default_rng(7)
+    spatial = np.array([[0, 0], [1, 2], [2, 1], [0, 0]])
+    if case in ("pad value 0.75", "pad value 0"):
+        value = 0.75 if case == "pad value 0.75" else 0.0
+        extra = [T((1,), np.array([value], np.float32))]
+        tensors, ops = _padded_conv_with(Op(Builtin.PADV2, [0, 1, 2], [3]), extra, spatial, rng)
+        outputs = [6]
+    elif case == "channels padded":
+        channels = np.array([[0, 0], [1, 1], [0, 0], [0, 3]])
+        tensors, ops = _padded_conv_with(Op(Builtin.PAD, [0, 1], [2]), [], channels, rng)
+        outputs = [5]
+    else:
+        tensors, ops = _padded_conv_with(Op(Builtin.PAD, [0, 1], [2]), [], spatial, rng)
+        outputs = [2, 5]
+    state = check(tensors, ops, [0], outputs, [rand((1, 6, 7, 4), rng)])
+    assert _kernels(state) == ((1, 1) if case == "pad value 0" else (2, 0))
+
+
+def test_pad_between_depthwise_and_pointwise_convolutions_is_not_paired_away():
+    # depthwise -> PAD -> 1x1 convolution: after the merge the 1x1 convolution reads the depthwise
+    # output directly, but with padding, which the depthwise + 1x1 pair kernel has no place for
+    rng = np.random.default_rng(11)
+    src, padded, c = (1, 12, 12, 8), (1, 14, 14, 8), 8
+    paddings = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+    dw = {"Padding": SAME, "StrideW": 1, "StrideH": 1, "DepthMultiplier": 1}
+    tensors = [T(src), T((1, 3, 3, c), rand((1, 3, 3, c), rng)), T((c,), rand((c,), rng)), T(src)]
+    tensors += [T((4, 2), paddings, np.int32), T(padded)]
+    tensors += [T((16, 1, 1, c), rand((16, 1, 1, c), rng)), T((16,), rand((16,), rng)), T((1, 14, 14, 16))]
+    ops = [
+        Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", dw)),
+        Op(Builtin.PAD, [3, 4], [5]),
+        Op(Builtin.CONV_2D, [5, 6, 7], [8], ("Conv2DOptions", {"Padding": VALID, "StrideW": 1, "StrideH": 1})),
+    ]
+    state = check(tensors, ops, [0], [8], [rand(src, rng)])
+    assert _kernels(state) == (2, 1)
+
+
+@EXAMPLES
+@given(
+    src=st.tuples(st.just(1), st.integers(3, 9), st.integers(3, 9), st.integers(1, 10)),
+    stride=st.integers(1, 2),
+    seed=seeds,
+)
+def test_int8_pad_merged_into_the_depthwise_convolution(src, stride, seed):
+    # TFLite pads an int8 tensor with its zero point: the real zero the merged reads count as
+    rng = np.random.default_rng(seed)
+    b, h, w, c = src
+    padded = (b, h + 2, w + 2, c)
+    out = (b, (padded[1] - 3) // stride + 1, (padded[2] - 3) // stride + 1, c)
+    weights, w_scales = int_weights((1, 3, 3, c), 3, rng)
+    paddings = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+    tensors = [qt(src, 0.05, 7), T((4, 2), paddings, np.int32), qt(padded, 0.05, 7), weights]
+    tensors += [int_bias(w_scales * np.float32(0.05), rng), qt(out, 0.05 * float(w_scales.mean()) * 48, -2)]
+    params = {"Padding": VALID, "StrideW": stride, "StrideH": stride, "DepthMultiplier": 1}
+    ops = [
+        Op(Builtin.PAD, [0, 1], [2]),
+        Op(Builtin.DEPTHWISE_CONV_2D, [2, 3, 4], [5], ("DepthwiseConv2DOptions", params), version=3),
+    ]
+    state = check_quant(tensors, ops, [0], [5], [qrand(src, rng)])
+    assert _kernels(state) == (1, 1)
