@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import mmap
 import platform
 import struct
 
@@ -101,16 +102,64 @@ def test_setting_chooses_or_disables(monkeypatch: pytest.MonkeyPatch) -> None:
     "fake",
     [
         pytest.param(lambda: FakeDevice(b"znver3\0"), id="known-cpu"),
+        pytest.param(lambda: FakeDevice(b"icelake-client\0"), id="known-avx512-cpu"),
         pytest.param(lambda: FakeDevice(b"generic\0", triple=b"aarch64-unknown-linux-gnu\0"), id="other-triple"),
         pytest.param(lambda: FakeDevice(b"generic-ish\0"), id="longer-name"),
     ],
 )
 def test_nothing_is_written_unless_the_object_is_as_expected(monkeypatch: pytest.MonkeyPatch, fake) -> None:
     monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "znver3")  # an AVX2 host: znver3 is its right name
     device = fake()
     before = device.cpu
     assert pocl_cpu.repair_device(device.address, POCL) is None
     assert device.cpu == before
+
+
+@needs_x86_64
+def test_an_older_narrower_model_is_upgraded_where_the_host_has_avx512(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LLVM 15 names a Zen 4 (AVX-512) ``znver3``: the name becomes skx, in place, where it fits."""
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "skx")
+    for old in (b"znver3\0", b"haswell\0"):
+        fake = FakeDevice(old)
+        assert pocl_cpu.repair_device(fake.address, POCL) == "skx"
+        assert fake.cpu == b"skx".ljust(len(old), b"\0")
+        assert pocl_cpu.target_name(fake.address, POCL) == "skx"
+    # an AVX-512 model, and a name that is not an LLVM model, stay as they are
+    for kept in (b"icelake-client\0", b"generic-ish\0", b"znver4\0"):
+        fake = FakeDevice(kept)
+        assert pocl_cpu.repair_device(fake.address, POCL) is None and fake.cpu == kept
+
+
+@needs_x86_64
+def test_a_setting_is_written_only_where_it_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeDevice(b"znver3\0")
+    monkeypatch.setenv("DELEGATE_POCL_CPU", "haswell")  # 7 characters: no room in znver3's 6
+    assert pocl_cpu.repair_device(fake.address, POCL) is None and fake.cpu == b"znver3\0"
+    monkeypatch.setenv("DELEGATE_POCL_CPU", "skx")
+    assert pocl_cpu.repair_device(fake.address, POCL) == "skx" and fake.cpu == b"skx\0\0\0\0"
+
+
+@needs_x86_64
+def test_a_name_in_read_only_memory_is_not_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = libc.mmap(None, 4096, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    assert page not in (None, ctypes.c_void_p(-1).value)
+    try:
+        ctypes.memmove(page, b"generic\0", 8)
+        assert libc.mprotect(page, 4096, mmap.PROT_READ) == 0
+        fake = FakeDevice(b"unused\0")
+        struct.pack_into("<QQ", fake.block, 632, ctypes.addressof(fake.triple), page)
+        assert pocl_cpu.repair_device(fake.address, POCL) is None
+        assert ctypes.string_at(page, 8) == b"generic\0"
+    finally:
+        libc.munmap(page, 4096)
 
 
 def test_other_platforms_and_bad_addresses_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,6 +175,7 @@ def test_other_platforms_and_bad_addresses_are_left_alone(monkeypatch: pytest.Mo
 @needs_x86_64
 def test_repair_devices_repairs_and_reads_pocl_devices_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "znver3")
     generic, known, other = FakeDevice(b"generic\0"), FakeDevice(b"znver3\0"), FakeDevice(b"generic\0")
     names = pocl_cpu.repair_devices([(generic.address, POCL), (known.address, POCL), (other.address, "NVIDIA CUDA")])
     assert names == {generic.address: generic.cpu.rstrip(b"\0").decode(), known.address: "znver3"}

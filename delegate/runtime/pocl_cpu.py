@@ -8,16 +8,19 @@ target CPU 'generic'". That PoCL has no setting for the name (later PoCL reads
 ``POCL_LLVM_CPU_NAME``).
 
 ``repair_device`` finds the name in PoCL's device object and writes, in its place, the newest
-processor LLVM 15 knows whose instruction sets the host has, as the host's ``/proc/cpuinfo``
-flags show: ``skx`` (LLVM's short name for skylake-avx512) where AVX-512 F/CD/BW/DQ/VL are
-there, as on a Zen 5; else ``znver3`` on AMD processors with Zen 3's instruction sets, ``haswell``
-(AVX2 and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the compiler emits
-16-float vectors as one register, and the compiler's matrix products use them
-(``vector_floats``, ``CompileOptions.vector_width``). Nothing is written unless the object holds
-exactly what is expected: the device's LLVM triple, and right after it a pointer to the string
-``generic``; every read of PoCL's memory is checked first (through a pipe, so a bad address is an
-error, not a crash; ``dlg_read_checked``, csrc/pocl_repair.c). Set ``DELEGATE_POCL_CPU`` to ``off``
-to leave PoCL alone, or to a name of at most 7 characters to use that name instead.
+processor LLVM 15 knows whose instruction sets the host has, as the host's ``/proc/cpuinfo`` flags
+show; it does so over ``generic``, and over a known name of an older model with narrower vectors
+than the host runs (LLVM 15 calls a Zen 4, an AVX-512 processor, ``znver3``): ``skx`` (LLVM's short
+name for skylake-avx512) where AVX-512 F/CD/BW/DQ/VL are there, as on a Zen 5; else ``znver3`` on
+AMD processors with Zen 3's instruction sets, ``haswell`` (AVX2 and FMA), ``nehalem`` (SSE4.2) or
+``x86-64``. With an AVX-512 model the compiler emits 16-float vectors as one register, and the
+compiler's matrix products use them (``vector_floats``, ``CompileOptions.vector_width``). Nothing is
+written unless the object holds exactly what is expected: the device's LLVM triple, and right after
+it a pointer to one CPU name, in writable memory, with room for the new one; every read of PoCL's
+memory is checked first (through a pipe, so a bad address is an error, not a crash;
+``dlg_read_checked``, csrc/pocl_repair.c). Set ``DELEGATE_POCL_CPU`` to ``off`` to leave PoCL alone,
+or to a name of at most 7 characters to use that name instead (where it fits in the place of the
+name PoCL holds).
 
 ``repair_devices`` is the one step that does it, when the OpenCL loader is initialised
 (opencl.loader(), before any program is built); it also reads, once, the name each PoCL device
@@ -92,6 +95,11 @@ AVX512_MODELS = frozenset(
 )
 
 
+#: LLVM CPU models with AVX2 and no AVX-512 that an LLVM may give a newer processor it does not
+#: fully know (LLVM 15 names every AMD family 19h, Zen 4 too, ``znver3``)
+_AVX2_MODELS = frozenset("haswell broadwell skylake znver1 znver2 znver3".split())
+
+
 def vector_floats(compiler_cpu: str) -> int:
     """Floats per vector register of code compiled for ``compiler_cpu`` (DeviceInfo.compiler_cpu):
     16 for an AVX-512 model, else 8 (AVX2; also the value for devices that are not PoCL's)."""
@@ -141,14 +149,47 @@ def _names_after_triples(reader: _MemoryReader, device_address: int) -> dict[int
     return found
 
 
-def _find_name(reader: _MemoryReader, device_address: int) -> int | None:
-    """The address of the device's CPU name when it is ``generic``, else None."""
+def host_name() -> str:
+    """The name ``replacement_name`` gives this host, from ``/proc/cpuinfo``."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    return replacement_name(*cpu_flags(cpuinfo))
+
+
+def _find_name(reader: _MemoryReader, device_address: int) -> tuple[int, str] | None:
+    """The address and the text of the device's CPU name, when exactly one is found."""
     found = {
-        address
+        (address, name.split(b"\0", 1)[0].decode())
         for address, name in _names_after_triples(reader, device_address).items()
-        if name.startswith(UNKNOWN_CPU)
+        if b"\0" in name and re.fullmatch(rb"[A-Za-z0-9_-]{1,32}", name.split(b"\0", 1)[0])
     }
     return found.pop() if len(found) == 1 else None
+
+
+def _writable(address: int, size: int) -> bool:
+    """Is ``[address, address + size)`` inside one writable mapping of this process (a name in
+    read-only data is never written)?"""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+    for line in maps.splitlines():
+        span, _, rest = line.partition(" ")
+        start, _, end = span.partition("-")
+        if int(start, 16) <= address and address + size <= int(end, 16):
+            return rest[1:2] == "w"
+    return False
+
+
+def _upgrade(current: str, best: str) -> bool:
+    """Should a device compiling for ``current`` compile for ``best`` instead? Where LLVM does not
+    know the CPU (``generic``), and where it names an older model with narrower vectors than the
+    host runs (LLVM 15 names a Zen 4, which has AVX-512, ``znver3``)."""
+    if current == UNKNOWN_CPU.rstrip(b"\0").decode():
+        return True
+    return current in _AVX2_MODELS and vector_floats(best) > vector_floats(current) and len(best) <= len(current)
 
 
 def target_name(device_address: int, platform_name: str) -> str:
@@ -170,10 +211,11 @@ def target_name(device_address: int, platform_name: str) -> str:
 
 
 def repair_device(device_address: int, platform_name: str) -> str | None:
-    """Gives a PoCL CPU device whose CPU name is ``generic`` a name its LLVM knows.
+    """Gives a PoCL CPU device a CPU name its LLVM knows and the host runs at full width
+    (``_upgrade``): over ``generic``, or over an older model with narrower vectors.
 
-    Returns the name written, or None when nothing was done (not PoCL on x86-64, a CPU its LLVM
-    knows, ``DELEGATE_POCL_CPU=off``, or a device object that does not look as expected).
+    Returns the name written, or None when nothing was done (not PoCL on x86-64, a name that
+    needs no change, ``DELEGATE_POCL_CPU=off``, or a device object that does not look as expected).
     """
     if not _applies(platform_name):
         return None
@@ -186,20 +228,24 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
         )
     reader = _MemoryReader()
     try:
-        address = _find_name(reader, device_address)
-        if address is None:
-            return None
-        if setting:
-            name = setting
-        else:
-            try:
-                cpuinfo = Path("/proc/cpuinfo").read_text()
-            except OSError:
-                cpuinfo = ""
-            name = replacement_name(*cpu_flags(cpuinfo))
-        ffi.memmove(ffi.cast("char *", address), name.encode().ljust(len(UNKNOWN_CPU), b"\0"), len(UNKNOWN_CPU))
+        found = _find_name(reader, device_address)
     finally:
         reader.close()
+    if found is None:
+        return None
+    address, current = found
+    if setting:
+        name = setting
+        if current == name or len(name) > len(current):
+            return None  # nothing to change, or no room for it in the string PoCL holds
+    else:
+        name = host_name()
+        if not _upgrade(current, name):
+            return None
+    size = max(len(current), len(name)) + 1
+    if not _writable(address, size):
+        return None
+    ffi.memmove(ffi.cast("char *", address), name.encode().ljust(size, b"\0"), size)
     return name
 
 

@@ -37,6 +37,8 @@ class Pad(Op):
         value = 0.0
         if node.op == Builtin.PADV2 and len(node.inputs) > 2:
             value = float(np.asarray(g.tensor(node.inputs[2]).constant).reshape(-1)[0])
+        if pads[3, 0] % 4 == 0:  # whole slices before the channels: one read per output slice
+            return _slice_aligned(pads, value)
         code = (
             LANES
             + HEAD
@@ -54,6 +56,27 @@ class Pad(Op):
         )
         ints = {"pad_b": pads[0, 0], "pad_y": pads[1, 0], "pad_x": pads[2, 0], "pad_c": pads[3, 0]}
         return operation(written(code), srcs=["src_tensor"], ints=ints, floats={"value": value})
+
+
+def _slice_aligned(pads: np.ndarray, value: float) -> Kernel:
+    """PAD whose leading channel padding is whole slices (none, as in MediaPipe's channel pads for
+    residual sums, or a multiple of 4): output slice S is input slice S - pad_s, one read, with
+    the lanes past the input's channels set to the pad value."""
+    code = (
+        LANES
+        + HEAD
+        + """  FLT4 result = (FLT4)((FLT)(args.value));
+  int xi = X - args.pad_x; int yi = Y - args.pad_y; int bi = b - args.pad_b; int si = S - args.pad_s;
+  if (xi >= 0 && xi < args.src_tensor.Width() && yi >= 0 && yi < args.src_tensor.Height()
+      && bi >= 0 && bi < args.src_tensor.Batch() && si >= 0 && si < args.src_tensor.Slices()) {
+    FLT4 v = args.src_tensor.Read(xi, yi, si, bi);
+    int left = args.src_tensor.Channels() - si * 4;
+    result = left >= 4 ? v : (FLT4)(v.x, left > 1 ? v.y : result.y, left > 2 ? v.z : result.z, result.w);
+  }
+"""
+    )
+    ints = {"pad_b": pads[0, 0], "pad_y": pads[1, 0], "pad_x": pads[2, 0], "pad_s": pads[3, 0] // 4}
+    return operation(written(code), srcs=["src_tensor"], ints=ints, floats={"value": value})
 
 
 class MirrorPad(Op):
