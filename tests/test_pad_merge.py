@@ -166,3 +166,59 @@ def test_int8_pad_merged_into_the_depthwise_convolution(src, stride, seed):
     ]
     state = check_quant(tensors, ops, [0], [5], [qrand(src, rng)])
     assert _kernels(state) == (1, 1)
+
+
+@EXAMPLES
+@given(
+    shape=st.tuples(st.integers(1, 2), st.integers(1, 6), st.integers(1, 6), st.integers(1, 13)),
+    extra=st.integers(1, 9),
+    op=st.sampled_from([Builtin.ADD, Builtin.MUL, Builtin.SUB]),
+    padded_first=st.booleans(),
+    linked=st.booleans(),
+    seed=seeds,
+    precision=precisions,
+)
+def test_channel_pad_merged_into_the_elementwise_op(shape, extra, op, padded_first, linked, seed, precision):
+    # BlazeFace's residual blocks: relu(conv(x) + pad_channels(x)); the op reads x, the appended
+    # channels as zeros, inside the convolution's kernel (linked) or in its own
+    rng = np.random.default_rng(seed)
+    b, h, w, c = shape
+    wide = (b, h, w, c + extra)
+    paddings = np.array([[0, 0], [0, 0], [0, 0], [0, extra]], np.int32)
+    tensors = [T(shape), T((4, 2), paddings, np.int32), T(wide)]
+    ops = [Op(Builtin.PAD, [0, 1], [2])]
+    if not linked:  # x from a LOGISTIC kernel: the lanes past its channels hold 0.5, not zeros
+        tensors.append(T(shape))
+        ops = [Op(Builtin.LOGISTIC, [3], [0]), *ops]
+    if linked:
+        tensors += [T((c + extra, 1, 1, c), rand((c + extra, 1, 1, c), rng)), T((c + extra,), rand((c + extra,), rng))]
+        tensors.append(T(wide))
+        conv = {"Padding": VALID, "StrideW": 1, "StrideH": 1}
+        ops.append(Op(Builtin.CONV_2D, [0, 3, 4], [5], ("Conv2DOptions", conv)))
+        other, inputs, feeds = 5, [0], [rand(shape, rng)]
+    else:
+        tensors.append(T(wide))
+        other, inputs, feeds = 4, [3, 4], [rand(shape, rng), rand(wide, rng)]
+    tensors.append(T(wide))
+    operands = [2, other] if padded_first else [other, 2]
+    options = {Builtin.ADD: ("AddOptions", {"FusedActivationFunction": 1}), Builtin.MUL: ("MulOptions", {})}
+    ops.append(Op(op, operands, [len(tensors) - 1], options.get(op, ("SubOptions", {}))))
+    state = check(tensors, ops, inputs, [len(tensors) - 1], feeds, precision)
+    assert _kernels(state) == ((1, 2) if linked else (2, 1))
+
+
+def test_channel_pad_read_twice_or_broadcast_keeps_its_kernel():
+    rng = np.random.default_rng(3)
+    shape, wide = (1, 4, 4, 5), (1, 4, 4, 8)
+    paddings = np.array([[0, 0], [0, 0], [0, 0], [0, 3]], np.int32)
+    # pad(x) + pad(x): one operand read twice
+    tensors = [T(shape), T((4, 2), paddings, np.int32), T(wide), T(wide)]
+    ops = [Op(Builtin.PAD, [0, 1], [2]), Op(Builtin.ADD, [2, 2], [3], ("AddOptions", {}))]
+    state = check(tensors, ops, [0], [3], [rand(shape, rng)])
+    assert _kernels(state) == (2, 0)
+    # an ADD that broadcasts the padded tensor: [1, 1, 1, 8] + [1, 4, 4, 8]
+    small, small_wide = (1, 1, 1, 5), (1, 1, 1, 8)
+    tensors = [T(small), T((4, 2), paddings, np.int32), T(small_wide), T(wide), T(wide)]
+    ops = [Op(Builtin.PAD, [0, 1], [2]), Op(Builtin.ADD, [2, 3], [4], ("AddOptions", {}))]
+    state = check(tensors, ops, [0, 3], [4], [rand(small, rng), rand(wide, rng)])
+    assert _kernels(state) == (2, 0)

@@ -79,7 +79,7 @@ def _linked_code(producer: KernelNode, node: Node, fused_input: int, ctx: EmitCo
         else:
             producer.kernel.operation.src_tensors_names.append(name)
             producer.input_ids.append(other)
-        lines.append(read_broadcast(name, indent="    "))
+        lines.append(read_broadcast(name, indent="    ", zero_extended=other in node.params.get("zero_extended", ())))
         first, second = ("result", f"{name}_v") if node.inputs[0] == fused_input else (f"{name}_v", "result")
         expr = BINARY[Builtin(node.op)].replace("a_v", f"{name}_a").replace("b_in_v", f"{name}_b")
         lines.append(f"    FLT4 {name}_a = {first}; FLT4 {name}_b = {second};\n")

@@ -10,8 +10,14 @@ convolution kernel (they are bounds-checked for SAME padding already), which is 
 trailing rows and columns held. Quantized tensors qualify too: TFLite pads an integer tensor with
 its zero point, the real zero the float-carried value reads as.
 
-MediaPipe's models (pose and face detection, selfie segmentation) export TensorFlow's SAME padding
-of a stride-2 layer as PAD + VALID: each of those PADs was a kernel copying the whole tensor.
+A PAD that only appends channels, read only by binary elementwise ops (ADD, MUL, ...) of the same
+partition at the op's own shape, is dropped too (upstream merges such a PAD into its ADD): each op
+reads the PAD's input with the channels past its own as zeros (``zero_extended`` in its params,
+ops/elementwise.py ``read_broadcast``), linked into another kernel or not.
+
+MediaPipe's models export TensorFlow's SAME padding of a stride-2 layer as PAD + VALID (pose
+detection, selfie segmentation), and BlazeFace-style residual blocks add a channel-padded
+shortcut (face detection: 10 such PADs); each of those PADs was a kernel copying the whole tensor.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .graph import Builtin, Graph, Node
+from .ops.elementwise import BINARY
 
 #: the convolutions whose window arguments take ``merged_pad`` (ops/conv.py ``conv_window``)
 _READERS = frozenset({Builtin.CONV_2D, Builtin.DEPTHWISE_CONV_2D})
@@ -37,30 +44,58 @@ def _is_real_zero(graph: Graph, index: int) -> bool:
     return float(value) == 0.0
 
 
-def spatial_pads(node: Node, graph: Graph) -> tuple[int, int, int, int] | None:
-    """(top, bottom, left, right) of a 4-D zero PAD / PADV2 that pads only height and width, else None."""
+def _zero_pads(node: Node, graph: Graph) -> np.ndarray | None:
+    """The [4, 2] paddings of a PAD / PADV2 of a 4-D runtime tensor that pads with a real zero and
+    keeps its input's quantization, else None."""
     if node.op not in (Builtin.PAD, Builtin.PADV2) or len(node.outputs) != 1 or len(node.inputs) < 2:
         return None
-    if len(graph.tensor(node.inputs[0]).shape) != 4:
+    src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+    if len(src.shape) != 4 or src.is_constant:
         return None
     paddings = graph.tensor(node.inputs[1]).constant
     if paddings is None or np.asarray(paddings).shape != (4, 2):
         return None
     pads = np.asarray(paddings).astype(np.int64)
-    if (pads < 0).any() or pads[0].any() or pads[3].any():
+    if (pads < 0).any():
         return None
     if node.op == Builtin.PADV2 and len(node.inputs) > 2 and node.inputs[2] >= 0:
         if not _is_real_zero(graph, node.inputs[2]):
             return None
-    src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
     if (src.scales, src.zero_points, src.carried) != (dst.scales, dst.zero_points, dst.carried):
         return None  # a PAD that moves its values onto another grid is more than padding
+    return pads
+
+
+def spatial_pads(node: Node, graph: Graph) -> tuple[int, int, int, int] | None:
+    """(top, bottom, left, right) of a zero PAD that pads only height and width, else None."""
+    pads = _zero_pads(node, graph)
+    if pads is None or pads[0].any() or pads[3].any():
+        return None
     return int(pads[1, 0]), int(pads[1, 1]), int(pads[2, 0]), int(pads[2, 1])
+
+
+def channel_pads(node: Node, graph: Graph) -> int | None:
+    """How many channels a zero PAD appends when that is all it pads, else None."""
+    pads = _zero_pads(node, graph)
+    if pads is None or pads[:3].any() or pads[3, 0] or not pads[3, 1]:
+        return None
+    return int(pads[3, 1])
 
 
 def _takes_padding(reader: Node, tensor: int) -> bool:
     """Does ``reader`` read ``tensor`` only as a convolution's data input?"""
     return reader.op in _READERS and reader.inputs[0] == tensor and tensor not in reader.inputs[1:]
+
+
+def _zero_extends(reader: Node, tensor: int, source: int, graph: Graph) -> bool:
+    """Can ``reader`` read ``tensor``, a channel PAD's output, from the PAD's input ``source`` with the
+    missing channels as zeros? A binary elementwise op reading it once, at the op's own shape (no
+    broadcasting of it), whose other operand is another tensor than ``source``."""
+    if reader.op not in BINARY or len(reader.inputs) != 2 or reader.inputs.count(tensor) != 1:
+        return False
+    if source in reader.inputs:
+        return False  # the op would read one tensor two ways
+    return graph.tensor(tensor).shape == graph.tensor(reader.outputs[0]).shape
 
 
 @dataclass(frozen=True)
@@ -73,10 +108,31 @@ class MergedPads:
     names: dict[int, str]
 
 
+def _merged_readers(pad: Node, readers: list[Node], graph: Graph) -> list[Node] | None:
+    """``readers`` of ``pad``'s output rewritten to read its input, or None when it cannot merge."""
+    out, source = pad.outputs[0], pad.inputs[0]
+    spatial = spatial_pads(pad, graph)
+    if spatial is not None and all(_takes_padding(r, out) for r in readers):
+        return [
+            dataclasses.replace(r, inputs=(source, *r.inputs[1:]), params={**r.params, "merged_pad": spatial})
+            for r in readers
+        ]
+    if channel_pads(pad, graph) is not None and all(_zero_extends(r, out, source, graph) for r in readers):
+        return [
+            dataclasses.replace(
+                r,
+                inputs=tuple(source if i == out else i for i in r.inputs),
+                params={**r.params, "zero_extended": (*r.params.get("zero_extended", ()), source)},
+            )
+            for r in readers
+        ]
+    return None
+
+
 def merge_pads(graph: Graph, nodes: list[int], outputs: list[int]) -> MergedPads:
-    """``graph`` with the readers of each mergeable PAD reading the PAD's input (their
-    ``merged_pad`` set), and ``nodes`` without those PADs. The graph is a copy where anything
-    changes; nodes are replaced, never edited."""
+    """``graph`` with the readers of each mergeable PAD reading the PAD's input, and ``nodes``
+    without those PADs. The graph is a copy where anything changes; nodes are replaced, never
+    edited."""
     readers_of: dict[int, list[Node]] = {}
     for index in nodes:
         for i in dict.fromkeys(graph.nodes[index].inputs):
@@ -86,21 +142,19 @@ def merge_pads(graph: Graph, nodes: list[int], outputs: list[int]) -> MergedPads
     names: dict[int, str] = {}
     for index in nodes:
         pad = graph.nodes[index]
-        found = spatial_pads(pad, graph)
-        out = pad.outputs[0] if found is not None else -1
-        readers = readers_of.get(out, [])
-        if found is None or not readers or out in outputs:
-            continue  # a partition output is read outside it too
-        if any(
-            r.op not in _READERS or r.inputs[0] != out or out in r.inputs[1:] or r.index in replaced for r in readers
-        ):
+        if pad.op not in (Builtin.PAD, Builtin.PADV2) or len(pad.outputs) != 1:
             continue
-        for r in readers:
-            params = {**r.params, "merged_pad": found}
-            replaced[r.index] = dataclasses.replace(r, inputs=(pad.inputs[0], *r.inputs[1:]), params=params)
+        readers = readers_of.get(pad.outputs[0], [])
+        if not readers or pad.outputs[0] in outputs or any(r.index in replaced for r in readers):
+            continue  # a partition output is read outside it too
+        merged = _merged_readers(pad, readers, graph)
+        if merged is None:
+            continue
+        replaced.update((r.index, r) for r in merged)
         dropped.add(index)
         names[readers[0].index] = pad.name
     if not replaced:
         return MergedPads(graph, nodes, {})
-    merged = dataclasses.replace(graph, nodes={**graph.nodes, **replaced})
-    return MergedPads(merged, [i for i in nodes if i not in dropped], names)
+    return MergedPads(
+        dataclasses.replace(graph, nodes={**graph.nodes, **replaced}), [i for i in nodes if i not in dropped], names
+    )

@@ -286,6 +286,7 @@ def _kernels(
                 producer = producer_of.pop(fused)
                 _schedule_after_operands(kernels, producer, node, fused, graph, inputs)
                 link(producer, node, fused, emit)
+                producer.nodes += [pad_names[index]] if index in pad_names else []
                 _quantize_output(producer, node, graph)
                 producer_of[node.outputs[0]] = producer
                 use([*producer.input_ids, *node.outputs])

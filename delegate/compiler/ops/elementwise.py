@@ -22,9 +22,19 @@ BINARY = {
 FUSED = (Builtin.ADD, Builtin.SUB, Builtin.MUL, Builtin.DIV)
 
 
-def read_broadcast(name: str, indent: str = "  ") -> str:
-    """Read operand ``name`` at the output's coordinates, dimensions of size 1 broadcast."""
+def read_broadcast(name: str, indent: str = "  ", zero_extended: bool = False) -> str:
+    """Read operand ``name`` at the output's coordinates, dimensions of size 1 broadcast; or, when
+    ``zero_extended`` (the input of a channel PAD merged into this op, compiler/pad_merge.py), with
+    the channels past its own read as zeros."""
     a = f"args.{name}"
+    if zero_extended:
+        zero = "(FLT)(0.0f)"
+        return (
+            f"{indent}FLT4 {name}_v = S < {a}.Slices() ? {a}.Read(X, Y, S, b) : (FLT4)({zero});\n"
+            f"{indent}int {name}_left = {a}.Channels() - S * 4;\n"
+            f"{indent}if ({name}_left < 4) {name}_v = (FLT4)({name}_left > 0 ? {name}_v.x : {zero}, "
+            f"{name}_left > 1 ? {name}_v.y : {zero}, {name}_left > 2 ? {name}_v.z : {zero}, {zero});\n"
+        )
     return (
         f"{indent}FLT4 {name}_v = {a}.Read({a}.Width() == 1 ? 0 : X, {a}.Height() == 1 ? 0 : Y, "
         f"{a}.Slices() == 1 ? 0 : S, {a}.Batch() == 1 ? 0 : b);\n"
@@ -57,10 +67,11 @@ class Binary(Op):
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         srcs, objects = operands(["a", "b_in"], list(node.inputs), ctx)
         act = activation_code(node.params.get("activation", 0)) if node.op in FUSED else ""
+        extended = node.params.get("zero_extended", ())
         code = (
             HEAD
-            + read_broadcast("a")
-            + read_broadcast("b_in")
+            + read_broadcast("a", zero_extended=node.inputs[0] in extended)
+            + read_broadcast("b_in", zero_extended=node.inputs[1] in extended)
             + f"  FLT4 result = {BINARY[Builtin(node.op)]};\n  {act}\n"
         )
         return operation(written(code), srcs=srcs, tensor_objects=objects)
