@@ -7,20 +7,22 @@ names no processor newer than AMD's Zen 3 family by its CPUID: on a Zen 5 (famil
 target CPU 'generic'". That PoCL has no setting for the name (later PoCL reads
 ``POCL_LLVM_CPU_NAME``).
 
-``repair_device`` finds the name in PoCL's device object and writes, in its place, the newest
-processor LLVM 15 knows whose instruction sets the host has, as the host's ``/proc/cpuinfo`` flags
-show; it does so over ``generic``, and over a known name of an older model with narrower vectors
-than the host runs (LLVM 15 calls a Zen 4, an AVX-512 processor, ``znver3``): ``skx`` (LLVM's short
-name for skylake-avx512) where AVX-512 F/CD/BW/DQ/VL are there, as on a Zen 5; else ``znver3`` on
-AMD processors with Zen 3's instruction sets, ``haswell`` (AVX2 and FMA), ``nehalem`` (SSE4.2) or
-``x86-64``. With an AVX-512 model the compiler emits 16-float vectors as one register, and the
-compiler's matrix products use them (``vector_floats``, ``CompileOptions.vector_width``). Nothing is
-written unless the object holds exactly what is expected: the device's LLVM triple, and right after
-it a pointer to one CPU name, in writable memory, with room for the new one; every read of PoCL's
-memory is checked first (through a pipe, so a bad address is an error, not a crash;
+``repair_device`` finds the name in PoCL's device object and writes, in place of ``generic``, the
+newest processor LLVM 15 knows whose instruction sets the host has, as the host's ``/proc/cpuinfo``
+flags show: ``skx`` (LLVM's short name for skylake-avx512) where AVX-512 F/CD/BW/DQ/VL are there,
+as on a Zen 5; else ``znver3`` on AMD processors with Zen 3's instruction sets, ``haswell`` (AVX2
+and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the compiler emits 16-float
+vectors as one register, and the compiler's matrix products use them (``vector_floats``,
+``CompileOptions.vector_width``). A name LLVM knows is left alone: LLVM 15 calls a Zen 4 (AVX-512,
+executed as two 256-bit halves) ``znver3``, and compiling for ``skx`` there was measured neither
+faster nor slower overall (benchmarks/pocl_target_race.py, RESULTS.md "PoCL's CPU name").
+
+Nothing is written unless the object holds exactly what is expected: the device's LLVM triple, and
+right after it a pointer to one CPU name, in writable memory, with room for the new one; every read
+of PoCL's memory is checked first (through a pipe, so a bad address is an error, not a crash;
 ``dlg_read_checked``, csrc/pocl_repair.c). Set ``DELEGATE_POCL_CPU`` to ``off`` to leave PoCL alone,
-or to a name of at most 7 characters to use that name instead (where it fits in the place of the
-name PoCL holds).
+or to a name of at most 7 characters to use that name instead, over ``generic`` or over the name
+PoCL chose where it fits in its place (``skx`` over ``znver3``).
 
 ``repair_devices`` is the one step that does it, when the OpenCL loader is initialised
 (opencl.loader(), before any program is built); it also reads, once, the name each PoCL device
@@ -93,11 +95,6 @@ AVX512_MODELS = frozenset(
     "skx skylake-avx512 cascadelake cooperlake cannonlake icelake-client icelake-server tigerlake rocketlake "
     "sapphirerapids emeraldrapids graniterapids graniterapids-d znver4 znver5 x86-64-v4".split()
 )
-
-
-#: LLVM CPU models with AVX2 and no AVX-512 that an LLVM may give a newer processor it does not
-#: fully know (LLVM 15 names every AMD family 19h, Zen 4 too, ``znver3``)
-_AVX2_MODELS = frozenset("haswell broadwell skylake znver1 znver2 znver3".split())
 
 
 def vector_floats(compiler_cpu: str) -> int:
@@ -183,15 +180,6 @@ def _writable(address: int, size: int) -> bool:
     return False
 
 
-def _upgrade(current: str, best: str) -> bool:
-    """Should a device compiling for ``current`` compile for ``best`` instead? Where LLVM does not
-    know the CPU (``generic``), and where it names an older model with narrower vectors than the
-    host runs (LLVM 15 names a Zen 4, which has AVX-512, ``znver3``)."""
-    if current == UNKNOWN_CPU.rstrip(b"\0").decode():
-        return True
-    return current in _AVX2_MODELS and vector_floats(best) > vector_floats(current) and len(best) <= len(current)
-
-
 def target_name(device_address: int, platform_name: str) -> str:
     """The CPU name a PoCL device compiles for ("" for other drivers, or where it is not found):
     part of what identifies its compiled programs."""
@@ -211,8 +199,8 @@ def target_name(device_address: int, platform_name: str) -> str:
 
 
 def repair_device(device_address: int, platform_name: str) -> str | None:
-    """Gives a PoCL CPU device a CPU name its LLVM knows and the host runs at full width
-    (``_upgrade``): over ``generic``, or over an older model with narrower vectors.
+    """Gives a PoCL CPU device whose CPU name is ``generic`` a name its LLVM knows; or, where
+    ``DELEGATE_POCL_CPU`` names one, that name over whatever name the device holds (where it fits).
 
     Returns the name written, or None when nothing was done (not PoCL on x86-64, a name that
     needs no change, ``DELEGATE_POCL_CPU=off``, or a device object that does not look as expected).
@@ -239,9 +227,9 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
         if current == name or len(name) > len(current):
             return None  # nothing to change, or no room for it in the string PoCL holds
     else:
+        if current != UNKNOWN_CPU.rstrip(b"\0").decode():
+            return None  # a name LLVM knows: it is PoCL's own choice
         name = host_name()
-        if not _upgrade(current, name):
-            return None
     size = max(len(current), len(name)) + 1
     if not _writable(address, size):
         return None
