@@ -67,10 +67,11 @@ class ResizeBilinear(Op):
             + """  float fy = args.half_pixel ? ((float)Y + 0.5f) * args.scale_y - 0.5f : (float)Y * args.scale_y;
   float fx = args.half_pixel ? ((float)X + 0.5f) * args.scale_x - 0.5f : (float)X * args.scale_x;
   int ih = args.src_tensor.Height(); int iw = args.src_tensor.Width();
-  int y0 = (int)floor(fy); y0 = y0 < 0 ? 0 : y0;
-  int x0 = (int)floor(fx); x0 = x0 < 0 ? 0 : x0;
-  int y1 = (int)ceil(fy); y1 = y1 > ih - 1 ? ih - 1 : y1;
-  int x1 = (int)ceil(fx); x1 = x1 > iw - 1 ? iw - 1 : x1;
+  // floor and ceil without the built-ins (calls on some CPU drivers): truncate, then step down
+  int y0 = (int)fy; y0 -= (float)y0 > fy; int x0 = (int)fx; x0 -= (float)x0 > fx;
+  int y1 = y0 + ((float)y0 < fy); int x1 = x0 + ((float)x0 < fx);
+  y0 = y0 < 0 ? 0 : y0; x0 = x0 < 0 ? 0 : x0;
+  y1 = y1 > ih - 1 ? ih - 1 : y1; x1 = x1 > iw - 1 ? iw - 1 : x1;
   float dy = fy - (float)y0; float dx = fx - (float)x0;
   float4 top = convert_float4(args.src_tensor.Read(x0, y0, S, b)) * (1.0f - dx)
              + convert_float4(args.src_tensor.Read(x1, y0, S, b)) * dx;
