@@ -202,7 +202,7 @@ def compile_partition(
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
     pad_names: dict[int, str] = {}
-    if options.fuse:  # zero PADs read by a convolution become its padding (pad_merge.py)
+    if options.fuse:  # zero PADs run inside their readers: convolutions, elementwise ops (pad_merge.py)
         merged = merge_pads(graph, nodes, outputs)
         graph, nodes, pad_names = merged.graph, merged.nodes, merged.names
     emit = EmitContext(
