@@ -66,20 +66,16 @@ def _zero_pads(node: Node, graph: Graph) -> np.ndarray | None:
     return pads
 
 
-def spatial_pads(node: Node, graph: Graph) -> tuple[int, int, int, int] | None:
-    """(top, bottom, left, right) of a zero PAD that pads only height and width, else None."""
-    pads = _zero_pads(node, graph)
-    if pads is None or pads[0].any() or pads[3].any():
+def _spatial(pads: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(top, bottom, left, right) of paddings over height and width only, else None."""
+    if pads[0].any() or pads[3].any():
         return None
     return int(pads[1, 0]), int(pads[1, 1]), int(pads[2, 0]), int(pads[2, 1])
 
 
-def channel_pads(node: Node, graph: Graph) -> int | None:
-    """How many channels a zero PAD appends when that is all it pads, else None."""
-    pads = _zero_pads(node, graph)
-    if pads is None or pads[:3].any() or pads[3, 0] or not pads[3, 1]:
-        return None
-    return int(pads[3, 1])
+def _appends_channels_only(pads: np.ndarray) -> bool:
+    """Do the paddings only append channels?"""
+    return not pads[:3].any() and not pads[3, 0] and bool(pads[3, 1])
 
 
 def _takes_padding(reader: Node, tensor: int) -> bool:
@@ -111,13 +107,16 @@ class MergedPads:
 def _merged_readers(pad: Node, readers: list[Node], graph: Graph) -> list[Node] | None:
     """``readers`` of ``pad``'s output rewritten to read its input, or None when it cannot merge."""
     out, source = pad.outputs[0], pad.inputs[0]
-    spatial = spatial_pads(pad, graph)
+    pads = _zero_pads(pad, graph)
+    if pads is None:
+        return None
+    spatial = _spatial(pads)
     if spatial is not None and all(_takes_padding(r, out) for r in readers):
         return [
             dataclasses.replace(r, inputs=(source, *r.inputs[1:]), params={**r.params, "merged_pad": spatial})
             for r in readers
         ]
-    if channel_pads(pad, graph) is not None and all(_zero_extends(r, out, source, graph) for r in readers):
+    if _appends_channels_only(pads) and all(_zero_extends(r, out, source, graph) for r in readers):
         return [
             dataclasses.replace(
                 r,

@@ -155,12 +155,19 @@ def host_name() -> str:
     return replacement_name(*cpu_flags(cpuinfo))
 
 
+def _name_text(raw: bytes) -> str | None:
+    """The CPU name a string read from PoCL's memory holds: up to its terminator, when that is a
+    plausible LLVM CPU name; else None."""
+    text, terminated, _ = raw.partition(b"\0")
+    return text.decode() if terminated and re.fullmatch(rb"[A-Za-z0-9_-]{1,32}", text) else None
+
+
 def _find_name(reader: _MemoryReader, device_address: int) -> tuple[int, str] | None:
     """The address and the text of the device's CPU name, when exactly one is found."""
     found = {
-        (address, name.split(b"\0", 1)[0].decode())
-        for address, name in _names_after_triples(reader, device_address).items()
-        if b"\0" in name and re.fullmatch(rb"[A-Za-z0-9_-]{1,32}", name.split(b"\0", 1)[0])
+        (address, text)
+        for address, raw in _names_after_triples(reader, device_address).items()
+        if (text := _name_text(raw)) is not None
     }
     return found.pop() if len(found) == 1 else None
 
@@ -187,15 +194,10 @@ def target_name(device_address: int, platform_name: str) -> str:
         return ""
     reader = _MemoryReader()
     try:
-        names = {
-            name.split(b"\0", 1)[0] for name in _names_after_triples(reader, device_address).values() if b"\0" in name
-        }
+        names = {_name_text(raw) for raw in _names_after_triples(reader, device_address).values() if b"\0" in raw}
     finally:
         reader.close()
-    if len(names) != 1:
-        return ""
-    name = names.pop()
-    return name.decode() if re.fullmatch(rb"[A-Za-z0-9_-]{1,32}", name) else ""
+    return (names.pop() or "") if len(names) == 1 else ""
 
 
 def repair_device(device_address: int, platform_name: str) -> str | None:
@@ -227,7 +229,7 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
         if current == name or len(name) > len(current):
             return None  # nothing to change, or no room for it in the string PoCL holds
     else:
-        if current != UNKNOWN_CPU.rstrip(b"\0").decode():
+        if current.encode() + b"\0" != UNKNOWN_CPU:
             return None  # a name LLVM knows: it is PoCL's own choice
         name = host_name()
     size = max(len(current), len(name)) + 1
