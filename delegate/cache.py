@@ -2,7 +2,8 @@
 written and read.
 
 With the option ``serialization_dir`` each compiled partition is an InferenceContext file,
-``<model_token>-<key>.ctx``, and program binaries go to ``programs/`` beside them; without it
+``<model_token>-<key>.ctx``, each candidate partition's cpu_when_faster decision a JSON record,
+``<model_token>-<key>.json``, and program binaries go to ``programs/`` beside them; without it
 the option ``program_cache`` says where binaries go (``ProgramBinaries``; runtime/programs.py keys
 them and decides when a binary is used).
 Entries are written atomically with a SHA-256 trailer (_atomic.py, _integrity.py) and checked
@@ -33,6 +34,7 @@ from typing import Any, Literal
 from ._atomic import atomic_write, remove_stale_temps
 from ._integrity import seal, unseal
 from ._version import __version__
+from .errors import CacheIntegrityError
 
 #: hex digits of a partition's key in its file name
 KEY_LENGTH = 40
@@ -119,6 +121,30 @@ class SerializationCache:
         if not path.exists():
             return None
         return unseal(path.read_bytes(), f"cache entry {path}")
+
+    def record(self, key: str) -> Path:
+        """Where the record of a decision about a partition goes (``<token>-<key>.json``): what
+        the rule cpu_when_faster decided from which figures, for partitions with or without a context."""
+        return self.folder / f"{self.token}-{key}.json"
+
+    def read_record(self, path: Path) -> dict[str, Any] | None:
+        """The JSON object in record ``path``, checked against its trailer; None when there is
+        none. Raises CacheIntegrityError for a record that fails the check or is not an object."""
+        payload = self.read(path)
+        if payload is None:
+            return None
+        try:
+            value = json.loads(bytes(payload))
+        except ValueError as exc:
+            raise CacheIntegrityError(f"cache record {path} is not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise CacheIntegrityError(f"cache record {path} holds {type(value).__name__}, not an object")
+        return value
+
+
+def write_record(value: dict[str, Any], path: Path) -> Path:
+    """Write a decision's record (a JSON object) to ``path``: atomically, with its SHA-256 trailer."""
+    return atomic_write(path, seal(json.dumps(value, sort_keys=True).encode()))
 
 
 def write_cache_entry(ctx_model: Any, path: Path) -> Path:

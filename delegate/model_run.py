@@ -366,6 +366,7 @@ def format_cpu_choice(c: dict[str, Any]) -> str:
     """One partition's figures of cpu_when_faster: ``partition of 3 nodes: delegate ...``."""
     where = "stays on CPU (faster there)" if c["decision"] == "cpu" else "delegated"
     rule = "" if c["applied"] else " (cpu_when_faster off)"
+    rule += " (recorded)" if c.get("source") == "record" else ""
     return (
         f"CPU choice: partition of {len(c['nodes'])} node(s) {where}{rule}: the delegate's fixed costs"
         f" {c['delegate_us']:.0f} us per invoke ({c['kernels']} kernel(s)), CPU estimate {c['cpu_us']:.1f} us"

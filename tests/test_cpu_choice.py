@@ -5,11 +5,14 @@ with the option off or on a GPU."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 import delegate
+from delegate._integrity import seal, unseal
+from delegate.cache import write_record
 from delegate.compiler.cpu_choice import POCL_CPU, estimate, node_macs
 from delegate.compiler.device_policy import cpu_when_faster
 from delegate.compiler.graph import Builtin, Graph, Node, Tensor
@@ -133,3 +136,67 @@ def test_shared_models_with_the_defaults(name, delegated, programs):
     (choice,) = state.cpu_choices
     assert choice["decision"] == ("delegate" if delegated else "cpu") and choice["applied"]
     assert all(why.startswith("faster on TFLite's CPU kernels") for why in state.unsupported.values())
+
+
+def _records(folder) -> list:
+    return sorted(p for p in folder.iterdir() if p.suffix == ".json")
+
+
+def test_the_decision_and_its_figures_are_recorded_with_the_serialized_partitions(programs, tmp_path):
+    """With a serialization folder the first Prepare writes each candidate partition's record
+    (sealed JSON) and later ones read it back instead of estimating: a record written with other
+    figures (as a measurement would give) decides."""
+    folder = tmp_path / "ser"
+    folder.mkdir()
+    options = dict(cpu_when_faster="auto", serialization_dir=str(folder), model_token="sine")
+    _, _, first = delegate_and_builtin(sine_like(), _feeds(), programs, **options)
+    (record,) = _records(folder)
+    assert record.name.startswith("sine-")
+    assert not list(folder.glob("*.ctx"))  # left on CPU: the record is all that is serialized
+    (choice,) = first.cpu_choices
+    assert choice["source"] == "estimate" and choice["decision"] == "cpu"
+    written = json.loads(bytes(unseal(record.read_bytes(), "record")))
+    assert written == {k: v for k, v in choice.items() if k not in ("source", "subgraph", "names")}
+
+    _, _, second = delegate_and_builtin(sine_like(), _feeds(), programs, **options)
+    assert second.cpu_choices[0] == {**choice, "source": "record"}
+
+    # figures as a measurement might give them: the record, not the estimate, decides
+    write_record({**written, "cpu_us": written["delegate_us"] + 100.0, "decision": "delegate"}, record)
+    got, want, third = delegate_and_builtin(sine_like(), _feeds(), programs, **options)
+    assert third.cpu_choices[0]["source"] == "record" and third.cpu_choices[0]["decision"] == "delegate"
+    assert len(third.delegated_nodes) == 3 and len(list(folder.glob("*.ctx"))) == 1
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-4 * max(float(np.abs(want[0]).max()), 1e-6))
+
+
+def _resealed(**changes: object):
+    return lambda data, written: seal(json.dumps({**written, **changes}).encode())
+
+
+#: ways a record goes bad: each must be refused, estimated again and replaced
+DAMAGES = {
+    "seal": lambda data, written: data[:-3] + b"xyz",
+    "array": lambda data, written: seal(b"[1, 2]"),
+    "json": lambda data, written: seal(b"{not json"),
+    "nodes": _resealed(nodes=[0, 1, 9]),
+    "count": _resealed(kernels=-1),
+    "nan": _resealed(cpu_us=float("nan")),
+    "applied": _resealed(applied=1),
+    "decision": _resealed(decision="delegate"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+def test_an_unusable_record_is_estimated_again_and_replaced(programs, tmp_path, damage):
+    folder = tmp_path / "ser"
+    folder.mkdir()
+    options = dict(cpu_when_faster="auto", serialization_dir=str(folder), model_token="sine")
+    delegate_and_builtin(sine_like(), _feeds(), programs, **options)
+    (record,) = _records(folder)
+    data = record.read_bytes()
+    written = json.loads(bytes(unseal(data, "record")))
+    record.write_bytes(damage(data, written))
+    with pytest.warns(UserWarning, match="cache record .* is unusable .*; estimating again"):
+        _, _, state = delegate_and_builtin(sine_like(), _feeds(), programs, **options)
+    assert state.cpu_choices[0]["source"] == "estimate" and state.cpu_choices[0]["decision"] == "cpu"
+    assert record.read_bytes() == data  # replaced by a good one

@@ -20,7 +20,6 @@ from typing import Any
 from .._native import ffi, lib
 from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
 from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
-from ..compiler.cpu_choice import estimate
 from ..compiler.device_policy import compile_options, cpu_when_faster
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
@@ -42,6 +41,7 @@ from .capture import (
     preview_partitions,
     undo_unsafe_reason,
 )
+from .choice_record import decide
 from .options import DelegateOptions
 from .report import DelegateState, PartitionInfo, SubgraphReport
 
@@ -261,16 +261,21 @@ def _faster_on_cpu(
     context: Any, prep: Preparing, nodes: list[int], options: DelegateOptions, unsupported: dict[str, str]
 ) -> list[int]:
     """``nodes`` less the partitions the delegate cannot run faster than TFLite's CPU kernels
-    (option cpu_when_faster; compiler/cpu_choice.py); every partition's figures go in the report."""
+    (option cpu_when_faster; compiler/cpu_choice.py); every partition's figures go in the report,
+    and in its record in the serialization folder (choice_record.py)."""
     if not nodes:
         return nodes
+    info = describe(select_device(options.device or None))
     requested = options.cpu_when_faster
-    applied = (
-        requested if requested is not None else cpu_when_faster(describe(select_device(options.device or None)), None)
-    )
+    applied = requested if requested is not None else cpu_when_faster(info, None)
+    store = SerializationCache.open(options.serialization_dir, options.model_token)
+
+    def model_id() -> bytes:
+        return options.model_token.encode() if options.model_token else prep.constants_digest(context)
+
     kept: set[int] = set()
     for members, _, _ in preview_partitions(context, nodes):
-        choice = estimate(prep.graph, members, applied=applied)
+        choice = decide(store, prep.graph, members, applied=applied, device_key=info.key, model_id=model_id)
         prep.report.cpu_choices.append(choice)
         if choice.on_cpu:
             kept.update(members)
