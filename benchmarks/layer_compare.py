@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""MobileNetV2's layer shapes one at a time: XNNPACK against the delegate's kernel.
+"""MobileNetV2's layer shapes, and the MediaPipe models' first layers, one at a time: XNNPACK
+against the delegate's kernel.
 
 Each layer is a one-op model built here (random weights, ReLU6 fused, SAME padding), run through
 tflite-runtime's default CPU path (XNNPACK, 2 threads: ``invoke()`` wall time, minimum and median
@@ -83,6 +84,12 @@ LAYERS: dict[str, Callable[[np.random.Generator], bytes]] = {
     "conv_2d_58": lambda r: conv(r, 7, 160, 960, 1, 1),
     "depthwise_conv_2d_59": lambda r: depthwise(r, 7, 960, 1),
     "conv_2d_61": lambda r: conv(r, 7, 320, 1280, 1, 1),
+    # first layers over 3-channel images of the MediaPipe models (README of ../shared/models/real)
+    "face_detection_conv0": lambda r: conv(r, 128, 3, 24, 5, 2),
+    "pose_detection_conv0": lambda r: conv(r, 224, 3, 24, 3, 2),
+    "face_landmark_conv0": lambda r: conv(r, 192, 3, 16, 3, 2),
+    "hand_recrop_conv0": lambda r: conv(r, 256, 3, 8, 3, 2),
+    "unet_conv0": lambda r: conv(r, 128, 3, 16, 3, 1),
 }
 
 

@@ -504,10 +504,11 @@ def test_transpose_conv(src, cout, k, stride, padding, seed, precision, bias):
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
-@pytest.mark.parametrize(("src", "cout"), [((1, 4, 11, 6), 9), ((2, 3, 5, 17), 16)])
+@pytest.mark.parametrize(("src", "cout"), [((1, 4, 11, 6), 9), ((2, 3, 5, 17), 16), ((1, 5, 13, 16), 1)])
 @pytest.mark.parametrize("padding", [1, 2])
 def test_transpose_conv_with_kernel_equal_to_stride(k, src, cout, padding):
-    # The phase kernel: every output pixel takes one input pixel through one tap.
+    # The phase kernel: every output pixel takes one input pixel through one tap. One output
+    # channel (a segmentation mask's upsampling) takes groups of 4 channels (gemm_width).
     rng = np.random.default_rng(k * 10 + cout)
     b, h, w, cin = src
     out = (b, h * k, w * k, cout)
@@ -657,13 +658,13 @@ def test_convolution_of_fewer_than_four_channels(family, cin, k, stride):
 
 @pytest.mark.parametrize("op", [Builtin.SOFTMAX, Builtin.LOG_SOFTMAX], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize(("k", "cout", "act", "linked"), [
-    (1, 2, 0, True), (3, 5, 3, True), (1, 9, 1, True), (3, 16, 0, True), (3, 17, 0, False), (1, 17, 0, True),
-    (1, 24, 3, True), (1, 25, 0, False),
+    (1, 2, 0, True), (3, 5, 3, True), (1, 9, 1, True), (3, 16, 0, True), (3, 17, 0, True), (1, 17, 0, True),
+    (1, 24, 3, True), (3, 24, 0, True), (1, 25, 0, False), (3, 25, 0, False),
 ])  # fmt: skip
 def test_softmax_runs_inside_a_convolution_holding_every_channel(op, k, cout, act, linked):
     # A segmentation head: a convolution to a few channels, then softmax over them. When one
-    # work-item holds all of a pixel's channels (up to 16; up to 24 for a 1x1 layer of 17-24
-    # channels, whose items are 4 pixels x 3 groups), the softmax runs on its accumulators.
+    # work-item holds all of a pixel's channels (up to 16; up to 24 for a layer of 17-24 channels,
+    # whose items are 4 pixels x 3 groups), the softmax runs on its accumulators.
     rng = np.random.default_rng(cout * 10 + k)
     src = (2, 6, 7, 8)
     tensors = [T(src), T((cout, k, k, 8), rand((cout, k, k, 8), rng)), T((cout,), rand((cout,), rng))]
@@ -1196,6 +1197,33 @@ def test_1x1_convolution_in_items_of_three_groups(src, cout, residual, precision
     if residual:
         inputs, out = _add_residual(tensors, ops, feeds, out, (b, h, w, cout), rng)
     state = check(tensors, ops, inputs, [out], feeds, precision)
+    assert [p.kernels for p in state.partitions] == [1]
+
+
+@pytest.mark.parametrize(
+    ("src", "k", "stride", "padding"),
+    [
+        ((1, 13, 11, 3), 5, 2, 0),  # an image's first layer (one slice of 3 lanes), SAME: edge items
+        ((2, 9, 10, 3), 3, 1, 1),  # VALID, two images
+        ((1, 8, 9, 16), 3, 2, 0),  # several input slices
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("cout", [24, 19])
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_windowed_convolution_in_items_of_three_groups(src, k, stride, padding, cout, precision):
+    # Windowed layers of 17-24 output channels take items of 4 pixels x 3 groups too (the rows
+    # kernel; gemm_blocks.odd_thirds), with their interior and edge paths.
+    rng = np.random.default_rng(cout + k)
+    b, h, w, c = src
+    same = 1 if padding == 0 else 0  # TFLite's Padding: 0 SAME, 1 VALID
+    oh, ow = _out(h, k, stride, 1, same), _out(w, k, stride, 1, same)
+    tensors = [T(src), T((cout, k, k, c), rand((cout, k, k, c), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((b, oh, ow, cout)))
+    options = (
+        "Conv2DOptions",
+        {"Padding": padding, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 1},
+    )
+    state = check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)], precision)
     assert [p.kernels for p in state.partitions] == [1]
 
 

@@ -91,6 +91,8 @@ class CpuChoice:
     cpu_us: float
     #: whether the rule was applied (off: the figures are reported, the partition is delegated)
     applied: bool = True
+    #: read from the partition's record in the serialization folder, not estimated in this process
+    recorded: bool = False
 
     @property
     def on_cpu(self) -> bool:
@@ -115,7 +117,28 @@ class CpuChoice:
             "cpu_us": round(self.cpu_us, 2),
             "applied": self.applied,
             "decision": "cpu" if self.on_cpu else "delegate",
+            "source": "record" if self.recorded else "estimate",
         }
+
+    @classmethod
+    def from_record(cls, record: dict[str, object], nodes: list[int], names: tuple[str, ...]) -> CpuChoice:
+        """The choice a record (``as_dict`` as written) holds for the partition ``nodes``; raises
+        ValueError for a record that does not hold one for these nodes or contradicts itself."""
+        if record.get("nodes") != list(nodes):
+            raise ValueError(f"it is for the nodes {record.get('nodes')!r}, not {list(nodes)!r}")
+        counts = [record.get(k) for k in ("cpu_nodes", "kernels", "macs", "elements")]
+        figures = [record.get(k) for k in ("delegate_us", "cpu_us")]
+        applied = record.get("applied")
+        if not all(type(v) is int and v >= 0 for v in counts):
+            raise ValueError(f"its counts {counts!r} are not whole numbers")
+        if not all(type(v) in (int, float) and math.isfinite(v) and v >= 0 for v in figures):  # type: ignore[arg-type]
+            raise ValueError(f"its figures {figures!r} are not times")
+        if type(applied) is not bool:
+            raise ValueError(f"its applied {applied!r} is not true or false")
+        choice = cls(tuple(nodes), names, *counts, *map(float, figures), applied, True)  # type: ignore[arg-type]
+        if record.get("decision") != ("cpu" if choice.on_cpu else "delegate"):
+            raise ValueError(f"its decision {record.get('decision')!r} does not follow from its figures")
+        return choice
 
 
 def estimate(graph: Graph, nodes: list[int], *, applied: bool, calibration: Calibration = POCL_CPU) -> CpuChoice:

@@ -266,12 +266,12 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     g = ctx.graph
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
-    width = gemm_width(c, ctx.vector_width)
+    width = gemm_width(c, ctx.vector_width, narrow=True)
     npix, groups = b * h * w, gemm_groups(c, width)
     _, ih, iw, cin = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
     pixels = gemm_pixels(npix if flat else iw if phases else w)
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
-    if flat and pixels > 1 and odd_thirds(groups):
+    if not (transposed or phases) and pixels > 1 and odd_thirds(groups):
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
     spec = GemmSpec(
         node.params.get("activation", 0),

@@ -63,17 +63,21 @@ def gemm_groups(channels: int, width: int = 8) -> int:
     return -(-channels // width)
 
 
-def gemm_width(channels: int, vector_width: int) -> int:
+def gemm_width(channels: int, vector_width: int, narrow: bool = False) -> int:
     """Output channels per group of a matrix-product kernel writing ``channels``: 16 when the
     device wants 16-wide vectors (``EmitContext.vector_width``) and there are more than 8 channels,
-    else 8: padding costs less than half-width vectors (benchmarks/RESULTS.md, "Kernel choices")."""
+    else 8: padding costs less than half-width vectors (benchmarks/RESULTS.md, "Kernel choices").
+    ``narrow`` (kernels that take it): 4 for outputs of up to 4 channels, a single slice, which
+    the whole-block write then covers."""
+    if narrow and channels <= 4:
+        return 4
     if vector_width < 16:
         return 8
     return 16 if channels > 8 else 8
 
 
 #: Components of an accumulator of ``width`` channels, one FLT4 (slice) each, in order.
-SLICE_PARTS = {8: ("lo", "hi"), 16: ("s0123", "s4567", "s89ab", "scdef")}
+SLICE_PARTS = {4: ("s0123",), 8: ("lo", "hi"), 16: ("s0123", "s4567", "s89ab", "scdef")}
 
 
 def spill_slices(accumulator: str, first: int, parts: tuple[str, ...]) -> str:
@@ -153,11 +157,16 @@ def source_names(sources: int) -> list[str]:
 def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
                 width: int = 8) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
-    through the input tensors ``names`` in turn (same geometry, so the same offsets)."""
+    through the input tensors ``names`` in turn (same geometry, so the same offsets). ``lanes`` < 4:
+    a single input of one slice, read without a loop (its bound is a run-time value the compiler
+    cannot see is 1)."""
+    mask = " * m{p}" if masked else ""
+    if lanes < 4:
+        (name,) = names
+        return slice_step(indent, pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}})", mask, lanes, width)
     parts = []
     for name in names:
         parts.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
-        mask = " * m{p}" if masked else ""
         parts += slice_step(
             f"{indent}  ", pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width
         )
