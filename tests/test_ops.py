@@ -475,6 +475,25 @@ def test_resize_bilinear(shape, size, mode, seed, precision):
     check(tensors, [Op(Builtin.RESIZE_BILINEAR, [0, 1], [2], options)], [0], [2], [rand(shape, rng)], precision)
 
 
+@pytest.mark.parametrize(
+    ("shape", "size"), [((1, 5, 6, 40), (10, 12)), ((2, 4, 3, 35), (7, 9)), ((1, 3, 3, 70), (6, 6))]
+)
+@pytest.mark.parametrize("mode", ["plain", "align", "half"])
+@pytest.mark.parametrize("storage", ["BUFFER", "TEXTURE_2D"])
+def test_resize_bilinear_of_many_slices_with_a_linked_add(shape, size, mode, storage):
+    # Buffer storage runs the kernel whose work-items blend a pixel's slices in blocks
+    # (resize.BILINEAR_SLICES): 10 slices are two blocks, 35 channels end in a partial slice. A
+    # residual ADD linked behind it writes through the same loop.
+    rng = np.random.default_rng(shape[-1])
+    b, _, _, c = shape
+    out = (b, size[0], size[1], c)
+    tensors = [T(shape), T((2,), np.array(size, np.int32), np.int32), T(out), T(out), T(out)]
+    options = ("ResizeBilinearOptions", {"AlignCorners": mode == "align", "HalfPixelCenters": mode == "half"})
+    ops = [Op(Builtin.RESIZE_BILINEAR, [0, 1], [2], options), Op(Builtin.ADD, [2, 3], [4], ("AddOptions", {}))]
+    state = check(tensors, ops, [0, 3], [4], [rand(shape, rng), rand(out, rng)], storage_type=storage)
+    assert [p.kernels for p in state.partitions] == [1]
+
+
 @EXAMPLES
 @given(
     src=shapes,

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Race what two compilers make of a model, in one process: this tree's against another checkout's.
+
+Each MODEL is compiled by both trees as the delegate compiles it (``kernel_profile.compiled_context``,
+run in each tree), both contexts are loaded by this tree's runtime at once, and they are called in
+alternating blocks of ``--block`` calls, a block counting as its fastest call (on a machine other
+processes load, the slower ones measure those). Differences between processes (where the arenas
+land, which core a worker thread starts on) move a model's time by up to 2x on PoCL; in one
+process both sides meet the same. Prints per model each side's median block (ms) and the median
+and quartiles of the blocks' new / old, and checks that both give the same outputs.
+
+    python benchmarks/context_race.py MODEL ... --base TREE [--option K=V ...] [--blocks N] [--block N]
+
+TREE is a checkout of the other commit (``git worktree add /tmp/base REV``) with the native
+module built or copied in (``delegate/_native*.so``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import kernel_profile  # noqa: E402
+
+from delegate.runtime import Runtime  # noqa: E402
+
+
+def context_of(tree: Path, model: Path, options: list[str]) -> bytes:
+    """The context ``tree``'s compiler makes of ``model`` (kernel_profile.compiled_context run there)."""
+    if tree.resolve() == ROOT:
+        return kernel_profile.compiled_context(model, options)
+    code = (
+        "import sys; sys.path.insert(0, 'benchmarks'); import kernel_profile; from pathlib import Path; "
+        f"sys.stdout.buffer.write(kernel_profile.compiled_context(Path({str(model.resolve())!r}), {options!r}))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True, capture_output=True).stdout
+
+
+def _block(rt: Runtime, inputs: list[np.ndarray], calls: int) -> float:
+    best = float("inf")
+    for _ in range(calls):
+        start = time.perf_counter()
+        rt.run(inputs)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def race(model: Path, base: Path, options: list[str], blocks: int, calls: int) -> dict[str, float]:
+    new_ctx, old_ctx = context_of(ROOT, model, options), context_of(base, model, options)
+    with Runtime.load(new_ctx) as new, Runtime.load(old_ctx) as old:
+        rng = np.random.default_rng(0)
+        inputs = [rng.random(s, dtype=np.float32) for s in new.input_shapes]
+        for got, want in zip(new.run(inputs), old.run(inputs), strict=True):
+            scale = max(float(np.abs(want).max()), 1e-6)
+            error = float(np.abs(got - want).max()) / scale
+            if error > 1e-4:
+                raise SystemExit(f"{model.name}: outputs differ by {error:.2e} of their largest value")
+        for rt in (new, old):
+            _block(rt, inputs, calls)  # warm up
+        pairs = []
+        for _ in range(blocks):
+            pairs.append((_block(new, inputs, calls), _block(old, inputs, calls)))
+    ratios = sorted(a / b for a, b in pairs)
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {
+        "new_ms": statistics.median(a for a, _ in pairs) * 1e3,
+        "old_ms": statistics.median(b for _, b in pairs) * 1e3,
+        "ratio": q[1],
+        "q1": q[0],
+        "q3": q[2],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("--base", type=Path, required=True, help="checkout of the other commit")
+    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    parser.add_argument("--blocks", type=int, default=15)
+    parser.add_argument("--block", type=int, default=10, help="calls per block")
+    args = parser.parse_args(argv)
+    print(f"{'model':45s} {'new ms':>8s} {'old ms':>8s} {'new/old':>8s}  quartiles")
+    for model in args.models:
+        r = race(model, args.base, args.option, args.blocks, args.block)
+        print(
+            f"{model.stem:45s} {r['new_ms']:8.3f} {r['old_ms']:8.3f} {r['ratio']:8.3f}  {r['q1']:.3f}-{r['q3']:.3f}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
