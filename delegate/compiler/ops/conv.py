@@ -28,6 +28,7 @@ from .gemm_blocks import (
     GEMM_GROUPS,
     THIRDS_GROUPS,
     THIRDS_PIXELS,
+    dot_outputs,
     gemm_groups,
     gemm_pixels,
     gemm_width,
@@ -273,6 +274,8 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
     if not (transposed or phases) and pixels > 1 and odd_thirds(groups):
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
+    lanes = cin if sources == 1 and cin < 4 else 4
+    dot = dot_outputs(c, width, lanes)
     spec = GemmSpec(
         node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),
@@ -280,8 +283,9 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         groups=per_item,
         width=width,
         sources=sources,
-        lanes=cin if sources == 1 and cin < 4 else 4,
+        lanes=lanes,
         whole_pixels=per_item >= groups,
+        dot=dot,
     )
     mode = flat_code if flat else phases_code if phases else transposed_code if transposed else rows_code
     window = {} if flat or phases else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
@@ -291,7 +295,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         srcs=source_names(sources),
         literals=window,
         buffer_objects=[
-            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, width), ctx.dtype, element_size=width),
+            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, width, bool(dot)), ctx.dtype, width),
             buffer_object("biases", biases, ctx.dtype, element_size=width),
         ],
     )

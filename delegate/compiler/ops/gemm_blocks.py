@@ -28,16 +28,38 @@ GEMM_PIXELS_ALT = 5
 GEMM_GROUPS = 2
 
 
-def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8) -> bytes:
+def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8, dot: bool = False) -> bytes:
     """OHWI filters as FLT8 (``width`` 16: FLT16) rows: (group of ``width`` output channels, ky,
     kx, input channel padded to a multiple of 4) -> the group's output channels. Missing output
-    channels are zero."""
+    channels are zero. ``dot`` (``width`` 4, see ``dot_outputs``): each input slice's 4x4 block
+    transposed, so that row j holds output channel j's weights of the slice's 4 input channels."""
     _, kh, kw, _ = filters.shape
     f = layout.pad_channels(filters.astype(np.float32), 3)
     f = layout.pad_channels(f, 0, width)
     groups = f.shape[0] // width
     f = f.reshape(groups, width, kh, kw, f.shape[3])  # (g, o, ky, kx, ci)
+    if dot:
+        f = f.reshape(groups, width, kh, kw, f.shape[4] // 4, 4)  # (g, o, ky, kx, slice, lane)
+        return np.ascontiguousarray(f.transpose(0, 2, 3, 4, 1, 5)).astype(dtype).tobytes()
     return np.ascontiguousarray(f.transpose(0, 2, 3, 4, 1)).astype(dtype).tobytes()
+
+
+def dot_outputs(channels: int, width: int, lanes: int) -> int:
+    """Output channels a matrix-product kernel computes as dot products (0: none). An output of 1
+    or 2 channels (a mask, a detection head) from whole input slices takes, per input slice and
+    pixel, one FLT4 product per output channel, summed across lanes at the end, instead of a
+    broadcast and a product per input channel for 4 output lanes mostly padding."""
+    return channels if width == 4 and channels <= 2 and lanes == 4 else 0
+
+
+def dot_fold(pixels: int, dot: int) -> list[str]:
+    """Add the dot products' lane sums ``d{p}{c}`` into the accumulators ``a0{p}`` (after the slice loops)."""
+    parts: list[str] = []
+    for p in range(pixels if dot else 0):
+        sums = [f"(d{p}{c}.x + d{p}{c}.y) + (d{p}{c}.z + d{p}{c}.w)" for c in range(dot)]
+        sums += ["0.0f"] * (4 - dot)
+        parts.append(f"  a0{p} += (ACCUM_FLT4)({', '.join(sums)});\n")
+    return parts
 
 
 def pack_gemm_biases(bias: bytes, dtype: np.dtype, width: int = 8) -> bytes:
@@ -155,7 +177,7 @@ def source_names(sources: int) -> list[str]:
 
 
 def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
-                width: int = 8) -> list[str]:  # fmt: skip
+                width: int = 8, dot: int = 0) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets). ``lanes`` < 4:
     a single input of one slice, read without a loop (its bound is a run-time value the compiler
@@ -163,25 +185,31 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
     mask = " * m{p}" if masked else ""
     if lanes < 4:
         (name,) = names
-        return slice_step(indent, pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}})", mask, lanes, width)
+        return slice_step(indent, pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}})", mask, lanes, width, dot)
     parts = []
     for name in names:
         parts.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
         parts += slice_step(
-            f"{indent}  ", pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width
+            f"{indent}  ", pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width, dot
         )
         parts.append(f"{indent}}}\n")
     return parts
 
 
 def slice_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mask: str = "", lanes: int = 4,
-               width: int = 8) -> list[str]:  # fmt: skip
+               width: int = 8, dot: int = 0) -> list[str]:  # fmt: skip
     """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
     p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
-    group, read from ``wbase``0.. on, which then step to the next slice."""
+    group, read from ``wbase``0.. on, which then step to the next slice. ``dot``: the slice meets
+    the weights of each of the ``dot`` output channels in one product (``dot_outputs``)."""
     parts = []
     for p in range(pixels):
         parts.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)};\n")
+    if dot:
+        for c in range(dot):
+            parts.append(f"{indent}ACCUM_FLT4 k{c} = TO_ACCUM_FLT4(args.weights.Read({wbase}0 + {c}));\n")
+            parts += [f"{indent}d{p}{c} += v{p} * k{c};\n" for p in range(pixels)]
+        return [*parts, f"{indent}{wbase}0 += 4;\n"]
     for k, lane in enumerate("xyzw"[:lanes]):
         for g in range(groups):
             parts.append(
@@ -195,11 +223,12 @@ def slice_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mas
     return parts
 
 
-def accumulators(pixels: int, groups: int, width: int, after_group: str = "") -> list[str]:
+def accumulators(pixels: int, groups: int, width: int, after_group: str = "", dot: int = 0) -> list[str]:
     """Per group g of the work-item: ``w{g}``, the offset of its weights (the last group's for
     groups past ``ngroups``, whose results are never written), and its ``pixels`` accumulators
-    ``a{g}{p}``, set to its biases; then ``after_group`` (formatted with ``g``)."""
-    parts = []
+    ``a{g}{p}``, set to its biases; then ``after_group`` (formatted with ``g``). ``dot``: the
+    dot products' accumulators ``d{p}{c}`` too, zero."""
+    parts = [f"  ACCUM_FLT4 d{p}{c} = INIT_ACCUM_FLT4(0.0f);\n" for p in range(pixels) for c in range(dot)]
     for g in range(groups):
         parts.append(f"  int w{g} = (g0 + {g} < ngroups ? g0 + {g} : ngroups - 1) * group_size;\n")
         parts.append(f"  ACCUM_FLT{width} bias{g} = TO_ACCUM_FLT{width}(args.biases.Read(w{g} / group_size));\n")

@@ -32,6 +32,7 @@ from .gemm_blocks import (
     STEP_PIXEL,
     accumulators,
     block_write,
+    dot_fold,
     gemm_head,
     row_pixels,
     slice_loop,
@@ -67,6 +68,8 @@ class GemmSpec:
     sources: int = 1
     lanes: int = 4
     whole_pixels: bool = False
+    #: output channels computed as dot products (gemm_blocks.dot_outputs; 0: none)
+    dot: int = 0
 
     @property
     def per(self) -> int:
@@ -105,9 +108,10 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
 """,
         _input_slices(spec),
     ]
-    parts += accumulators(pixels, groups, width)
+    parts += accumulators(pixels, groups, width, dot=spec.dot)
     parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
-    parts += slice_loop("  ", pixels, groups, "w", masked=False, names=spec.names, lanes=spec.lanes, width=width)
+    parts += slice_loop("  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot)
+    parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
     setup = f"    int at0 = p0 + g0 * {spec.per} * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
     setup += "    int Y = p0 / (B * W);\n"
@@ -151,8 +155,8 @@ def _row_closing(spec: GemmSpec) -> list[Piece]:
 def rows_code(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
-    parts += accumulators(pixels, groups, width)
-    window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": width}
+    parts += accumulators(pixels, groups, width, dot=spec.dot)
+    window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": width, "dot": spec.dot}
     # Work-items whose window columns are all inside the input (most of them) skip the checks
     # and masks.
     last = f"(X0 + {pixels - 1}) * args.stride_w + {kw - 1} * args.dilation_w - args.pad_w"
@@ -161,15 +165,17 @@ def rows_code(spec: GemmSpec) -> list[Piece]:
     parts.append("  } else {\n")
     parts += _row_window(pixels, groups, kh, kw, interior=False, **window)
     parts.append("  }\n")
-    return parts + _row_closing(spec)
+    return parts + dot_fold(pixels, spec.dot) + _row_closing(spec)
 
 
 def transposed_code(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
-    parts += accumulators(pixels, groups, width)
-    parts += _row_window(pixels, groups, kh, kw, spec.names, spec.lanes, transposed=True, interior=False, width=width)
-    return parts + _row_closing(spec)
+    parts += accumulators(pixels, groups, width, dot=spec.dot)
+    parts += _row_window(
+        pixels, groups, kh, kw, spec.names, spec.lanes, transposed=True, interior=False, width=width, dot=spec.dot
+    )
+    return parts + dot_fold(pixels, spec.dot) + _row_closing(spec)
 
 
 def phases_code(spec: GemmSpec) -> list[Piece]:
@@ -189,10 +195,11 @@ def phases_code(spec: GemmSpec) -> list[Piece]:
 """,
         _input_slices(spec),
     ]
-    parts += accumulators(pixels, groups, width, after_group="  w{g} += tap * src_slices * 4;\n")
+    parts += accumulators(pixels, groups, width, after_group="  w{g} += tap * src_slices * 4;\n", dot=spec.dot)
     parts.append("  int row = args.src_tensor.Offset(0, yi, 0, b);\n")
     parts += [f"  int o{p} = row + (x0 + {p} < iw ? x0 + {p} : iw - 1) * B;\n" for p in range(pixels)]
-    parts += slice_loop("  ", pixels, groups, "w", masked=False, names=spec.names, lanes=spec.lanes, width=width)
+    parts += slice_loop("  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot)
+    parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
     parts += block_write(
         spec.act, pixels, groups, f"x0 + {pixels - 1} < iw", _row_setup(spec), f"{kw} * B", f"    X += {kw};\n", width
@@ -204,7 +211,7 @@ def phases_code(spec: GemmSpec) -> list[Piece]:
 
 
 def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], lanes: int, *, transposed: bool,
-                interior: bool, width: int = 8) -> list[str]:  # fmt: skip
+                interior: bool, width: int = 8, dot: int = 0) -> list[str]:  # fmt: skip
     """The window loops of the row mode: per tap, the pixels' input offsets (with a mask for the
     columns outside the input, unless ``interior``), then the slice loop."""
     # the edge path (work-items whose window leaves the input: a row's first and last) is left to
@@ -231,7 +238,7 @@ def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], la
         parts.append("    if (!(" + " || ".join(f"in{p}" for p in range(pixels)) + ")) continue;\n")
     for g in range(groups):
         parts.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
-    parts += slice_loop("    ", pixels, groups, "t", masked=not interior, names=names, lanes=lanes, width=width)
+    parts += slice_loop("    ", pixels, groups, "t", not interior, names, lanes, width, dot)
     parts.append("  }\n  }\n")
     return parts
 
