@@ -159,3 +159,28 @@ def test_race_runtime_runs_the_runtime_before_the_split_beside_this_one(capsys):
     assert race.main([str(model), "--loads", "3", "--calls", "20", "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
     assert result["same_plan"] and result["same_programs"]
+
+
+def test_context_race_compiles_in_both_trees_and_races_in_one_process(capsys, monkeypatch):
+    """Both compilers' contexts of a model are loaded at once and raced; the other tree's is
+    compiled in a child process run in that tree (here this one, taken for another)."""
+    race = benchmark_module("context_race")
+    model = shared_path("models", "small_cnn.tflite")
+    here = race.ROOT
+    in_process = race.context_of(here, model, [])
+    monkeypatch.setattr(race, "ROOT", here / "elsewhere")  # so that context_of takes ``here`` for another tree
+    assert race.context_of(here, model, []) == in_process
+    monkeypatch.setattr(race, "ROOT", here)
+    assert race.main([str(model), "--base", str(here), "--blocks", "2", "--block", "2"]) == 0
+    (line,) = [row for row in capsys.readouterr().out.splitlines() if row.startswith("small_cnn ")]
+    assert float(line.split()[3]) > 0  # new / old
+
+
+def test_xnnpack_race_reports_each_model_and_the_geometric_mean(capsys):
+    race = benchmark_module("xnnpack_race")
+    model = shared_path("models", "small_cnn.tflite")
+    assert race.main([str(model), "--blocks", "2", "--block", "2", "--option", "cpu_when_faster=false"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [row for row in out.splitlines() if row.startswith("small_cnn ")]
+    assert line.split()[-1] == "10/10"
+    assert "geometric mean of delegate / XNNPACK:" in out

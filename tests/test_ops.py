@@ -364,6 +364,21 @@ def test_reshape(shape, seed, data):
     check(tensors, [Op(Builtin.RESHAPE, [0, 1], [2], options)], [0], [2], [rand(shape, np.random.default_rng(seed))])
 
 
+@pytest.mark.parametrize(
+    ("shape", "out"),
+    [
+        ((1, 6, 5, 32), (1, 240, 4)),  # a detection head's regressors: one read per output slice
+        ((2, 3, 4, 8), (2, 12, 8)),
+        ((1, 4, 4, 12), (1, 8, 24)),
+        ((1, 4, 4, 12), (1, 32, 6)),  # 6 channels out: the lane-by-lane kernel
+    ],
+)
+def test_reshape_between_whole_slices(shape, out):
+    tensors = [T(shape), T((len(out),), np.array(out, np.int32), np.int32), T(out)]
+    options = ("ReshapeOptions", {"NewShape": list(out)})
+    check(tensors, [Op(Builtin.RESHAPE, [0, 1], [2], options)], [0], [2], [rand(shape, np.random.default_rng(4))])
+
+
 def test_fused_tanh_stays_on_cpu():
     rng = np.random.default_rng(3)
     shape = (1, 4, 4, 3)

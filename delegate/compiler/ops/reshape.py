@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
 from ..kernel import Kernel
 from .base import HEAD, LANES, EmitContext, Op, operation, value_tensors, written
@@ -32,6 +33,21 @@ _RESHAPE = (
 )
 
 
+# Both channel counts multiples of 4: an output slice's four lanes are four consecutive channels of
+# one input pixel, starting on a slice boundary, so the slice is one read.
+_RESHAPE_SLICES = (
+    HEAD
+    + """  int C = args.dst_tensor.Channels();
+  int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+  int flat = ((b * args.dst_tensor.Height() + Y) * args.dst_tensor.Width() + X) * C + S * 4;
+  int c_in = flat % ic; int t = flat / ic;
+  int x_in = t % iw; t = t / iw;
+  int y_in = t % ih; int b_in = t / ih;
+  FLT4 result = args.src_tensor.Read(x_in, y_in, c_in / 4, b_in);
+"""
+)
+
+
 class Reshape(Op):
     codes = (Builtin.RESHAPE,)
     data_inputs = 1
@@ -53,7 +69,9 @@ class Reshape(Op):
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        return operation(written(_RESHAPE), srcs=["src_tensor"])
+        channels = [layout.bhwc(ctx.graph.tensor(i).shape)[3] for i in (node.inputs[0], node.outputs[0])]
+        whole_slices = all(c % 4 == 0 for c in channels)
+        return operation(written(_RESHAPE_SLICES if whole_slices else _RESHAPE), srcs=["src_tensor"])
 
 
 class SameOrder(Reshape):

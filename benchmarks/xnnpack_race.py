@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The delegate against XNNPACK in one process: each MODEL's three interpreters called in turn.
+
+For each MODEL, ``delegate.Interpreter`` (default options but ``background_compile=off``, so
+that every timed call runs the delegate) and the host's own interpreter with XNNPACK on 2 threads
+and on 1 thread are created in this process and called in alternating blocks of ``--block``
+``invoke()`` calls, a block counting as its fastest call, ``--blocks`` blocks each. The ratio of
+a block is the delegate's over the faster XNNPACK's in the same round, so what moves the machine
+between processes (where buffers land, which core a thread starts on, other load) moves both
+sides alike. Prints per model the median block of each side (ms) and the median ratio, then the
+geometric mean of the ratios: the figure issue 27's targets name.
+
+    python benchmarks/xnnpack_race.py MODEL ... [--blocks N] [--block N] [--option K=V ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import delegate  # noqa: E402
+from delegate.api import host_runtime  # noqa: E402
+from delegate.plugin.options import DelegateOptions  # noqa: E402
+
+
+def _feed(interpreter: Any) -> None:
+    rng = np.random.default_rng(0)
+    for detail in interpreter.get_input_details():
+        shape, dtype = tuple(detail["shape"]), np.dtype(detail["dtype"])
+        value = rng.random(shape, dtype=np.float32) if dtype.kind == "f" else rng.integers(-8, 8, shape)
+        interpreter.set_tensor(detail["index"], value.astype(dtype))
+
+
+def _block(interpreter: Any, calls: int) -> float:
+    best = math.inf
+    for _ in range(calls):
+        start = time.perf_counter()
+        interpreter.invoke()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def race(model: Path, options: dict[str, str], blocks: int, calls: int) -> dict[str, Any]:
+    host = host_runtime()
+    ours = delegate.Interpreter(str(model), **{"background_compile": "off", **options})
+    two = host.Interpreter(model_path=str(model), num_threads=2)
+    one = host.Interpreter(model_path=str(model), num_threads=1)
+    interpreters = [ours, two, one]
+    for interpreter in interpreters:
+        interpreter.allocate_tensors()
+        _feed(interpreter)
+        _block(interpreter, 3)  # warm up
+    rounds = [[_block(i, calls) for i in interpreters] for _ in range(blocks)]
+    state = ours.opencl
+    return {
+        "delegate_ms": statistics.median(r[0] for r in rounds) * 1e3,
+        "xnnpack_2_ms": statistics.median(r[1] for r in rounds) * 1e3,
+        "xnnpack_1_ms": statistics.median(r[2] for r in rounds) * 1e3,
+        "ratio": statistics.median(r[0] / min(r[1], r[2]) for r in rounds),
+        "delegated": f"{len(state.delegated_nodes)}/{state.total_nodes}",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("--blocks", type=int, default=12)
+    parser.add_argument("--block", type=int, default=10, help="calls per block")
+    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    args = parser.parse_args(argv)
+    options = dict(o.split("=", 1) for o in args.option)
+    DelegateOptions.parse({k: v for k, v in options.items() if k != "background_compile"})  # fails before any model
+    print(f"{'model':42s} {'delegate':>9s} {'xnn 2t':>8s} {'xnn 1t':>8s} {'ratio':>6s}  delegated (ms)")
+    ratios = []
+    for model in args.models:
+        r = race(model, options, args.blocks, args.block)
+        ratios.append(r["ratio"])
+        print(
+            f"{model.stem[:42]:42s} {r['delegate_ms']:9.3f} {r['xnnpack_2_ms']:8.3f} {r['xnnpack_1_ms']:8.3f}"
+            f" {r['ratio']:6.3f}  {r['delegated']}",
+            flush=True,
+        )
+    print(f"geometric mean of delegate / XNNPACK: {math.exp(statistics.fmean(map(math.log, ratios))):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
