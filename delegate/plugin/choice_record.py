@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ..cache import SerializationCache, partition_key, write_record
@@ -30,7 +31,7 @@ def decide(
     *,
     applied: bool,
     device_key: str,
-    model_id: Any,
+    model_id: Callable[[], bytes],
 ) -> CpuChoice:
     """The rule's choice for the partition ``members`` of ``graph``: its record's when ``store``
     holds one, else estimated (and recorded when there is a ``store``). ``model_id`` is called for
