@@ -22,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import kernel_profile  # noqa: E402
+from race_runtime import fastest_call  # noqa: E402
 
 from delegate.runtime import Runtime  # noqa: E402
 
@@ -48,15 +48,6 @@ def context_of(tree: Path, model: Path, options: list[str]) -> bytes:
     return subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True, capture_output=True).stdout
 
 
-def _block(rt: Runtime, inputs: list[np.ndarray], calls: int) -> float:
-    best = float("inf")
-    for _ in range(calls):
-        start = time.perf_counter()
-        rt.run(inputs)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def race(model: Path, base: Path, options: list[str], blocks: int, calls: int) -> dict[str, float]:
     new_ctx, old_ctx = context_of(ROOT, model, options), context_of(base, model, options)
     with Runtime.load(new_ctx) as new, Runtime.load(old_ctx) as old:
@@ -68,10 +59,10 @@ def race(model: Path, base: Path, options: list[str], blocks: int, calls: int) -
             if error > 1e-4:
                 raise SystemExit(f"{model.name}: outputs differ by {error:.2e} of their largest value")
         for rt in (new, old):
-            _block(rt, inputs, calls)  # warm up
+            fastest_call(rt.run, calls, inputs)  # warm up
         pairs = []
         for _ in range(blocks):
-            pairs.append((_block(new, inputs, calls), _block(old, inputs, calls)))
+            pairs.append((fastest_call(new.run, calls, inputs), fastest_call(old.run, calls, inputs)))
     ratios = sorted(a / b for a, b in pairs)
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return {

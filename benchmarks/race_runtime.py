@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import astuple
 from pathlib import Path
 from types import ModuleType
@@ -128,13 +129,13 @@ def _summary(samples: dict[str, list[float]]) -> dict[str, Any]:
     return out
 
 
-def _block(rt: Any, inputs: list[np.ndarray], calls: int) -> float:
-    """The fastest of ``calls`` calls: on a machine other processes load, the slower calls
-    measure them rather than the Runtime."""
+def fastest_call(call: Callable[..., object], calls: int, *args: Any) -> float:
+    """Seconds of the fastest of ``calls`` calls of ``call(*args)``: on a machine other processes load,
+    the slower calls measure them rather than what is called (also context_race.py, xnnpack_race.py)."""
     best = float("inf")
     for _ in range(calls):
         start = time.perf_counter()
-        rt.run(inputs)
+        call(*args)
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -166,7 +167,7 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
                 rt.run(inputs)  # the first launches specialise kernels (PoCL)
             for b in range(max(calls // block, 2)):
                 for key in ("old", "new") if b % 2 == 0 else ("new", "old"):
-                    run_s[key].append(_block(rts[key], inputs, block))
+                    run_s[key].append(fastest_call(rts[key].run, block, inputs))
         finally:
             for rt in rts.values():
                 rt.close()

@@ -19,7 +19,6 @@ import argparse
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from race_runtime import fastest_call  # noqa: E402
 
 import delegate  # noqa: E402
 from delegate.api import host_runtime  # noqa: E402
@@ -41,15 +43,6 @@ def _feed(interpreter: Any) -> None:
         interpreter.set_tensor(detail["index"], value.astype(dtype))
 
 
-def _block(interpreter: Any, calls: int) -> float:
-    best = math.inf
-    for _ in range(calls):
-        start = time.perf_counter()
-        interpreter.invoke()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def race(model: Path, options: dict[str, str], blocks: int, calls: int) -> dict[str, Any]:
     host = host_runtime()
     ours = delegate.Interpreter(str(model), **{"background_compile": "off", **options})
@@ -59,8 +52,8 @@ def race(model: Path, options: dict[str, str], blocks: int, calls: int) -> dict[
     for interpreter in interpreters:
         interpreter.allocate_tensors()
         _feed(interpreter)
-        _block(interpreter, 3)  # warm up
-    rounds = [[_block(i, calls) for i in interpreters] for _ in range(blocks)]
+        fastest_call(interpreter.invoke, 3)  # warm up
+    rounds = [[fastest_call(i.invoke, calls) for i in interpreters] for _ in range(blocks)]
     state = ours.opencl
     return {
         "delegate_ms": statistics.median(r[0] for r in rounds) * 1e3,
