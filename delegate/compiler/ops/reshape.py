@@ -13,38 +13,40 @@ from .base import HEAD, LANES, EmitContext, Op, operation, value_tensors, writte
 
 # Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,
 # which is the same element of the input.
+_SIZES = """  int C = args.dst_tensor.Channels();
+  int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
+"""
+
+
+def _source_of(channel: str) -> str:
+    """The input element (x_in, y_in, c_in, b_in) holding output channel ``channel`` at (b, Y, X)."""
+    return f"""  int flat = ((b * args.dst_tensor.Height() + Y) * args.dst_tensor.Width() + X) * C + {channel};
+  int c_in = flat % ic; int t = flat / ic;
+  int x_in = t % iw; t = t / iw;
+  int y_in = t % ih; int b_in = t / ih;
+"""
+
+
 _RESHAPE = (
     LANES
     + HEAD
-    + """  int C = args.dst_tensor.Channels();
-  int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  FLT4 result = INIT_FLT4(0.0f);
+    + _SIZES
+    + """  FLT4 result = INIT_FLT4(0.0f);
   for (int k = 0; k < 4; ++k) {
     int c = S * 4 + k;
     if (c >= C) break;
-    int flat = ((b * args.dst_tensor.Height() + Y) * args.dst_tensor.Width() + X) * C + c;
-    int c_in = flat % ic; int t = flat / ic;
-    int x_in = t % iw; t = t / iw;
-    int y_in = t % ih; int b_in = t / ih;
-    FLT v = dlg_component(args.src_tensor.Read(x_in, y_in, c_in / 4, b_in), c_in % 4);
+"""
+    + _source_of("c")
+    + """    FLT v = dlg_component(args.src_tensor.Read(x_in, y_in, c_in / 4, b_in), c_in % 4);
     if (k == 0) result.x = v; else if (k == 1) result.y = v; else if (k == 2) result.z = v; else result.w = v;
   }
 """
 )
 
-
 # Both channel counts multiples of 4: an output slice's four lanes are four consecutive channels of
 # one input pixel, starting on a slice boundary, so the slice is one read.
 _RESHAPE_SLICES = (
-    HEAD
-    + """  int C = args.dst_tensor.Channels();
-  int ic = args.src_tensor.Channels(); int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  int flat = ((b * args.dst_tensor.Height() + Y) * args.dst_tensor.Width() + X) * C + S * 4;
-  int c_in = flat % ic; int t = flat / ic;
-  int x_in = t % iw; t = t / iw;
-  int y_in = t % ih; int b_in = t / ih;
-  FLT4 result = args.src_tensor.Read(x_in, y_in, c_in / 4, b_in);
-"""
+    HEAD + _SIZES + _source_of("S * 4") + "  FLT4 result = args.src_tensor.Read(x_in, y_in, c_in / 4, b_in);\n"
 )
 
 
