@@ -208,14 +208,21 @@ def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
     the zero point (ROUNDS_WITH_ZERO_POINT)."""
     zero = _literal(params.zero_point)
     scaled = f"convert_float4(result) / {_literal(params.scale)}" + (f" + {zero}" if with_zero_point else "")
-    # A value within float rounding of a tie (x.5) is the tie, which TFLite's exact integer
-    # arithmetic (pooling, equal scales) rounds away from zero: snap it there first.
+    # Clamped first to one step past the grid, so that the rounding below works on small values
+    # (the final clamp gives the same result). Rounding is a truncation of |q| + 1/2 rather than
+    # round() / floor(), which are out-of-line calls on PoCL.
+    # Adding TIE as well takes a value within float rounding of a tie (x.5) for the tie, which
+    # TFLite's exact integer arithmetic (pooling, equal scales) rounds away from zero.
+    shift = 0.0 if with_zero_point else float(params.zero_point)
+    below, above = _literal(params.low - shift - 1), _literal(params.high - shift + 1)
     return (
         "  {\n"
         f"    float4 q = {scaled};\n"
-        "    float4 tie = floor(q) + 0.5f;\n"
-        f"    q = fabs(q - tie) < {_literal(TIE)} ? tie : q;\n"
-        f"    q = round(q){'' if with_zero_point else f' + {zero}'};\n"
+        f"    q = q < {below} ? {below} : q;\n"
+        f"    q = q > {above} ? {above} : q;\n"
+        "    float4 away = q < 0.0f ? -q : q;\n"
+        f"    away = convert_float4(convert_int4(away + {_literal(0.5 + TIE)}));\n"
+        f"    q = (q < 0.0f ? -away : away){'' if with_zero_point else f' + {zero}'};\n"
         f"    q = q < {_literal(params.low)} ? {_literal(params.low)} : q;\n"
         f"    q = q > {_literal(params.high)} ? {_literal(params.high)} : q;\n"
         f"    result = TO_FLT4((q - {_literal(params.zero_point)}) * {_literal(params.scale)});\n"
