@@ -5,7 +5,7 @@ point) is carried as a float tensor holding its real value, ``(q - zero_point) *
 quantization stays on the tensor as ``Tensor.carried``. Quantized constants (int8 / uint8
 weights, per tensor or per channel; int32 biases, whose scale is the input's times the weights')
 become the float constants they stand for, so a quantized node runs as the float op. After each
-node writing a carried tensor, a quantize-and-dequantize step (``qdq_code``: divide by the scale,
+node writing a carried tensor, a quantize-and-dequantize step (``qdq_code``: times the scale's reciprocal,
 round half away from zero as TFLite does, add the zero point, clamp to the type's range, back to
 float) puts the result on the tensor's grid, as TFLite's integer kernels do: the float result
 before it is the integer kernel's accumulator times its real scale, so the two agree to within a
@@ -207,25 +207,25 @@ def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
     the real value over the scale (requantization, QUANTIZE), or ``with_zero_point`` that plus
     the zero point (ROUNDS_WITH_ZERO_POINT)."""
     zero = _literal(params.zero_point)
-    scaled = f"convert_float4(result) / {_literal(params.scale)}" + (f" + {zero}" if with_zero_point else "")
-    # Clamped first to one step past the grid, so that the rounding below works on small values
-    # (the final clamp gives the same result). Rounding is a truncation of |q| + 1/2 rather than
-    # round() / floor(), which are out-of-line calls on PoCL.
-    # Adding TIE as well takes a value within float rounding of a tie (x.5) for the tie, which
-    # TFLite's exact integer arithmetic (pooling, equal scales) rounds away from zero.
+    # times the reciprocal rather than over the scale: a division's throughput is a fifth of a
+    # product's, and the ulp it may differ by is far inside TIE
+    scaled = f"convert_float4(result) * {_literal(1.0 / params.scale)}" + (f" + {zero}" if with_zero_point else "")
+    # Clamped before rounding: the bounds are whole steps, so rounding cannot leave them, and
+    # ordered so that NaN takes the low bound (TFLite's integers hold no NaN). Rounding half away
+    # from zero is a truncation of q + copysign(1/2, q), not round() / floor(), which are
+    # out-of-line calls on PoCL; TIE added to the half takes a value within float rounding of a
+    # tie (x.5) for the tie, which TFLite's exact integer arithmetic (pooling, equal scales)
+    # rounds away from zero.
     shift = 0.0 if with_zero_point else float(params.zero_point)
-    below, above = _literal(params.low - shift - 1), _literal(params.high - shift + 1)
+    low, high = _literal(params.low - shift), _literal(params.high - shift)
     return (
         "  {\n"
         f"    float4 q = {scaled};\n"
-        f"    q = q < {below} ? {below} : q;\n"
-        f"    q = q > {above} ? {above} : q;\n"
-        "    float4 away = q < 0.0f ? -q : q;\n"
-        f"    away = convert_float4(convert_int4(away + {_literal(0.5 + TIE)}));\n"
-        f"    q = (q < 0.0f ? -away : away){'' if with_zero_point else f' + {zero}'};\n"
-        f"    q = q < {_literal(params.low)} ? {_literal(params.low)} : q;\n"
-        f"    q = q > {_literal(params.high)} ? {_literal(params.high)} : q;\n"
-        f"    result = TO_FLT4((q - {_literal(params.zero_point)}) * {_literal(params.scale)});\n"
+        f"    q = q > {low} ? q : {low};\n"
+        f"    q = q < {high} ? q : {high};\n"
+        "    uint4 sign = as_uint4(q) & (uint4)(0x80000000u);\n"
+        f"    q = convert_float4(convert_int4(q + as_float4(sign | as_uint4((float4)({_literal(0.5 + TIE)})))));\n"
+        f"    result = TO_FLT4(({'q - ' + zero if with_zero_point else 'q'}) * {_literal(params.scale)});\n"
         "  }\n"
     )
 
