@@ -5,9 +5,9 @@ point) is carried as a float tensor holding its real value, ``(q - zero_point) *
 quantization stays on the tensor as ``Tensor.carried``. Quantized constants (int8 / uint8
 weights, per tensor or per channel; int32 biases, whose scale is the input's times the weights')
 become the float constants they stand for, so a quantized node runs as the float op. After each
-node writing a carried tensor, a quantize-and-dequantize step (``qdq_code``: times the scale's reciprocal,
-round half away from zero as TFLite does, add the zero point, clamp to the type's range, back to
-float) puts the result on the tensor's grid, as TFLite's integer kernels do: the float result
+node writing a carried tensor, a quantize-and-dequantize step (``qdq_code``: times the scale's
+reciprocal, clamped to the type's range less the zero point, rounded half away from zero as
+TFLite does, back to float) puts the result on the tensor's grid, as TFLite's integer kernels do: the float result
 before it is the integer kernel's accumulator times its real scale, so the two agree to within a
 rounding step where the value sits on a tie. The step is linked into the producer's kernel, in
 front of its writes (kernel.WriteHook), so it costs no kernel of its own.
