@@ -63,7 +63,18 @@ _BASIC_PITCH = (
 )
 #: model (path under ../shared/models) -> (F32 tolerance, why it needs more than F32_TOLERANCE).
 #: Every other model that runs is within 1e-4 (the worst, face_detection, 7e-7).
-F32_EXCEPTIONS: dict[str, tuple[float, str]] = {"real/basic-pitch__nmp.tflite": (1e-3, _BASIC_PITCH)}
+#: why selfie_segmentation's mask needs more: on a random image the measure is ill-conditioned
+_SELFIE_F32 = (
+    "on the seeded random image its mask is a saturated sigmoid: logits from -18.7 down (98.8% of pixels "
+    "underflow to 0), where the mask's relative error is the logits' absolute error. Measured on PoCL: "
+    "the delegate's logits within 5e-4 of XNNPACK's (7e-6 of their size), the mask 1.0e-4 of its largest "
+    "value, 7.9e-9. On a mask that is not saturated the F32 mask is within 1e-3 absolute, no pixel on "
+    "the other side of 0.5 (tests/test_mediapipe_ops.py)"
+)
+F32_EXCEPTIONS: dict[str, tuple[float, str]] = {
+    "real/basic-pitch__nmp.tflite": (1e-3, _BASIC_PITCH),
+    "real/mediapipe__selfie_segmentation.tflite": (1e-3, _SELFIE_F32),
+}
 #: quant/ models: each output's max abs error over its max |CPU output| (the issue's target: a
 #: step of an int8 output over [0, 1) is 3.9e-3, 2e-2 of small_cnn's largest probability, 0.2)
 QUANT_TOLERANCE = 5e-2
@@ -74,8 +85,8 @@ F16_TOLERANCE = 1e-2
 _SELFIE = (
     "on the seeded random image its mask is a saturated sigmoid (largest value 7.9e-9: logits near -19), "
     "below half precision's smallest subnormal (6e-8): fully delegated, the final sigmoid included, half "
-    "storage holds the whole mask as 0, an absolute error of 7.9e-9 and a relative one of 1 (F32: 9.7e-5; "
-    "on a mask that is not saturated, F16 is within 1e-2: tests/test_mediapipe_ops.py)"
+    "storage holds the whole mask as 0, an absolute error of 7.9e-9 and a relative one of 1 (F32: 1.0e-4, "
+    "see _SELFIE_F32; on a mask that is not saturated, F16 is within 1e-2: tests/test_mediapipe_ops.py)"
 )
 #: as F32_EXCEPTIONS, for F16 (basic-pitch, 2.3e-2 before its log spectrogram's chain kept float32
 #: storage, is within F16_TOLERANCE: 7.7e-3, compiler/precision.py)
