@@ -184,3 +184,53 @@ def test_xnnpack_race_reports_each_model_and_the_geometric_mean(capsys):
     (line,) = [row for row in out.splitlines() if row.startswith("small_cnn ")]
     assert line.split()[-1] == "10/10"
     assert "geometric mean of delegate / XNNPACK:" in out
+
+
+def test_node_race_splits_the_samples_by_library_and_node():
+    race = benchmark_module("node_race")
+    script = "\n".join(
+        [
+            "     7f00 n0 (/cache/A/dlg_persistent.so)",
+            "     7f01 n0 (/cache/A/dlg_persistent.so)",
+            "     7f02 n1 (/cache/A/dlg_persistent.so)",
+            "     7f03 n0 (/cache/B/dlg_persistent.so)",
+            "     7f04 n1 (/cache/B/dlg_persistent.so)",
+            "     7f05 n1 (/cache/B/dlg_persistent.so)",
+            "     7f06 dlg_wait (/cache/B/dlg_persistent.so)",
+            "     7f07 memcpy (/lib/libc.so.6)",
+            "not a sample line",
+        ]
+    )
+    counts = race.samples(script)
+    assert counts["/cache/A/dlg_persistent.so", "n0"] == 2 and counts["/lib/libc.so.6", "memcpy"] == 1
+    result = {
+        "calls": 1000, "new": ["/cache/A/dlg_persistent.so"], "old": ["/cache/B/dlg_persistent.so"],
+        "launches": ["input 0", "persistent a .. b", "output 3"], "nodes": ["a", "b"],
+        "old_launches": ["input 0", "persistent a .. b", "output 3"], "old_nodes": ["a", "b"],
+    }  # fmt: skip
+    lines = race.table(counts, result, frequency=1000)
+    # 2 samples at 1000 Hz over 1000 calls: 2 us per call
+    assert lines[1].split() == ["a", "2.0", "1.0", "2.000"]
+    assert lines[2].split() == ["b", "1.0", "2.0", "0.500"]
+    assert lines[3].split()[-3:] == ["3.0", "3.0", "1.000"]
+    assert lines[4].split()[-2:] == ["0.0", "1.0"]  # the waits: samples outside the nodes
+    result["old_nodes"] = ["a", "c"]
+    result["old_launches"] = ["input 0", "persistent a .. c", "output 3"]
+    with pytest.raises(SystemExit, match="different nodes"):
+        race.table(counts, result, frequency=1000)
+
+
+@pytest.mark.skipif(not _can_sample(), reason="needs Linux perf, allowed to sample own processes")
+def test_node_race_races_both_trees_node_by_node(capsys):
+    race = benchmark_module("node_race")
+    model = shared_path("models", "small_cnn.tflite")
+    # this tree against itself in F32_F16: the same nodes, other kernels
+    args = [str(model), "--base", str(race.ROOT), "--base-option", "precision=F32_F16", "--seconds", "1"]
+    assert race.main(args) == 0
+    out = capsys.readouterr().out
+    payload = race.context_race.kernel_profile.compiled_context(model, [])
+    with Runtime.load(payload) as rt:
+        nodes = rt.node_names
+    rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
+    assert rows == nodes
+    assert "all nodes" in out

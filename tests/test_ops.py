@@ -693,12 +693,13 @@ def test_convolution_of_fewer_than_four_channels(family, cin, k, stride):
 @pytest.mark.parametrize("op", [Builtin.SOFTMAX, Builtin.LOG_SOFTMAX], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize(("k", "cout", "act", "linked"), [
     (1, 2, 0, True), (3, 5, 3, True), (1, 9, 1, True), (3, 16, 0, True), (3, 17, 0, True), (1, 17, 0, True),
-    (1, 24, 3, True), (3, 24, 0, True), (1, 25, 0, False), (3, 25, 0, False),
+    (1, 24, 3, True), (3, 24, 0, True), (1, 25, 0, False), (3, 25, 0, True), (3, 56, 0, False),
 ])  # fmt: skip
 def test_softmax_runs_inside_a_convolution_holding_every_channel(op, k, cout, act, linked):
     # A segmentation head: a convolution to a few channels, then softmax over them. When one
-    # work-item holds all of a pixel's channels (up to 16; up to 24 for a layer of 17-24 channels,
-    # whose items are 4 pixels x 3 groups), the softmax runs on its accumulators.
+    # work-item holds all of a pixel's channels, the softmax runs on its accumulators: 1x1 layers
+    # hold up to 16 (up to 24 for 17-24 channels, in items of 4 pixels x 3 groups); windowed ones
+    # hold the groups gemm_blocks.row_blocking gives an item, here up to 4 (7-pixel rows).
     rng = np.random.default_rng(cout * 10 + k)
     src = (2, 6, 7, 8)
     tensors = [T(src), T((cout, k, k, 8), rand((cout, k, k, 8), rng)), T((cout,), rand((cout,), rng))]
@@ -1259,6 +1260,52 @@ def test_windowed_convolution_in_items_of_three_groups(src, k, stride, padding, 
     )
     state = check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)], precision)
     assert [p.kernels for p in state.partitions] == [1]
+
+
+@pytest.mark.parametrize(
+    ("src", "k", "stride", "padding", "cout", "block"),
+    [
+        ((1, 9, 17, 3), (3, 3), 2, 0, 32, (2, 4, "pixels")),  # an image's first layer, SAME: edge items
+        ((1, 6, 16, 24), (1, 3), 1, 0, 48, (2, 6, "pixels")),  # a 16-pixel row, edges at both ends
+        ((2, 7, 8, 40), (3, 1), 1, 1, 72, (2, 5, "pixels")),  # 9 groups in items of 5: a padding group
+        ((1, 10, 29, 13), (3, 3), 1, 0, 16, (6, 2, "weights")),  # a partial last slice and block
+        ((1, 5, 12, 1), (2, 2), 2, 1, 20, (3, 3, "pixels")),  # one input channel; a half-full group
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
+def test_windowed_convolution_in_lane_order(src, k, stride, padding, cout, block, precision):
+    # Windowed layers of more than one group of 8 channels read their input a lane at a time, in
+    # blocks that gemm_blocks.row_blocking picks (the parameters pin the blocks each case takes,
+    # so that a change of the estimate cannot leave one of them untested).
+    from delegate.compiler.ops.gemm_blocks import row_blocking
+
+    rng = np.random.default_rng(cout + k[0] * 7 + k[1])
+    b, h, w, c = src
+    oh, ow = _out(h, k[0], stride, 1, padding + 1), _out(w, k[1], stride, 1, padding + 1)
+    assert row_blocking(ow, -(-cout // 8)) == block
+    tensors = [T(src), T((cout, *k, c), rand((cout, *k, c), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((b, oh, ow, cout)))
+    conv = {"Padding": padding, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 3}
+    state = check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], ("Conv2DOptions", conv))], [0], [3], [rand(src, rng)],
+                  precision)  # fmt: skip
+    assert [p.kernels for p in state.partitions] == [1]
+
+
+def test_lane_order_blocks_fit_the_vector_registers():
+    from delegate.compiler.ops.gemm_blocks import (
+        PIXELS_FIRST,
+        VECTOR_REGISTERS,
+        WEIGHTS_FIRST,
+        lane_registers,
+        row_blocking,
+    )
+
+    for row in (1, 2, 3, 7, 16, 33, 112):
+        for groups in range(1, 40):
+            pixels, per_item, order = row_blocking(row, groups)
+            assert 1 <= pixels <= row and 1 <= per_item <= groups
+            assert lane_registers(pixels, per_item) <= VECTOR_REGISTERS
+            assert order == (PIXELS_FIRST if pixels <= per_item else WEIGHTS_FIRST)
 
 
 def _pair_model(rng, src: tuple[int, int, int, int], cout: int) -> tuple[list, list]:

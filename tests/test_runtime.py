@@ -116,6 +116,42 @@ def test_linear_selectors_on_buffer_storages(storage, precision, cache):
     np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
 
 
+# Lanes read one at a time and written back in reverse order (w, z, y, x).
+_LANE_SELECTOR = """
+MAIN_FUNCTION($0) {
+  int gx = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
+  int B = args.dst_tensor.Batch();
+  if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  int X = gx / B; int b = gx % B;
+  int at = args.src_tensor.Offset(X, Y, S, b);
+  FLT4 v = (FLT4)(args.src_tensor.ReadLaneAt(at, 3), args.src_tensor.ReadLaneAt(at, 2),
+                  args.src_tensor.ReadLaneAt(at, 1), args.src_tensor.ReadLaneAt(at, 0));
+  args.dst_tensor.WriteAt(v * (FLT)(args.scale) + args.bias.Read(S), at);
+}
+"""
+
+
+@pytest.mark.parametrize("precision", [F32, F32_F16], ids=lambda p: p.name)
+@pytest.mark.parametrize("storage", [T.BUFFER, T.IMAGE_BUFFER], ids=lambda s: s.name)
+def test_lane_reads_on_buffer_storages(storage, precision, cache):
+    dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
+    op = scale_bias_op(1.0, np.zeros(8, np.float32).tobytes(), code=_LANE_SELECTOR)
+    ctx = single_node(op, desc(8, storage, dt, b=2), desc(8, storage, dt, b=2), precision=precision)
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.random.default_rng(5).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    want = x.reshape(*x.shape[:-1], 2, 4)[..., ::-1].reshape(x.shape)
+    np.testing.assert_allclose(y, want, rtol=TOLERANCE[precision], atol=TOLERANCE[precision])
+
+
+@pytest.mark.parametrize("lane", ["4", "S", "-1"])
+def test_a_lane_that_is_not_a_literal_0_to_3_is_a_build_error(lane, cache):
+    code = f"MAIN_FUNCTION($0) {{ int S = 0; FLT v = args.src_tensor.ReadLaneAt(0, {lane}); }}"
+    ctx = single_node(scale_bias_op(1.0, _bias(4).tobytes(), code=code), desc(4), desc(4))
+    with pytest.raises(ProgramBuildError, match=rf"ReadLaneAt: the lane must be a literal 0-3, not '{lane}'"):
+        Runtime.load(ctx, cache_dir=cache)
+
+
 @pytest.mark.parametrize(
     ("statement", "tensor", "selector"),
     [

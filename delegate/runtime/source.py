@@ -33,10 +33,15 @@ TENSOR_SELECTORS = {
     "Channels": (0,),
     "Offset": (4, 5),
     "ReadAt": (1,),
+    "ReadLaneAt": (2,),
     "WriteAt": (2,),
 }
 #: Selectors that address a tensor's memory linearly: buffer-backed storages only.
-LINEAR_SELECTORS = ("Offset", "ReadAt", "WriteAt")
+LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt")
+#: selectors whose macro names carry their argument count
+TENSOR_SUFFIXED = ("Read", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt")
+#: the lane argument of ReadLaneAt: a literal component index
+_LANE = re.compile(r"[0-3]")
 _IMAGE_TYPES = {
     TensorStorageType.IMAGE_BUFFER: "image1d_buffer_t",
     TensorStorageType.TEXTURE_2D: "image2d_t",
@@ -228,7 +233,7 @@ class _Assembler:
         if st != TensorStorageType.BUFFER and st != TensorStorageType.IMAGE_BUFFER and not self.device.images:
             raise SourceError(f"tensor {name!r} uses {st.name}, but the device has no image support")
         writes = "Write" in usage or "WriteAt" in usage
-        reads = "Read" in usage or "ReadAt" in usage
+        reads = bool(usage.intersection(("Read", "ReadAt", "ReadLaneAt")))
         linear_use = usage.intersection(LINEAR_SELECTORS)
         if linear_use and st not in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
             raise SourceError(
@@ -263,9 +268,15 @@ class _Assembler:
                 self.params.append(Param(f"__read_only image1d_buffer_t {img}", "tensor_image", name))
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4(read_imagef({img}, {linear}))")
                 m.append(f"#define {name}_ReadAt1(i) TO_FLT4(read_imagef({img}, (i)))")
+                m.append(f"#define {name}_ReadLaneAt2(i, l) TO_FLT(read_imagef({img}, (i)).s##l)")
             else:
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4({load.format(i=linear, p=buf)})")
                 m.append(f"#define {name}_ReadAt1(i) TO_FLT4({load.format(i='(i)', p=buf)})")
+                # one component as a scalar load: a kernel that broadcasts lanes into wide vectors
+                # then holds one register per lane it uses, not one per lane of every pixel
+                scalar, scalar_load, _ = self._storage_type(desc.data_type, 1)
+                lane = scalar_load.format(i="(i) * 4 + (l)", p=f"((__global {scalar}*){buf})")
+                m.append(f"#define {name}_ReadLaneAt2(i, l) TO_FLT({lane})")
             m.append(f"#define {name}_Write6(v, x, y, z, s, b) {store.format(i=linear, p=buf, v='v')}")
             m.append(f"#define {name}_WriteAt2(v, i) {store.format(i='(i)', p=buf, v='v')}")
         else:
@@ -335,8 +346,10 @@ class _Assembler:
                         f"tensor selector {name}.{selector} with {len(call_args)} arguments is not supported "
                         f"(supported: {', '.join(f'{k}/{v}' for k, v in TENSOR_SELECTORS.items())})"
                     )
+                if selector == "ReadLaneAt" and not _LANE.fullmatch(call_args[1]):
+                    raise SourceError(f"{name}.ReadLaneAt: the lane must be a literal 0-3, not {call_args[1]!r}")
                 usage.setdefault(name, set()).add(selector)
-                suffix = str(len(call_args)) if selector in ("Read", "Write", "Offset", "ReadAt", "WriteAt") else ""
+                suffix = str(len(call_args)) if selector in TENSOR_SUFFIXED else ""
                 out.append(code[pos : match.start()] + f"{name}_{selector}{suffix}(")
             elif name in self.buffers or name in self.linears or name in self.textures:
                 if selector not in ("Read", "GetPtr"):

@@ -35,6 +35,7 @@ from .gemm_blocks import (
     odd_thirds,
     pack_gemm_biases,
     pack_gemm_weights,
+    row_blocking,
     source_names,
 )
 from .gemm_conv import GemmSpec, flat_code, phases_code, rows_code, transposed_code
@@ -276,6 +277,9 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
     lanes = cin if sources == 1 and cin < 4 else 4
     dot = dot_outputs(c, width, lanes)
+    order = ""
+    if not (flat or transposed or phases) and width == 8 and not dot and groups > 1:
+        pixels, per_item, order = row_blocking(w, groups)
     spec = GemmSpec(
         node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),
@@ -286,16 +290,20 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
         lanes=lanes,
         whole_pixels=per_item >= groups,
         dot=dot,
+        order=order,
+        one_slice=sources == 1 and cin <= 4,
     )
     mode = flat_code if flat else phases_code if phases else transposed_code if transposed else rows_code
     window = {} if flat or phases else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
-    biases = pack_gemm_biases(bias_values(node, g, c, ctx) if biases is None else biases, ctx.dtype, width)
+    block = per_item if order else 1  # lane order: a work-item's groups' weights interleaved
+    biases = pack_gemm_biases(bias_values(node, g, c, ctx) if biases is None else biases, ctx.dtype, width * block)
+    weights = pack_gemm_weights(filters, ctx.dtype, width, bool(dot), block)
     kernel = operation(
         mode(spec),
         srcs=source_names(sources),
         literals=window,
         buffer_objects=[
-            buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, width, bool(dot)), ctx.dtype, width),
+            buffer_object("weights", weights, ctx.dtype, width),
             buffer_object("biases", biases, ctx.dtype, element_size=width),
         ],
     )

@@ -150,7 +150,7 @@ def _depthwise_stage(spec: PairSpec) -> list[Piece]:
     int X0 = (item % dw_blocks) * {DW_PIXELS};  // along the row first: the same input rows in turn
     int pack = item / dw_blocks;
     int S0 = pack * {q};
-    int xi = X0 * {sw} - {pw};
+    long xi = X0 * {sw} - {pw};
 """,
     ]
     lines += slice_offsets(dw, "S0 + {k} < mid_slices")
@@ -189,7 +189,7 @@ def _depthwise_window(spec: PairSpec) -> list[str]:
     lines = []
     for ky in range(kh):
         lines.append(f"    {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
-        lines.append("      int row = args.src_tensor.Offset(0, yi, S0, b);\n")
+        lines.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n")
         for kx in range(kw):
             lines.append(
                 f"      ACCUM_FLT{dw} k{kx} = "

@@ -28,15 +28,22 @@ GEMM_PIXELS_ALT = 5
 GEMM_GROUPS = 2
 
 
-def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8, dot: bool = False) -> bytes:
+def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8, dot: bool = False, block: int = 1) -> bytes:
     """OHWI filters as FLT8 (``width`` 16: FLT16) rows: (group of ``width`` output channels, ky,
     kx, input channel padded to a multiple of 4) -> the group's output channels. Missing output
     channels are zero. ``dot`` (``width`` 4, see ``dot_outputs``): each input slice's 4x4 block
-    transposed, so that row j holds output channel j's weights of the slice's 4 input channels."""
+    transposed, so that row j holds output channel j's weights of the slice's 4 input channels.
+    ``block`` > 1 (the lane-order kernels, ``lane_step``): the rows of ``block`` consecutive groups
+    interleaved, (block of groups, ky, kx, input channel, group in the block), the groups padded
+    to a multiple of ``block``: a work-item's weights for one input channel are one run, reached
+    through one offset."""
     _, kh, kw, _ = filters.shape
     f = layout.pad_channels(filters.astype(np.float32), 3)
-    f = layout.pad_channels(f, 0, width)
+    f = layout.pad_channels(f, 0, width * block)
     groups = f.shape[0] // width
+    if block > 1:
+        f = f.reshape(groups // block, block, width, kh, kw, f.shape[3])  # (gb, g, o, ky, kx, ci)
+        return np.ascontiguousarray(f.transpose(0, 3, 4, 5, 1, 2)).astype(dtype).tobytes()
     f = f.reshape(groups, width, kh, kw, f.shape[3])  # (g, o, ky, kx, ci)
     if dot:
         f = f.reshape(groups, width, kh, kw, f.shape[4] // 4, 4)  # (g, o, ky, kx, slice, lane)
@@ -119,6 +126,49 @@ def odd_thirds(groups: int) -> bool:
     return groups % 2 == 1 and groups % 3 == 0
 
 
+#: Vector registers a lane-order block may hold (``row_blocking``): AVX2 has 16, and blocks that
+#: need all 16 were measured to spill an accumulator through the stack inside the loop.
+VECTOR_REGISTERS = 15
+#: The most pixels a lane-order block takes (more measured no faster on one group of channels).
+ROW_MAX_PIXELS = 8
+
+
+def lane_order(pixels: int, groups: int) -> str:
+    """The ``lane_step`` order of a block: hold the smaller of one lane's pixel inputs and its
+    weight vectors, and stream the other one at a time."""
+    return PIXELS_FIRST if pixels <= groups else WEIGHTS_FIRST
+
+
+def lane_registers(pixels: int, groups: int) -> int:
+    """FLT8 registers a ``lane_step`` block holds: its accumulators, one lane's inputs or weights
+    (``lane_order``) and the one value streamed."""
+    return pixels * groups + min(pixels, groups) + 1
+
+
+def row_blocking(row: int, groups: int) -> tuple[int, int, str]:
+    """Pixels, groups (of 8 channels) and ``lane_step`` order of a work-item of the lane-order
+    row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
+    VECTOR_REGISTERS, the one with the least estimated time. The estimate counts the products a
+    block computes, padding included (a last block past the row, groups past the output), each
+    with its share of the loads: an input broadcast per ``groups`` products, weighed half again
+    a weight vector per ``pixels`` products (2 pixels x 4 groups measured faster than 4 x 2),
+    plus a block's setup and write, about one product's worth per output vector. Blocks of one
+    pixel load a weight vector per product and measured slower than blocks of two (the weights of
+    many groups leave the L1 cache), so they serve rows of one pixel only. The layers measured
+    are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
+    best: tuple[float, int, int] | None = None
+    for g in range(1, groups + 1):
+        for p in range(min(2, row), min(row, ROW_MAX_PIXELS) + 1):
+            if lane_registers(p, g) > VECTOR_REGISTERS:
+                continue
+            work = -(-row // p) * p * -(-groups // g) * g
+            cost = work * (1 + 1.5 / g + 1 / p + 1 / (p * g))
+            if best is None or cost < best[0] - 1e-9:
+                best = (cost, p, g)
+    assert best is not None  # a block of one group fits
+    return best[1], best[2], lane_order(best[1], best[2])
+
+
 def gemm_head(width: int) -> str:
     """Opening of every matrix-product kernel: output batch, width, slices and groups of
     ``width`` / 4 slices."""
@@ -177,22 +227,79 @@ def source_names(sources: int) -> list[str]:
 
 
 def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
-                width: int = 8, dot: int = 0) -> list[str]:  # fmt: skip
+               width: int = 8, dot: int = 0, order: str = "") -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets). ``lanes`` < 4:
     a single input of one slice, read without a loop (its bound is a run-time value the compiler
-    cannot see is 1)."""
+    cannot see is 1). ``order`` (``lane_step``): read the inputs one lane at a time, the slice
+    loop kept rolled (unrolled, the compiler hoists the next slice's loads over the registers
+    the accumulators need)."""
     mask = " * m{p}" if masked else ""
     if lanes < 4:
         (name,) = names
+        if order:
+            return lane_step(indent, pixels, groups, wbase, f"args.{name}.ReadLaneAt(o{{p}}, {{lane}})", mask, lanes,
+                             width, order)  # fmt: skip
         return slice_step(indent, pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}})", mask, lanes, width, dot)
     parts = []
     for name in names:
+        if order:
+            parts.append(f"{indent}#pragma unroll 1\n")
         parts.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
-        parts += slice_step(
-            f"{indent}  ", pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}} + s * sstride)", mask, lanes, width, dot
-        )
+        if order:
+            read = f"args.{name}.ReadLaneAt(o{{p}} + s * sstride, {{lane}})"
+            parts += lane_step(f"{indent}  ", pixels, groups, wbase, read, mask, lanes, width, order)
+        else:
+            read = f"args.{name}.ReadAt(o{{p}} + s * sstride)"
+            parts += slice_step(f"{indent}  ", pixels, groups, wbase, read, mask, lanes, width, dot)
         parts.append(f"{indent}}}\n")
+    return parts
+
+
+#: ``lane_step`` orders: each lane's pixel inputs first, then each group's weights (pixels <=
+#: groups), or each group's weights first, then each pixel's input (pixels > groups)
+PIXELS_FIRST, WEIGHTS_FIRST = "pixels", "weights"
+
+
+def lane_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mask: str, lanes: int, width: int,
+              order: str) -> list[str]:  # fmt: skip
+    """One input slice of the matrix product, a lane at a time: ``read`` (formatted with ``p`` and
+    ``lane``) is the scalar input of pixel p, lane ``lane``. Written in the order its registers
+    are live: per lane, PIXELS_FIRST holds the pixels' inputs and one weight vector at a time,
+    WEIGHTS_FIRST the groups' weights and one input at a time, besides the pixels x groups
+    accumulators (``row_blocking`` keeps the sum within the vector registers). Reading a whole
+    FLT4 per pixel instead lets the compiler hoist every lane's broadcast of every pixel ahead of
+    the products, which spills accumulators (benchmarks/RESULTS.md, "Lane-order matrix products")."""
+    parts = []
+    for lane in range(lanes):
+        value = [f"TO_ACCUM_FLT({read.format(p=p, lane=lane)}){mask.format(p=p)}" for p in range(pixels)]
+        weights = [f"TO_ACCUM_FLT{width}(args.weights.Read({wbase} + {lane * groups + g}))" for g in range(groups)]
+        parts.append(f"{indent}{{\n")
+        if order == PIXELS_FIRST:
+            parts += [f"{indent}  ACCUM_FLT x{p} = {value[p]};\n" for p in range(pixels)]
+            for g in range(groups):
+                parts.append(f"{indent}  {{ ACCUM_FLT{width} k = {weights[g]};\n")
+                parts += [f"{indent}    a{g}{p} += x{p} * k;\n" for p in range(pixels)]
+                parts.append(f"{indent}  }}\n")
+        else:
+            parts += [f"{indent}  ACCUM_FLT{width} k{g} = {weights[g]};\n" for g in range(groups)]
+            for p in range(pixels):
+                parts.append(f"{indent}  {{ ACCUM_FLT x = {value[p]};\n")
+                parts += [f"{indent}    a{g}{p} += x * k{g};\n" for g in range(groups)]
+                parts.append(f"{indent}  }}\n")
+        parts.append(f"{indent}}}\n")
+    parts.append(f"{indent}{wbase} += {4 * groups};\n")
+    return parts
+
+
+def lane_accumulators(pixels: int, groups: int, width: int) -> list[str]:
+    """The lane-order kernels' ``accumulators``: ``w``, the offset of the work-item's block of
+    weights (``pack_gemm_weights`` with ``block`` = ``groups``), and per group g its ``pixels``
+    accumulators ``a{g}{p}``, set to its biases (padded to whole blocks)."""
+    parts = [f"  long w = (long)(g0 / {groups}) * {groups} * group_size;\n"]
+    for g in range(groups):
+        parts.append(f"  ACCUM_FLT{width} bias{g} = TO_ACCUM_FLT{width}(args.biases.Read(g0 + {g}));\n")
+        parts += [f"  ACCUM_FLT{width} a{g}{p} = bias{g};\n" for p in range(pixels)]
     return parts
 
 

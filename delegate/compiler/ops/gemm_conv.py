@@ -34,6 +34,7 @@ from .gemm_blocks import (
     block_write,
     dot_fold,
     gemm_head,
+    lane_accumulators,
     row_pixels,
     slice_loop,
     source_names,
@@ -70,6 +71,11 @@ class GemmSpec:
     whole_pixels: bool = False
     #: output channels computed as dot products (gemm_blocks.dot_outputs; 0: none)
     dot: int = 0
+    #: rows mode: read the input a lane at a time in this ``gemm_blocks.lane_step`` order ("":
+    #: a FLT4 per pixel, ``slice_step``)
+    order: str = ""
+    #: the input is a single slice (the slice loop runs once)
+    one_slice: bool = False
 
     @property
     def per(self) -> int:
@@ -155,8 +161,12 @@ def _row_closing(spec: GemmSpec) -> list[Piece]:
 def rows_code(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
-    parts += accumulators(pixels, groups, width, dot=spec.dot)
-    window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": width, "dot": spec.dot}
+    if spec.order:
+        parts += lane_accumulators(pixels, groups, width)
+    else:
+        parts += accumulators(pixels, groups, width, dot=spec.dot)
+    window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": width, "dot": spec.dot,
+              "order": spec.order, "one_slice": spec.one_slice}  # fmt: skip
     # Work-items whose window columns are all inside the input (most of them) skip the checks
     # and masks.
     last = f"(X0 + {pixels - 1}) * args.stride_w + {kw - 1} * args.dilation_w - args.pad_w"
@@ -211,13 +221,22 @@ def phases_code(spec: GemmSpec) -> list[Piece]:
 
 
 def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], lanes: int, *, transposed: bool,
-                interior: bool, width: int = 8, dot: int = 0) -> list[str]:  # fmt: skip
+                interior: bool, width: int = 8, dot: int = 0, order: str = "",
+                one_slice: bool = False) -> list[str]:  # fmt: skip
     """The window loops of the row mode: per tap, the pixels' input offsets (with a mask for the
     columns outside the input, unless ``interior``), then the slice loop."""
     # the edge path (work-items whose window leaves the input: a row's first and last) is left to
     # the compiler, unrolled only in the interior path and the transposed kernel
     unroll = "  #pragma unroll\n" if kh * kw <= UNROLL_MAX_TAPS and (interior or transposed) else ""
-    parts = [unroll + _window_row(kh, transposed), f"{unroll}  for (int kx = 0; kx < {kw}; ++kx) {{\n"]
+    column_unroll = unroll
+    if order and one_slice:
+        # one slice: the taps of a row would be one block, where the compiler reuses a pixel's
+        # input at the next tap (stride < kernel) and hoists loads over the accumulators' registers
+        column_unroll = "  #pragma unroll 1\n"
+    parts = [unroll + _window_row(kh, transposed), f"{column_unroll}  for (int kx = 0; kx < {kw}; ++kx) {{\n"]
+    # lane order: 64-bit offsets, so that a lane's offset (+ 1, + 2, ...) folds into the load's
+    # address; 32-bit ones are widened per load, and the registers that takes spill accumulators
+    index = "long" if order else "int"
     for p in range(pixels):
         if transposed:
             parts.append(
@@ -227,18 +246,20 @@ def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], la
         else:
             parts.append(f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n")
             if interior:
-                parts.append(f"    int o{p} = row + xc{p} * B;\n")
+                parts.append(f"    {index} o{p} = row + xc{p} * B;\n")
                 continue
             parts.append(f"    bool in{p} = xc{p} >= 0 && xc{p} < iw;\n")
         parts.append(
-            f"    int o{p} = in{p} ? row + xc{p} * B : row;\n"
+            f"    {index} o{p} = in{p} ? row + xc{p} * B : row;\n"
             f"    ACCUM_FLT m{p} = in{p} ? (ACCUM_FLT)(1.0f) : (ACCUM_FLT)(0.0f);\n"
         )
     if not interior:
         parts.append("    if (!(" + " || ".join(f"in{p}" for p in range(pixels)) + ")) continue;\n")
-    for g in range(groups):
+    if order:  # one run of weights for the work-item's groups (gemm_blocks.lane_accumulators)
+        parts.append(f"    long t = w + (ky * {kw} + kx) * src_slices * {4 * groups};\n")
+    for g in range(groups if not order else 0):
         parts.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
-    parts += slice_loop("    ", pixels, groups, "t", not interior, names, lanes, width, dot)
+    parts += slice_loop("    ", pixels, groups, "t", not interior, names, lanes, width, dot, order)
     parts.append("  }\n  }\n")
     return parts
 

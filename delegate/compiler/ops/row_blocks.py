@@ -23,7 +23,7 @@ MAIN_FUNCTION($0) {{
   int X0 = gx * {pixels}, b = 0;
   if (B != 1) {{ X0 = (gx / B) * {pixels}; b = gx % B; }}
   int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  int xi = X0 * {sw} - {pw};
+  long xi = X0 * {sw} - {pw};
 """
 
 
