@@ -149,6 +149,12 @@ def Interpreter(
     The delegate object is at ``interpreter.opencl_delegate`` (None on CPU), its state at
     ``interpreter.opencl`` and the mapping of the settings at ``interpreter.effective``.
 
+    ``num_threads`` (TFLite's, for the nodes TFLite runs): when neither it nor the settings choose,
+    an interpreter whose delegate runs on a CPU device (PoCL) takes that device's compute units,
+    one thread per core as the delegate's kernels, instead of TFLite's one thread, unless the
+    model's estimated work is too small to share (delegate/cpu_threads.py); the choice is at
+    ``interpreter.opencl.tflite_threads``.
+
     ``background_compile`` (``auto``, the default, or ``$DELEGATE_BACKGROUND_COMPILE``; ``on``;
     ``off``): build the delegate in a background thread while invokes run on TFLite's CPU
     kernels, and switch to it at the first invoke after it is ready (delegate/warm_start.py,
@@ -182,6 +188,7 @@ def Interpreter(
         kwargs = _over_settings(effective.options, kwargs)
     delegate = load_delegate(**kwargs)
     cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
+    cores = cpu_device_threads(kwargs.get("device")) if "num_threads" not in interpreter_args else 0
 
     def make_cpu() -> Any:
         cpu = host.Interpreter(model_path=model_path, **cpu_args)
@@ -195,11 +202,16 @@ def Interpreter(
         return interpreter
 
     state: DelegateState | None = None
+    cpu = None
     if mode != "off":
-        state = delegate_state(delegate)
         # One thread unless the caller chose: the other cores compile (back-to-back invokes of
         # MobileNetV2 on XNNPACK's default threads made its compile 2.3x slower on 2 cores).
         cpu = host.Interpreter(model_path=model_path, **{"num_threads": 1, **cpu_args})
+    if cores > 1:
+        # the delegate runs on a CPU device, on every core: TFLite's nodes get them too (cpu_threads.py)
+        state = _choose_threads(host, model_path, cpu_args, cpu, cores, interpreter_args, delegate)
+    if cpu is not None:
+        state = state or delegate_state(delegate)
         reason = not_applicable(cpu, effective)
         if reason is None:
             warm = WarmStartInterpreter(
@@ -223,6 +235,40 @@ def Interpreter(
     interpreter.opencl = state if state is not None else delegate_state(delegate)
     interpreter.effective = effective
     return interpreter
+
+
+def _choose_threads(host: Any, model_path: str | None, cpu_args: dict[str, Any], probe: Any, cores: int,
+                    interpreter_args: dict[str, Any], delegate: Any) -> DelegateState | None:  # fmt: skip
+    """Set ``interpreter_args``' num_threads from the model's work (cpu_threads.py), read from
+    ``probe`` (a host Interpreter of the model, made here when None), and record the choice in
+    the delegate's state (returned). A model the host cannot read keeps TFLite's default: its
+    delegated Interpreter reports the error."""
+    from .cpu_threads import tflite_threads
+
+    try:
+        probe = probe if probe is not None else host.Interpreter(model_path=model_path, **cpu_args)
+        choice = tflite_threads(probe, cores)
+    except (RuntimeError, ValueError):
+        return None
+    interpreter_args["num_threads"] = choice.threads
+    state = delegate_state(delegate)
+    if state is not None:
+        state.tflite_threads = choice
+    return state
+
+
+def cpu_device_threads(device: Any = None) -> int:
+    """Threads for the TFLite nodes of an interpreter whose delegate runs on the OpenCL ``device``
+    (None: the default): that device's compute units when it is a CPU device, which the nodes
+    then share with the delegate's kernels (one runs at a time); 0 for a GPU or no device."""
+    from .errors import DeviceNotFoundError
+    from .runtime.device import describe, select_device
+
+    try:
+        info = describe(select_device(device or None))
+    except DeviceNotFoundError:
+        return 0
+    return 0 if info.is_gpu else info.compute_units
 
 
 def _delegated(host: Any, model_path: str | None, delegate: Any, interpreter_args: dict[str, Any]) -> Any:

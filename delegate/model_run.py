@@ -315,6 +315,7 @@ def run_model(
         },
         "execution_fallback": getattr(interpreter, "fallback_cause", None),
         "background_compile": state.background_compile.describe() if state.background_compile else None,
+        "tflite_threads": state.tflite_threads.as_dict() if state.tflite_threads else None,
         "first_output_ms": first_output_ms,
     }
 
@@ -420,6 +421,12 @@ def format_result(r: dict[str, Any]) -> str:
         f"latency (median): delegate {r['latency_ms']['delegate']:.2f} ms, CPU {r['latency_ms']['cpu']:.2f} ms",
     ]
     lines.extend(format_cpu_choice(c) for c in r.get("cpu_choices", []))
+    if r.get("tflite_threads"):
+        t = r["tflite_threads"]
+        lines.append(
+            f"TFLite's kernels: {t['threads']} thread(s) of {t['cores']} cores (the model's estimated work:"
+            f" {t['work_us']:.1f} us per invoke)"
+        )
     for fallback in r["compile_fallbacks"]:
         lines.append(f"fell back to CPU at compile time: {', '.join(fallback['nodes'])}: {fallback['cause']}")
     if r["execution_fallback"]:

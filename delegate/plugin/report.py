@@ -68,6 +68,9 @@ class DelegateState:
     host: HostInfo | None = None
     #: what delegate.Interpreter's background compile did (delegate.warm_start.BackgroundCompile), None without it
     background_compile: Any = None
+    #: the threads delegate.Interpreter gave TFLite's kernels on a CPU device (delegate.cpu_threads.TfliteThreads),
+    #: None where it did not choose (a GPU, or num_threads given)
+    tflite_threads: Any = None
     prepares: int = 0
     #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
     #: prepare at the same time (the GIL is released while the interpreter runs C code)
