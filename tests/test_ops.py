@@ -1291,6 +1291,32 @@ def test_windowed_convolution_in_lane_order(src, k, stride, padding, cout, block
     assert [p.kernels for p in state.partitions] == [1]
 
 
+@pytest.mark.parametrize(
+    ("src", "cout", "residual"),
+    [
+        ((1, 7, 9, 16), 32, False),  # 63 pixels: 10 items of 6 and a partial one; 4 groups
+        ((2, 5, 5, 10), 40, True),  # 5 groups (the last item half padding), a partial slice; a residual ADD
+        ((1, 3, 4, 64), 96, False),  # 12 groups over 12 pixels: whole blocks only
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
+def test_1x1_convolution_in_lane_order(src, cout, residual, precision):
+    # 1x1 layers of an even number of groups (or any not an odd multiple of 3) over at least 6
+    # pixels read their input a lane at a time in items of 6 pixels x 2 groups, weights first
+    # (gemm_blocks.FLAT_PIXELS, FLAT_GROUPS).
+    rng = np.random.default_rng(cout + src[3])
+    b, h, w, c = src
+    tensors = [T(src), T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((b, h, w, cout)))
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 1})
+    ops = [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)]
+    inputs, feeds, out = [0], [rand(src, rng)], 3
+    if residual:
+        inputs, out = _add_residual(tensors, ops, feeds, out, (b, h, w, cout), rng)
+    state = check(tensors, ops, inputs, [out], feeds, precision)
+    assert [p.kernels for p in state.partitions] == [1]
+
+
 def test_lane_order_blocks_fit_the_vector_registers():
     from delegate.compiler.ops.gemm_blocks import (
         PIXELS_FIRST,

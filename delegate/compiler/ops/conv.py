@@ -25,6 +25,8 @@ from .base import (
 from .conv_blocked import blocked_conv_code
 from .depthwise_rows import DEPTHWISE_MAX_TAPS, DEPTHWISE_PIXELS, depthwise_code, pack_depthwise_weights
 from .gemm_blocks import (
+    FLAT_GROUPS,
+    FLAT_PIXELS,
     GEMM_GROUPS,
     THIRDS_GROUPS,
     THIRDS_PIXELS,
@@ -32,6 +34,7 @@ from .gemm_blocks import (
     gemm_groups,
     gemm_pixels,
     gemm_width,
+    lane_order,
     odd_thirds,
     pack_gemm_biases,
     pack_gemm_weights,
@@ -280,6 +283,8 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     order = ""
     if not (flat or transposed or phases) and width == 8 and not dot and groups > 1:
         pixels, per_item, order = row_blocking(w, groups)
+    elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
+        pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     spec = GemmSpec(
         node.params.get("activation", 0),
         kernel=(filters.shape[1], filters.shape[2]),

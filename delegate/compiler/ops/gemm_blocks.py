@@ -133,6 +133,13 @@ VECTOR_REGISTERS = 15
 ROW_MAX_PIXELS = 8
 
 
+#: The lane-order block of a 1x1 convolution over the flat pixel order: 6 pixels x 2 groups,
+#: the weights first (each weight vector meets 6 pixels). Blocks of 2 pixels x 4-6 groups, the
+#: windowed layers' choice, measured slower there (MobileNetV2's 1x1 layers: 1.01-1.02 of the
+#: FLT4-per-pixel kernel's time, against 0.93; benchmarks/RESULTS.md, "Lane-order matrix products").
+FLAT_PIXELS, FLAT_GROUPS = 6, 2
+
+
 def lane_order(pixels: int, groups: int) -> str:
     """The ``lane_step`` order of a block: hold the smaller of one lane's pixel inputs and its
     weight vectors, and stream the other one at a time."""

@@ -114,9 +114,13 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
 """,
         _input_slices(spec),
     ]
-    parts += accumulators(pixels, groups, width, dot=spec.dot)
-    parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
-    parts += slice_loop("  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot)
+    if spec.order:
+        parts += lane_accumulators(pixels, groups, width)
+        parts += [f"  long o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
+    else:
+        parts += accumulators(pixels, groups, width, dot=spec.dot)
+        parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
+    parts += slice_loop("  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order)
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
     setup = f"    int at0 = p0 + g0 * {spec.per} * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
