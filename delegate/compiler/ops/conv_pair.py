@@ -189,7 +189,7 @@ def _depthwise_window(spec: PairSpec) -> list[str]:
     lines = []
     for ky in range(kh):
         lines.append(f"    {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
-        lines.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n")
+        lines.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n      long rb = row + xi * B;\n")
         for kx in range(kw):
             lines.append(
                 f"      ACCUM_FLT{dw} k{kx} = "

@@ -43,9 +43,11 @@ def slice_offsets(width: int, present: str) -> list[str]:
 
 
 def slice_pack_load(j: int, width: int) -> str:
-    """Input column ``xi + j`` of window row ``row`` for slices S0 .. S0 + ``width`` / 4 - 1 (a
-    pair: FLT8, or four: FLT16) as one vector, slice k at ``off{k}`` (``slice_offsets``)."""
-    at = f"row + (xi + {j}) * B"
+    """Input column ``xi + j`` of the window row starting at ``rb`` (``row + xi * B``) for slices
+    S0 .. S0 + ``width`` / 4 - 1 (a pair: FLT8, or four: FLT16) as one vector, slice k at
+    ``off{k}`` (``slice_offsets``). The column is a constant step from ``rb``, which the
+    compiler folds into the load's address."""
+    at = f"rb + {j} * B"
     parts = ", ".join(
         f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at}{f' + off{k}' if k else ''}))" for k in range(width // 4)
     )
@@ -73,7 +75,7 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
 
     for ky in range(kh):
         parts.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
-        parts.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n")
+        parts.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n      long rb = row + xi * B;\n")
         parts += window_row_loads(columns, lambda j: slice_pack_load(j, 8), "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
         for kx in range(kw):
             parts.append(
