@@ -610,6 +610,40 @@ def _hard_swish_residual(t, n):
     )
 
 
+@pytest.mark.parametrize(
+    ("producer", "stride", "multiplier", "act", "kernels"),
+    [
+        ("conv", 1, 1, 1, 1),  # linked into the convolution: a per-channel scale and shift
+        ("prelu", 1, 1, 3, 1),  # into an elementwise kernel; RELU6
+        ("conv", 2, 1, 0, 2),  # strided: it samples, not elementwise
+        ("conv", 1, 2, 0, 2),  # a depth multiplier: other channels out than in
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_a_1x1_depthwise_convolution_links_like_an_elementwise_op(producer, stride, multiplier, act, kernels,
+                                                                  precision):  # fmt: skip
+    # (TFLite's builtin DEPTHWISE_CONV_2D needs its bias: the reference cannot run one without.)
+    rng = np.random.default_rng(stride * 10 + multiplier + act)
+    c = 12
+    tensors = [T((1, 7, 9, c)), T((1, 7, 9, c))]
+    if producer == "conv":
+        tensors += [T((c, 3, 3, c), rand((c, 3, 3, c), rng)), T((c,), rand((c,), rng))]
+        conv = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})
+        ops = [Op(Builtin.CONV_2D, [0, 2, 3], [1], conv)]
+    else:
+        tensors += [T((1, 1, c), rand((1, 1, c), rng))]
+        ops = [Op(Builtin.PRELU, [0, 2], [1])]
+    cout = c * multiplier
+    oh, ow = -(-7 // stride), -(-9 // stride)
+    tensors += [T((1, 1, 1, cout), rand((1, 1, 1, cout), rng)), T((cout,), rand((cout,), rng)), T((1, oh, ow, cout))]
+    options = {"Padding": 0, "StrideW": stride, "StrideH": stride, "DepthMultiplier": multiplier,
+               "FusedActivationFunction": act}  # fmt: skip
+    n = len(tensors)
+    ops.append(Op(Builtin.DEPTHWISE_CONV_2D, [1, n - 3, n - 2], [n - 1], ("DepthwiseConv2DOptions", options)))
+    state = check(tensors, ops, [0], [n - 1], [rand((1, 7, 9, c), rng)], precision)
+    assert [p.kernels for p in state.partitions] == [kernels]
+
+
 @pytest.mark.parametrize("chain,kernels", [(_swish, 2), (_hard_swish_residual, 1)], ids=["swish", "hard_swish"])
 def test_elementwise_chains_are_fused(chain, kernels):
     rng = np.random.default_rng(5)

@@ -1,13 +1,13 @@
 """Fusion: a chain of ops after a producer runs inside the producer's kernel.
 
-A unary op, or a binary op whose other operand is a constant or any runtime tensor, is linked
-into the kernel that produces its input when that input has no other reader and is not a
-partition output, and the kernel declares the writes of its ``result`` (kernel.WriteHook): its
-code runs on ``result`` in front of every write (the schema's ``linkable`` /
-``linkable_count``), saving one kernel launch and one trip through memory. A SOFTMAX /
-LOG_SOFTMAX links into a matrix-product kernel that holds every channel of its pixels
-(kernel.PixelOps) and has nothing linked yet: it runs on the accumulators, before the writes (so
-before any op linked after it).
+A unary op, a binary op whose other operand is a constant or any runtime tensor, or a 1x1
+depthwise convolution (a per-channel scale and shift) is linked into the kernel that produces its
+input when that input has no other reader and is not a partition output, and the kernel declares
+the writes of its ``result`` (kernel.WriteHook): its code runs on ``result`` in front of every
+write (the schema's ``linkable`` / ``linkable_count``), saving one kernel launch and one trip
+through memory. A SOFTMAX / LOG_SOFTMAX links into a matrix-product kernel that holds every
+channel of its pixels (kernel.PixelOps) and has nothing linked yet: it runs on the accumulators,
+before the writes (so before any op linked after it).
 """
 
 from __future__ import annotations
@@ -40,7 +40,25 @@ def linkable(node: Node, graph: Graph, fused_input: int, producer: KernelNode) -
         return True
     if node.op in BINARY:
         return node.inputs.count(fused_input) == 1
-    return False
+    return _channel_affine(node, graph)
+
+
+def _channel_affine(node: Node, graph: Graph) -> bool:
+    """Is ``node`` a DEPTHWISE_CONV_2D of a 1x1 window, depth multiplier 1, stride 1 and constant
+    weights and bias: a per-channel scale and shift (a folded batch norm, in MediaPipe's hand
+    models), elementwise like a MUL and an ADD by constants?"""
+    if node.op != Builtin.DEPTHWISE_CONV_2D or len(node.inputs) < 2:
+        return False
+    src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+    filters = graph.tensor(node.inputs[1])
+    bias = node.inputs[2] if len(node.inputs) > 2 else -1
+    return (
+        len(filters.shape) == 4 and filters.shape[:3] == (1, 1, 1) and filters.constant is not None
+        and src.shape == dst.shape and filters.shape[3] == dst.shape[-1]
+        and (bias < 0 or graph.tensor(bias).constant is not None)
+        and node.params.get("stride_height", 1) == node.params.get("stride_width", 1) == 1
+        and "merged_pad" not in node.params
+    )  # fmt: skip
 
 
 def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -> None:
@@ -64,6 +82,17 @@ def _linked_code(producer: KernelNode, node: Node, fused_input: int, ctx: EmitCo
     arguments = producer.kernel.operation.arguments
     assert arguments is not None
     lines = ["  {\n"]
+    if node.op == Builtin.DEPTHWISE_CONV_2D:  # _channel_affine: result * weights + bias, per channel
+        name = f"link{serial}"
+        arguments.tensor_objects.append(constant_tensor(f"{name}_w", ctx.graph.tensor(node.inputs[1]), ctx))
+        lines.append(read_broadcast(f"{name}_w", indent="    "))
+        lines.append(f"    result = result * {name}_w_v;\n")
+        if len(node.inputs) > 2 and node.inputs[2] >= 0:
+            arguments.tensor_objects.append(constant_tensor(f"{name}_b", ctx.graph.tensor(node.inputs[2]), ctx))
+            lines.append(read_broadcast(f"{name}_b", indent="    "))
+            lines.append(f"    result = result + {name}_b_v;\n")
+        lines.append("    " + activation_code(node.params.get("activation", 0)) + "\n  }\n")
+        return "".join(lines)
     if node.op in UNARY:
         lines.append("    " + UNARY[Builtin(node.op)].replace("args.alpha", f"args.link{serial}_alpha") + "\n")
         if node.op == Builtin.LEAKY_RELU:
