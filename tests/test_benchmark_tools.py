@@ -234,3 +234,12 @@ def test_node_race_races_both_trees_node_by_node(capsys):
     rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
     assert rows == nodes
     assert "all nodes" in out
+
+
+def test_pitch_race_compares_padded_and_unpadded_planes(capsys):
+    race = benchmark_module("pitch_race")
+    model = shared_path("models", "small_cnn.tflite")
+    assert race.main([str(model), "--blocks", "2", "--block", "2"]) == 0
+    (line,) = [row for row in capsys.readouterr().out.splitlines() if row.startswith("small_cnn ")]
+    assert float(line.split()[1]) > 0
+    assert race.memory.PLANE_PAD_LINES == 3  # restored

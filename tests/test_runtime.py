@@ -17,8 +17,9 @@ from delegate import (
 from delegate.context import model as m
 from delegate.runtime import select_device
 from delegate.runtime.driver import MemObject
+from delegate.runtime.memory import PLANE_PAD_LINES
 
-from .runtime_helpers import STORAGES, T, chain, desc, scale_bias_op, single_node
+from .runtime_helpers import SCALE_BIAS, STORAGES, T, chain, desc, scale_bias_op, single_node
 
 # Kernels on the default device (PoCL): the `opencl` marker selects or deselects them (-m opencl).
 pytestmark = pytest.mark.opencl
@@ -271,6 +272,36 @@ def test_inactive_scalars_become_literals(cache):
         np.testing.assert_allclose(rt.run([x])[0], np.broadcast_to(0.25 + _bias(4), x.shape), rtol=1e-6)
 
 
+def test_slice_planes_of_whole_4k_are_padded_when_asked():
+    from delegate.runtime import memory
+
+    plane64 = desc(8, h=64, w=64)  # 64 KiB planes of FLT4
+    assert memory.slice_pitch(plane64) == 64 * 64
+    assert memory.slice_pitch(plane64, padded=True) == 64 * 64 + PLANE_PAD_LINES * 64 // 16
+    assert memory.storage_bytes(plane64, padded=True) == 2 * (64 * 64 + PLANE_PAD_LINES * 4) * 16
+    half = desc(8, dt=m.DataType.FLOAT16, h=16, w=32)  # 4 KiB planes of half FLT4
+    assert memory.slice_pitch(half, padded=True) == 16 * 32 + PLANE_PAD_LINES * 64 // 8
+    odd = desc(8, h=56, w=56)  # 49 KiB: not on the 4 KiB grid
+    assert memory.slice_pitch(odd, padded=True) == 56 * 56
+    image = desc(8, T.IMAGE_BUFFER, h=64, w=64)
+    assert memory.image_dims(image, padded=True) == (2 * memory.slice_pitch(image, padded=True),)
+    texture = desc(8, T.TEXTURE_2D, h=64, w=64)
+    assert memory.storage_bytes(texture, padded=True) == memory.storage_bytes(texture)
+
+
+@pytest.mark.parametrize("storage", [T.BUFFER, T.IMAGE_BUFFER], ids=lambda s: s.name)
+def test_padded_slice_planes_run_every_selector(storage, cache):
+    # 16x16 planes are 4 KiB: on a CPU device every slice after the first sits past padding, which
+    # Read/Write, Offset/ReadAt/WriteAt and the conversions must all step over (three slices).
+    for code in (SCALE_BIAS, _LINEAR_SELECTORS):
+        op = scale_bias_op(2.0, _bias(12).tobytes(), code=code)
+        ctx = single_node(op, desc(12, storage, h=16, w=16), desc(12, storage, h=16, w=16))
+        with Runtime.load(ctx, cache_dir=cache) as rt:
+            x = np.random.default_rng(3).standard_normal(rt.input_shapes[0]).astype(np.float32)
+            (y,) = rt.run([x])
+        np.testing.assert_allclose(y, x * 2.0 + _bias(12)[:12], rtol=1e-6, atol=1e-6)
+
+
 def test_chain_shares_memory_and_is_correct(cache):
     n = 6
     with Runtime.load(chain(n), cache_dir=cache) as rt:
@@ -278,8 +309,10 @@ def test_chain_shares_memory_and_is_correct(cache):
         (y,) = rt.run([x])
         report = rt.memory
         assert rt.node_names == [*(f"inc{i}" for i in range(n)), "residual"]
+        padded = not rt.device_info.is_gpu
     np.testing.assert_allclose(y, (x + 1) + (x + n), rtol=1e-6)
-    one = 16 * 16 * 8 * 4
+    # two slice planes of 16x16 FLT4s: 4 KiB each, padded by PLANE_PAD_LINES cache lines on a CPU device
+    one = 2 * (16 * 16 * 16 + (PLANE_PAD_LINES * 64 if padded else 0))
     assert report.unshared_bytes == (n + 2) * one
     # Tensor 1 lives until the residual add, so three tensors are live at once at most.
     assert report.lower_bound_bytes == 3 * one

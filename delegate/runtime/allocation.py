@@ -78,7 +78,7 @@ def _lifetimes(ctx: model.InferenceContext, tensors: Mapping[int, RuntimeTensor]
             last[i] = max(last.get(i, index), index)
     for i in first:
         last.setdefault(i, first[i])
-    return {i: memory.Lifetime(i, first[i], last[i], memory.storage_bytes(tensors[i].desc)) for i in first}
+    return {i: memory.Lifetime(i, first[i], last[i], tensors[i].storage_bytes) for i in first}
 
 
 class TensorAllocator:
@@ -133,7 +133,7 @@ class TensorAllocator:
         total = 0
         for ref, ids in variables.items():
             descs = [self._tensors[i].desc for i in ids]
-            size = max(memory.storage_bytes(d) for d in descs)
+            size = max(self._tensors[i].storage_bytes for i in ids)
             self._fits(size, f"variable tensor {ids[0]} (ref {ref})")
             t0 = self._tensors[ids[0]]
             if t0.desc.storage_type in memory.BUFFER_BACKED:
@@ -161,11 +161,11 @@ class TensorAllocator:
             if st == TensorStorageType.BUFFER:
                 arena_items.append(lt)
             elif st == TensorStorageType.IMAGE_BUFFER:
-                self._check_image(t, memory.image_dims(t.desc))
+                self._check_image(t, t.image_dims)
                 image_items.append((lt, ("image_buffer",)))
             else:
-                self._check_image(t, memory.image_dims(t.desc))
-                image_items.append((lt, (st, t.desc.data_type, memory.image_dims(t.desc), t.shape.c)))
+                self._check_image(t, t.image_dims)
+                image_items.append((lt, (st, t.desc.data_type, t.image_dims, t.shape.c)))
         total = self._arena(arena_items)
         for group in memory.greedy_textures(image_items):
             size = max(m.size for m in group.members)
@@ -201,13 +201,13 @@ class TensorAllocator:
         self._offsets[tensor_id] = offset
         t = self._tensors[tensor_id]
         if t.desc.storage_type == TensorStorageType.IMAGE_BUFFER:
-            dims = memory.image_dims(t.desc)
+            dims = t.image_dims
             self._check_image(t, dims)
             view = image(self._context, CL_MEM_READ_ONLY, t.desc.data_type, dims, over=buf)
             self._images[tensor_id] = self._owner.memory(view)
 
     def _texture(self, t: RuntimeTensor) -> MemObject:
-        dims = memory.image_dims(t.desc)
+        dims = t.image_dims
         self._check_image(t, dims)
         st = t.desc.storage_type
         channels = t.shape.c if st == TensorStorageType.SINGLE_TEXTURE_2D else 4

@@ -90,12 +90,14 @@ class KernelBinder:
         return BoundKernel(src, node, values)
 
     def _shape(self, t: RuntimeTensor | model.TensorDescriptor) -> np.ndarray:
-        """The tensor's ``int8`` argument: W, H, D, slices, B, C, its byte offset in its buffer, 0."""
+        """The tensor's ``int8`` argument: W, H, D, slices, B, C, its byte offset in its buffer and
+        the FLT4 elements from one slice plane to the next (constant tensors: unpadded)."""
         if isinstance(t, RuntimeTensor):
-            s, offset = t.shape, self._allocation.offsets.get(t.tensor_id, 0)
+            s, offset, pitch = t.shape, self._allocation.offsets.get(t.tensor_id, 0), t.slice_pitch
         else:
             s, offset = memory.Shape.of(t), 0
-        return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, offset, 0], dtype=np.int32)
+            pitch = memory.slice_pitch(t)
+        return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, offset, pitch], dtype=np.int32)
 
     def make(self, kernels: Sequence[BoundKernel]) -> None:
         """Build the programs of ``kernels`` (one for all of them), then create each kernel and set

@@ -21,11 +21,26 @@ from .limits import check_native
 
 @dataclass(frozen=True)
 class RuntimeTensor:
-    """A runtime tensor: id, descriptor and shape."""
+    """A runtime tensor: id, descriptor and shape; ``padded``: its slice planes sit
+    ``memory.slice_pitch`` apart with padding (a CPU device)."""
 
     tensor_id: int
     desc: model.TensorDescriptor
     shape: memory.Shape
+    padded: bool = False
+
+    @property
+    def slice_pitch(self) -> int:
+        """FLT4 elements from one slice plane to the next in buffer-backed storage."""
+        return memory.slice_pitch(self.desc, self.padded)
+
+    @property
+    def storage_bytes(self) -> int:
+        return memory.storage_bytes(self.desc, self.padded)
+
+    @property
+    def image_dims(self) -> tuple[int, ...]:
+        return memory.image_dims(self.desc, self.padded)
 
     @property
     def host_shape(self) -> tuple[int, ...]:
@@ -56,7 +71,7 @@ def load_model(source: Any) -> tuple[model.InferenceContext, ContextFile | None]
     return file.to_model(), file
 
 
-def _tensor(t: model.TensorDescWithId) -> RuntimeTensor:
+def _tensor(t: model.TensorDescWithId, padded: bool) -> RuntimeTensor:
     if t.desc is None:
         raise semantic(f"tensor {t.id} has no descriptor")
     try:
@@ -68,7 +83,7 @@ def _tensor(t: model.TensorDescWithId) -> RuntimeTensor:
         raise semantic(f"tensor {t.id} has storage type UNKNOWN")
     if t.desc.storage_type == TensorStorageType.SINGLE_TEXTURE_2D and shape.c > 4:
         raise semantic(f"tensor {t.id} is a SINGLE_TEXTURE_2D with {shape.c} channels (at most 4)")
-    return RuntimeTensor(t.id, t.desc, shape)
+    return RuntimeTensor(t.id, t.desc, shape, padded)
 
 
 def _check_node(index: int, node: model.CLNode, tensors: dict[int, RuntimeTensor]) -> None:
@@ -90,13 +105,14 @@ def _check_node(index: int, node: model.CLNode, tensors: dict[int, RuntimeTensor
         )
 
 
-def check_graph(ctx: model.InferenceContext) -> dict[int, RuntimeTensor]:
-    """The context's tensors by id, after checking that the graph is consistent."""
+def check_graph(ctx: model.InferenceContext, padded: bool = False) -> dict[int, RuntimeTensor]:
+    """The context's tensors by id, after checking that the graph is consistent; ``padded``: with
+    their slice planes padded (``RuntimeTensor.padded``)."""
     tensors: dict[int, RuntimeTensor] = {}
     for t in ctx.tensors:
         if t.id in tensors:
             raise semantic(f"tensor id {t.id} is declared twice")
-        tensors[t.id] = _tensor(t)
+        tensors[t.id] = _tensor(t, padded)
     for where, ids in [("input_ids", ctx.input_ids), ("output_ids", ctx.output_ids)]:
         for i in ids:
             if i not in tensors:

@@ -119,7 +119,8 @@ class Runtime:
             self._queue = owned.adopt(driver.Queue(self._cl_context, profiling))
             self._builder = owned.adopt(ProgramBuilder(self._cl_context, info, _cache_folder(cache_dir)))
             self.build_stats = self._builder.stats
-            tensors = check_graph(ctx)
+            # slice planes off the 4 KiB grid on CPU devices, whose L1 caches they would alias in
+            tensors = check_graph(ctx, padded=not info.is_gpu)
             self.allocation = TensorAllocator(self._cl_context, info, tensors, owned).allocate(ctx)
             # persistent kernels only on devices that are not GPUs (their constants are sub-buffers of
             # one arena, and NVIDIA's driver crashed releasing sub-buffers; a GPU gains nothing anyway)

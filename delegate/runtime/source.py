@@ -252,7 +252,8 @@ class _Assembler:
         m.append(f"#define {name}_Read4(x, y, s, b) {name}_Read5(x, y, 0, s, b)")
         m.append(f"#define {name}_Write4(v, x, y, s) {name}_Write6(v, x, y, 0, s, 0)")
         m.append(f"#define {name}_Write5(v, x, y, s, b) {name}_Write6(v, x, y, 0, s, b)")
-        linear = f"(((((s) * {p}.s2 + (z)) * {p}.s1 + (y)) * {p}.s0 + (x)) * {p}.s4 + (b))"
+        # s7: FLT4s from one slice plane to the next (padded planes: memory.slice_pitch)
+        linear = f"((s) * {p}.s7 + ((((z) * {p}.s1 + (y)) * {p}.s0 + (x)) * {p}.s4 + (b)))"
         m.append(f"#define {name}_Offset5(x, y, z, s, b) {linear}")
         m.append(f"#define {name}_Offset4(x, y, s, b) {name}_Offset5(x, y, 0, s, b)")
         xb = f"((x) * {p}.s4 + (b))"
