@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import kernel_profile  # noqa: E402
 from delegate._native import ffi  # noqa: E402
 
-from delegate.runtime import Runtime  # noqa: E402
+from delegate.context import model  # noqa: E402
+from delegate.runtime import Runtime, memory  # noqa: E402
 
 #: the last commit before the runtime was split into modules (issue 25)
 BEFORE_SPLIT = "e9913a9"
@@ -60,9 +61,24 @@ def _provide_moved_names() -> None:
             setattr(target, name, getattr(importlib.import_module(home), new_name))
 
 
+def _fill_plane_pitch(runtime_class: Any) -> None:
+    """Today's kernels step from one slice plane to the next by the shape argument's s7
+    (``memory.slice_pitch``), which a runtime from before that change leaves 0: give it the
+    pitch of the unpadded planes it allocates."""
+    shape_arg = runtime_class._shape_arg
+
+    def with_pitch(self: Any, t: Any) -> np.ndarray:
+        arg = shape_arg(self, t)
+        arg[7] = memory.slice_pitch(t if isinstance(t, model.TensorDescriptor) else t.desc)
+        return arg
+
+    runtime_class._shape_arg = with_pitch
+
+
 def old_runtime(rev: str) -> Any:
     """``Runtime`` of ``delegate/runtime/runtime.py`` at ``rev``, importing its siblings from here
-    (names moved since are provided where it looks for them: ``_MOVED``)."""
+    (names moved since are provided where it looks for them: ``_MOVED``; the plane pitch today's
+    kernels read is given to it: ``_fill_plane_pitch``)."""
     source = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{rev}:delegate/runtime/runtime.py"],
         check=True,
@@ -77,11 +93,14 @@ def old_runtime(rev: str) -> Any:
     sys.modules[name] = module
     _provide_moved_names()
     exec(compile(source, f"{rev}:delegate/runtime/runtime.py", "exec"), module.__dict__)
+    if "native_plan" not in source:  # the pre-split runtime: shape arguments built in the class
+        _fill_plane_pitch(module.Runtime)
     return module.Runtime
 
 
 def _plan_facts(rt: Any) -> tuple:
-    """What the C loop runs (the ``dlg_plan`` but its handles) and what the Runtime reports."""
+    """What the C loop runs (the ``dlg_plan`` but its handles) and what the Runtime reports, but
+    its memory (``_memory_facts``: slice planes are padded on CPU devices since the split)."""
     plan = rt._plan if isinstance(rt._plan, ffi.CData) else rt.native_plan  # the old has no native_plan
     launches = [
         (c.work_dim, tuple(c.global_size[0 : c.work_dim]), tuple(c.local_size[0 : c.work_dim]))
@@ -99,10 +118,14 @@ def _plan_facts(rt: Any) -> tuple:
         flush,
         rt.launch_names,
         rt.persistent,
-        astuple(rt.memory),
         rt.input_shapes,
         rt.output_shapes,
     )
+
+
+def _memory_facts(rt: Any) -> list[int]:
+    """The Runtime's memory report (bytes), as a list."""
+    return list(astuple(rt.memory))
 
 
 def _timed_load(impl: Any, context: bytes, cache: Path) -> tuple[Any, float]:
@@ -151,10 +174,12 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
     with tempfile.TemporaryDirectory() as folder:
         cache = Path(folder)
         facts = {}
+        memory_bytes = {}
         files = []
         for key, impl in impls.items():  # fill the program cache: every timed load is warm
             rt = _timed_load(impl, context, cache)[0]
             facts[key] = _plan_facts(rt)
+            memory_bytes[key] = _memory_facts(rt)
             rt.close()
             files.append(sorted(p.name for p in cache.rglob("*") if p.is_file()))
         for r in range(max(loads // _LOAD_BLOCK, 2)):
@@ -163,8 +188,8 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
         rts = {key: _timed_load(impl, context, cache)[0] for key, impl in impls.items()}
         try:
             inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rts["old"].input_shapes]
-            for rt in rts.values():
-                rt.run(inputs)  # the first launches specialise kernels (PoCL)
+            # the first launches specialise kernels (PoCL)
+            outputs = {key: [np.array(o) for o in rt.run(inputs)] for key, rt in rts.items()}
             for b in range(max(calls // block, 2)):
                 for key in ("old", "new") if b % 2 == 0 else ("new", "old"):
                     run_s[key].append(fastest_call(rts[key].run, block, inputs))
@@ -179,6 +204,10 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
         # what the C loop runs is the same, and the new load built no program the old had not
         "same_plan": facts["old"] == facts["new"],
         "same_programs": files[0] == files[1],
+        "same_outputs": all(
+            np.array_equal(a, b, equal_nan=True) for a, b in zip(outputs["old"], outputs["new"], strict=True)
+        ),
+        "memory_bytes": memory_bytes,
         "load": _summary(load_s),
         "run": _summary(run_s),
     }
@@ -207,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             paired = f"paired {f['paired']['median']:.4f} (IQR {f['paired']['iqr'][0]:.4f}-{f['paired']['iqr'][1]:.4f})"
             print(f"{r['model']:20} {what:4} ms  {line}  {paired}")
-        print(f"{r['model']:20} same plan: {r['same_plan']}, same programs: {r['same_programs']}")
+        print(
+            f"{r['model']:20} same plan: {r['same_plan']}, same programs: {r['same_programs']}, "
+            f"same outputs: {r['same_outputs']}; memory bytes old {r['memory_bytes']['old']} "
+            f"new {r['memory_bytes']['new']}"
+        )
     return 0
 
 

@@ -151,14 +151,19 @@ def test_compare_covers_every_shared_folder_and_feeds_int8_models(tmp_path):
 
 
 def test_race_runtime_runs_the_runtime_before_the_split_beside_this_one(capsys):
-    """The old runtime.py (git show) still loads over today's modules and runs the same plan."""
+    """The old runtime.py (git show) still loads over today's modules, runs the same plan and gives
+    the same outputs. Its slice planes are unpadded (today's are padded on CPU devices where a plane
+    is a whole number of 4 KiB): its memory differs, and so do its persistent programs, which hold
+    each plane pitch as a constant; with equal memory, the programs are the same."""
     if shutil.which("git") is None or not (Path(__file__).resolve().parent.parent / ".git").exists():
         pytest.skip("needs the git history (a clone, not an unpacked sdist)")
     race = benchmark_module("race_runtime")
     model = shared_path("models", "small_cnn.tflite")
     assert race.main([str(model), "--loads", "3", "--calls", "20", "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
-    assert result["same_plan"] and result["same_programs"]
+    assert result["same_plan"] and result["same_outputs"]
+    same_memory = result["memory_bytes"]["old"] == result["memory_bytes"]["new"]
+    assert result["same_programs"] == same_memory
 
 
 def test_context_race_compiles_in_both_trees_and_races_in_one_process(capsys, monkeypatch):

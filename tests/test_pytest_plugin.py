@@ -32,8 +32,11 @@ README_MARKER = "<!-- readme-example: pytest-plugin -->"
 
 def _pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # run as a user would, not as an xdist worker (whose variables turn pytest-benchmark off)
+    for name in [n for n in env if n.startswith("PYTEST_XDIST") or n == "PYTEST_CURRENT_TEST"]:
+        del env[name]
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
