@@ -14,6 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# one worker builds the distributions once (the build writes egg-info into the checkout; two at
+# once break each other): scripts run pytest-xdist with --dist loadgroup
+pytestmark = pytest.mark.xdist_group("packaging")
+
+
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     out = tmp_path_factory.mktemp("dist")
