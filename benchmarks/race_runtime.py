@@ -93,7 +93,7 @@ def old_runtime(rev: str) -> Any:
     sys.modules[name] = module
     _provide_moved_names()
     exec(compile(source, f"{rev}:delegate/runtime/runtime.py", "exec"), module.__dict__)
-    if "native_plan" not in source:  # the pre-split runtime: shape arguments built in the class
+    if hasattr(module.Runtime, "_shape_arg"):  # the pre-split runtime builds shape arguments itself
         _fill_plane_pitch(module.Runtime)
     return module.Runtime
 
