@@ -17,4 +17,4 @@ trap 'rebuild 0' EXIT
 rebuild 1
 runtime="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
 LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
-    .venv/bin/python -m pytest -n auto --dist loadgroup -p no:cacheprovider "$@"
+    .venv/bin/python -m pytest -n auto -p no:cacheprovider "$@"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/python -m pytest -n auto --dist loadgroup "$@"
+.venv/bin/python -m pytest -n auto "$@"
 .venv/bin/python benchmarks/parse_speed.py --check
 .venv/bin/python benchmarks/runtime_speed.py --check
 .venv/bin/python benchmarks/init_speed.py --check

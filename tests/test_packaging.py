@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -14,22 +17,59 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# one worker builds the distributions once (the build writes egg-info into the checkout; two at
-# once break each other): scripts run pytest-xdist with --dist loadgroup
-pytestmark = pytest.mark.xdist_group("packaging")
+def source_files() -> list[str]:
+    """The checkout's files as a fresh clone has them (git's view when there is one)."""
+    if shutil.which("git") and (ROOT / ".git").exists():
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout
+        return [name for name in listed.decode().split("\0") if name and (ROOT / name).is_file()]
+    skipped = {".venv", ".git", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis"}
+    return [
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*")
+        if path.is_file()
+        and not skipped.intersection(path.relative_to(ROOT).parts)
+        and not path.name.endswith((".so", ".pyc"))
+        and not any(part.endswith(".egg-info") for part in path.relative_to(ROOT).parts)
+    ]
 
 
-@pytest.fixture(scope="module")
-def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    out = tmp_path_factory.mktemp("dist")
+def build_dists(out: Path) -> None:
+    """Builds as pip does from PyPI: the sdist from the sources, then the wheel from the sdist. It
+    runs on a copy of the checkout: a build writes egg-info and a staging folder where it runs, and
+    the checkout's own (an editable install's) must not take part."""
+    tree = out / "tree"
+    for name in source_files():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tree / name)
     done = subprocess.run(
-        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--outdir", str(out / "dist"), str(tree)],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (sdist,) = out.glob("*.tar.gz")
-    (wheel,) = out.glob("*.whl")
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    # pytest-xdist workers share the parent of their temporary folders: the first builds, under a
+    # lock, and the others take its files
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    out = shared / "packaging"
+    out.mkdir(exist_ok=True)
+    with open(out / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "built").exists():
+            build_dists(out)
+            (out / "built").touch()
+    (sdist,) = (out / "dist").glob("*.tar.gz")
+    (wheel,) = (out / "dist").glob("*.whl")
     return sdist, wheel
 
 
