@@ -14,6 +14,7 @@ threads than on one, the quantized small CNNs (27 us of estimated work) 1.6-2.2x
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,16 +42,24 @@ def model_work_us(interpreter: Any) -> float:
     """The estimated work of one invoke of the host ``interpreter``'s model (no allocation needed):
     its convolutions' and fully connected layers' multiply-adds and every node's output elements
     (read and written once each), at cpu_choice's throughputs."""
-    shapes = {t["index"]: tuple(int(d) for d in t["shape"]) for t in interpreter.get_tensor_details()}
+    shape = _shape_reader(interpreter)
     macs = elements = 0
     for op in interpreter._get_ops_details():
-        outputs = [math.prod(shapes[i]) for i in op["outputs"] if i >= 0 and i in shapes]
+        outputs = [math.prod(shape(i)) for i in op["outputs"] if i >= 0]
         elements += sum(outputs)
         dims = _MAC_DIMS.get(op["op_name"])
         inputs = [i for i in op["inputs"] if i >= 0]
-        if dims is not None and len(inputs) > 1 and outputs and inputs[1] in shapes:
-            macs += outputs[0] * math.prod(shapes[inputs[1]][dims])
+        if dims is not None and len(inputs) > 1 and outputs:
+            macs += outputs[0] * math.prod(shape(inputs[1])[dims])
     return macs / POCL_CPU.cpu_macs_per_us + 2 * elements / POCL_CPU.cpu_elements_per_us
+
+
+def _shape_reader(interpreter: Any) -> Callable[[int], tuple[int, ...]]:
+    """Tensor index -> shape, read as ``get_tensor_details`` reads it, through the wrapper both
+    hosts share, but without the rest of the details: tflite-runtime 2.14 crashes reading the
+    sparsity parameters of a sparse tensor (MediaPipe's pose detection has sparse weights)."""
+    wrapper = interpreter._interpreter
+    return lambda index: tuple(int(d) for d in wrapper.TensorSize(int(index), 0))
 
 
 def tflite_threads(interpreter: Any, cores: int) -> TfliteThreads:

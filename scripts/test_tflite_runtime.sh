@@ -8,4 +8,4 @@ VENV=.venv-tflite-runtime EXTRAS=test,tflite-runtime source scripts/venv.sh
 DELEGATE_TFLITE_HOST=tflite-runtime .venv-tflite-runtime/bin/python -m pytest -n auto -p no:cacheprovider tests/test_plugin.py tests/test_ops.py \
     tests/test_settings_mapping.py tests/test_minibenchmark.py tests/test_op_names.py tests/test_model_corpus.py \
     tests/test_shapes.py tests/test_prepare_failures.py tests/test_sparsity.py tests/test_cli.py \
-    tests/test_host_and_cli.py tests/test_model_verify.py tests/test_variables.py "$@"
+    tests/test_host_and_cli.py tests/test_model_verify.py tests/test_variables.py tests/test_cpu_threads.py "$@"
