@@ -135,6 +135,25 @@ def test_binary_with_broadcasting(op, pair, seed, constant, act, precision):
         check(tensors, [Op(op, [0, 1], [2], options)], [0, 1], [2], [a, b], precision)
 
 
+@pytest.mark.parametrize("shape", [(1, 3, 8, 5), (2, 2, 9, 8), (2, 3, 17, 13), (1, 1, 1, 3)])
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_elementwise_kernels_in_runs_of_pixels(shape, precision):
+    # On CPU devices an elementwise kernel's work-item runs a row's pixels 8 at a time
+    # (elementwise.ROW_PIXELS): a whole run, a run and one pixel, two runs and one, one pixel, in
+    # batches of 1 and 2. A PRELU with an ADD of a runtime tensor broadcast along the width linked
+    # in, and a TANH: two kernels, every op standalone or linked inside the run.
+    from delegate.compiler.ops.elementwise import ROW_PIXELS
+
+    assert ROW_PIXELS == 8
+    rng = np.random.default_rng(sum(shape))
+    b, h, _, c = shape
+    tensors = [T(shape), T((1, 1, c), rand((1, 1, c), rng)), T(shape), T((b, h, 1, c)), T(shape), T(shape)]
+    ops = [Op(Builtin.PRELU, [0, 1], [2]), Op(Builtin.ADD, [2, 3], [4]), Op(Builtin.TANH, [0], [5])]
+    feeds = [rand(shape, rng), rand((b, h, 1, c), rng)]
+    state = check(tensors, ops, [0, 3], [4, 5], feeds, precision)
+    assert [p.kernels for p in state.partitions] == [2]
+
+
 # ------------------------------------------------------------------ convolutions and pooling
 
 

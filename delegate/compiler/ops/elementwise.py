@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import Kernel
@@ -74,7 +75,7 @@ class Binary(Op):
             + read_broadcast("b_in", zero_extended=node.inputs[1] in extended)
             + f"  FLT4 result = {BINARY[Builtin(node.op)]};\n  {act}\n"
         )
-        return operation(written(code), srcs=srcs, tensor_objects=objects)
+        return row_runs(operation(written(code), srcs=srcs, tensor_objects=objects), node, ctx)
 
 
 #: statements turning FLT4 ``result`` (the input) into the op's value
@@ -123,4 +124,44 @@ class Unary(Op):
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         code = HEAD + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n  " + UNARY[Builtin(node.op)] + "\n"
         floats = {"alpha": node.params.get("alpha", 0.2)} if node.op == Builtin.LEAKY_RELU else None
-        return operation(written(code), srcs=["src_tensor"], floats=floats)
+        return row_runs(operation(written(code), srcs=["src_tensor"], floats=floats), node, ctx)
+
+
+#: Pixels of a row per work-item of an elementwise kernel on CPU devices: a work-item per pixel
+#: spends more on its own setup (bounds, coordinates, the broadcast operands' offsets) than on its
+#: FLT4 of work (benchmarks/RESULTS.md, "Elementwise kernels in runs of pixels").
+ROW_PIXELS = 8
+
+#: ``HEAD`` with a loop over a run of ROW_PIXELS pixels of one row, one slice: the body and its
+#: closing write run once per pixel (the write closes the loop; ``row_runs`` closes the kernel).
+ROW_HEAD = f"""
+MAIN_FUNCTION($0) {{
+  int gx = GLOBAL_ID_0;
+  int Y = GLOBAL_ID_1;
+  int S = GLOBAL_ID_2;
+  int B = args.dst_tensor.Batch();
+  int W = args.dst_tensor.Width();
+  int runs = (W + {ROW_PIXELS - 1}) / {ROW_PIXELS};
+  if (gx >= runs * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  int X0 = gx * {ROW_PIXELS}, b = 0;
+  if (B != 1) {{ X0 = (gx / B) * {ROW_PIXELS}; b = gx % B; }}
+  int X1 = X0 + {ROW_PIXELS} < W ? X0 + {ROW_PIXELS} : W;
+  for (int X = X0; X < X1; ++X) {{
+"""
+
+
+def row_runs(kernel: Kernel, node: Node, ctx: EmitContext) -> Kernel:
+    """``kernel`` (a ``HEAD`` body, one pixel per work-item) with ROW_PIXELS pixels per work-item
+    on CPU devices; GPUs keep a work-item per pixel (their work-items are cheap, and coalesced
+    neighbours read neighbouring pixels)."""
+    if ctx.kernel_family == "gpu":
+        return kernel
+    head = kernel.body[0]
+    assert isinstance(head, str) and head.startswith(HEAD)
+    kernel.body[0] = ROW_HEAD + head[len(HEAD) :]
+    kernel.body.append("}\n")
+    b, h, w, c = layout.bhwc(ctx.graph.tensor(node.outputs[0]).shape)
+    op = kernel.operation
+    op.tensor_to_grid = model.TensorToGrid.CUSTOM
+    op.grid_size = model.Int3(-(-w // ROW_PIXELS) * b, h, layout.slices(c))
+    return kernel
