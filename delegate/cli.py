@@ -254,6 +254,7 @@ def _devices(args: argparse.Namespace) -> int:
             f"{mark} {p}:{d}  {info.platform} / {info.name}  driver {info.driver_version}, fp16 {info.fp16},"
             f" images {info.images}, {info.global_mem_bytes // 2**20} MiB"
             + (f", compiles for {info.compiler_cpu}" if info.compiler_cpu else "")
+            + (f"; worker threads {info.worker_affinity}" if info.worker_affinity else "")
         )
     return 0
 

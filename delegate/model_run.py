@@ -316,6 +316,7 @@ def run_model(
         "execution_fallback": getattr(interpreter, "fallback_cause", None),
         "background_compile": state.background_compile.describe() if state.background_compile else None,
         "tflite_threads": state.tflite_threads.as_dict() if state.tflite_threads else None,
+        "worker_affinity": state.worker_affinity or None,
         "first_output_ms": first_output_ms,
     }
 
@@ -427,6 +428,8 @@ def format_result(r: dict[str, Any]) -> str:
             f"TFLite's kernels: {t['threads']} thread(s) of {t['cores']} cores (the model's estimated work:"
             f" {t['work_us']:.1f} us per invoke)"
         )
+    if r.get("worker_affinity"):
+        lines.append(f"PoCL's worker threads: {r['worker_affinity']}")
     for fallback in r["compile_fallbacks"]:
         lines.append(f"fell back to CPU at compile time: {', '.join(fallback['nodes'])}: {fallback['cause']}")
     if r["execution_fallback"]:

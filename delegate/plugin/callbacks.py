@@ -491,6 +491,7 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         entry.dims, entry.arrays = bind_kernel(context, entry.runtime, kernel)
         kernel.handle = handle
         state.device = f"{runtime.device_info.platform} / {runtime.device_info.name}"
+        state.worker_affinity = runtime.device_info.worker_affinity
         state.precision = runtime.precision.name
         state.storage_type = state.options.storage_type.name
         prep.report.partitions.append(_partition_info(runtime, nodes, cache_state, start))

@@ -71,6 +71,8 @@ class DelegateState:
     #: the threads delegate.Interpreter gave TFLite's kernels on a CPU device (delegate.cpu_threads.TfliteThreads),
     #: None where it did not choose (a GPU, or num_threads given)
     tflite_threads: Any = None
+    #: a PoCL CPU device: how its worker threads are placed (delegate/runtime/pocl_affinity.py); "" otherwise
+    worker_affinity: str = ""
     prepares: int = 0
     #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
     #: prepare at the same time (the GIL is released while the interpreter runs C code)

@@ -40,6 +40,9 @@ class DeviceInfo:
     #: the CPU model PoCL compiles kernels for (read once, when the loader was initialised:
     #: opencl.loader, pocl_cpu.py); "" for other drivers
     compiler_cpu: str = ""
+    #: PoCL's worker placement, as asked when the loader was initialised (pocl_affinity.py);
+    #: "" for other drivers
+    worker_affinity: str = ""
 
     @property
     def vector_floats(self) -> int:
@@ -86,7 +89,15 @@ def describe(device: Device) -> DeviceInfo:
         host_unified_memory=bool(get("host_unified_memory")),
         compute_units=max(int(get("max_compute_units")), 1),
         compiler_cpu=loader().compiler_cpu(device.handle),
+        worker_affinity=_worker_affinity(device),
     )
+
+
+def _worker_affinity(device: Device) -> str:
+    """PoCL's CPU devices: how their worker threads were placed (pocl_affinity.py)."""
+    if device.is_gpu or not loader().compiler_cpu(device.handle):
+        return ""
+    return loader().worker_affinity.describe()
 
 
 def list_devices() -> list[tuple[int, int, Device]]:

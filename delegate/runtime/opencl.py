@@ -8,7 +8,8 @@ if imported later, loads the same library, so handles pass between the two.
 
 Initialising the loader (``loader()``, once per process) is also when PoCL's CPU devices get a CPU
 name their LLVM knows (pocl_cpu.py), before any program is built, and when the name each one
-compiles for is read; nothing later rescans the driver's memory.
+compiles for is read; nothing later rescans the driver's memory. Just before it, PoCL is asked to
+pin its worker threads one per CPU where that is sound (pocl_affinity.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from .._native import ffi, lib
 from ..errors import DelegateError
-from . import pocl_cpu
+from . import pocl_affinity, pocl_cpu
 
 # cl.h constants (OpenCL 1.2) the platform listing needs; driver.py has the rest
 CL_DEVICE_TYPE_ALL = 0xFFFFFFFF
@@ -208,6 +209,8 @@ class Loader:
     #: device address -> the CPU model that PoCL device compiles for, read after the repair
     #: (pocl_cpu.py); other drivers' devices are not in it
     compiler_cpus: Mapping[int, str]
+    #: whether PoCL was asked to pin its workers one per CPU (pocl_affinity.py), and why
+    worker_affinity: pocl_affinity.WorkerAffinity
 
     def compiler_cpu(self, device: Any) -> str:
         """The CPU model ``device`` (a ``cl_device_id``) compiles for: "" for other drivers."""
@@ -217,13 +220,19 @@ class Loader:
 @cache
 def loader() -> Loader:
     """Load the OpenCL API table and repair PoCL's CPU devices (pocl_cpu.py), once per process."""
+    preloaded = _loaded_loader() is not None
+    affinity = pocl_affinity.request()
+    if affinity.requested and preloaded:  # pyopencl (or another library) may have started PoCL already
+        affinity = pocl_affinity.WorkerAffinity(
+            True, affinity.reason + "; the OpenCL loader was in the process before, so only if PoCL had not started"
+        )
     path = _loader_path()
     api = ffi.new("dlg_cl_api *")
     err = ffi.new("char[512]")
     if lib.dlg_cl_load(path.encode(), api, err, 512) != 0:
         raise DelegateError(ffi.string(err).decode())
     devices = [(int(ffi.cast("uintptr_t", d)), name) for _, _, name, ids in platforms(api) for d in ids]
-    return Loader(path, api, pocl_cpu.repair_devices(devices))
+    return Loader(path, api, pocl_cpu.repair_devices(devices), affinity)
 
 
 def cl_api() -> Any:
