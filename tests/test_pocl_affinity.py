@@ -52,6 +52,16 @@ def test_request_writes_the_variable_only_when_it_pins(monkeypatch: pytest.Monke
     assert not request(env).requested and env == {}
 
 
+def test_withdraw_removes_only_what_request_set() -> None:
+    asked = choose({}, frozenset({0, 1}), 2)
+    env = {VARIABLE: "1"}
+    pocl_affinity.withdraw(asked, env)
+    assert env == {}
+    callers = {VARIABLE: "1"}
+    pocl_affinity.withdraw(choose(callers, frozenset({0, 1}), 2), callers)  # the caller's own: kept
+    assert callers == {VARIABLE: "1"}
+
+
 # In a fresh process (PoCL starts its workers once per process): the decision, the report, and the
 # CPUs each thread of the process may run on afterwards.
 _PROBE = """
@@ -94,7 +104,8 @@ def test_pocl_workers_run_where_the_delegate_asked() -> None:
     if not found["compiler_cpu"]:
         pytest.skip("the default device is not PoCL's CPU device")
     if found["allowed"] == list(range(found["cpus"])) and found["cpus"] >= 2:
-        assert found["variable"] == "1" and found["affinity"].startswith("pinned one per CPU"), found
+        # pinned, and the variable withdrawn once PoCL read it: child processes get the caller's environment
+        assert found["variable"] is None and found["affinity"].startswith("pinned one per CPU"), found
         assert _pinned(found) == list(range(found["cpus"])), found  # a worker on each CPU, nothing else pinned
     else:
         assert found["variable"] is None and found["affinity"].startswith("left to the OS"), found

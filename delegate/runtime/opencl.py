@@ -226,12 +226,15 @@ def loader() -> Loader:
         affinity = pocl_affinity.WorkerAffinity(
             True, affinity.reason + "; the OpenCL loader was in the process before, so only if PoCL had not started"
         )
-    path = _loader_path()
-    api = ffi.new("dlg_cl_api *")
-    err = ffi.new("char[512]")
-    if lib.dlg_cl_load(path.encode(), api, err, 512) != 0:
-        raise DelegateError(ffi.string(err).decode())
-    devices = [(int(ffi.cast("uintptr_t", d)), name) for _, _, name, ids in platforms(api) for d in ids]
+    try:
+        path = _loader_path()
+        api = ffi.new("dlg_cl_api *")
+        err = ffi.new("char[512]")
+        if lib.dlg_cl_load(path.encode(), api, err, 512) != 0:
+            raise DelegateError(ffi.string(err).decode())
+        devices = [(int(ffi.cast("uintptr_t", d)), name) for _, _, name, ids in platforms(api) for d in ids]
+    finally:
+        pocl_affinity.withdraw(affinity)  # PoCL's workers have started: child processes get the caller's environment
     return Loader(path, api, pocl_cpu.repair_devices(devices), affinity)
 
 

@@ -6,7 +6,8 @@ for a whole process: each wait then lasts until the other worker gets the core b
 runs the same model up to 1.9x slower than the next (MediaPipe's face landmark, 0.69-0.74 ms against
 1.1-1.4 ms per process; pinned, 0.69-0.71 ms in every process: benchmarks/RESULTS.md, "PoCL's
 workers pinned"). PoCL 3.0 pins worker ``i`` to CPU ``i`` when ``POCL_AFFINITY`` is set while it
-starts its threads, which is when the OpenCL loader first lists the devices (``opencl.loader()``).
+starts its threads, which is when the OpenCL loader first lists the devices (``opencl.loader()``);
+the variable is removed again after that, so child processes do not inherit it.
 
 The delegate sets it only where that placement is sound: the caller has not set
 ``POCL_AFFINITY`` (``POCL_AFFINITY=0`` keeps the OS's placement), the process may run on every
@@ -52,7 +53,8 @@ def choose(environ: MutableMapping[str, str], allowed: frozenset[int] | None, cp
             "pin its workers by index, outside that set",
         )
     return WorkerAffinity(
-        True, f"{VARIABLE}=1 set by the delegate ({cpus} CPUs); {VARIABLE}=0 keeps the OS's placement"
+        True,
+        f"{VARIABLE}=1 set by the delegate while PoCL started ({cpus} CPUs); {VARIABLE}=0 keeps the OS's placement",
     )
 
 
@@ -68,9 +70,18 @@ def _allowed_cpus() -> frozenset[int] | None:
 
 def request(environ: MutableMapping[str, str] | None = None) -> WorkerAffinity:
     """Set ``POCL_AFFINITY=1`` in ``environ`` (the process's environment) where ``choose`` says so.
-    Effective only before PoCL starts its workers: ``opencl.loader()`` calls it first."""
+    Effective only before PoCL starts its workers: ``opencl.loader()`` calls it first, and
+    ``withdraw`` once PoCL has started them."""
     env = os.environ if environ is None else environ
     choice = choose(env, _allowed_cpus(), os.cpu_count())
     if choice.requested:
         env[VARIABLE] = "1"
     return choice
+
+
+def withdraw(choice: WorkerAffinity, environ: MutableMapping[str, str] | None = None) -> None:
+    """Take back what ``request`` set, once PoCL has read it (its workers start while the loader lists
+    the devices), so that processes started later inherit the environment the caller gave."""
+    env = os.environ if environ is None else environ
+    if choice.requested and env.get(VARIABLE) == "1":
+        del env[VARIABLE]
