@@ -61,6 +61,7 @@ class DeviceInfo:
 def describe(device: Device) -> DeviceInfo:
     get = device.get
     extensions = str(get("extensions")).split()
+    compiler_cpu = loader().compiler_cpu(device.handle)  # "" unless a PoCL CPU device
     images = bool(get("image_support"))
     return DeviceInfo(
         platform=device.platform_name.strip(),
@@ -88,16 +89,9 @@ def describe(device: Device) -> DeviceInfo:
         image_buffer_max_pixels=int(get("image_max_buffer_size")) if images else 0,
         host_unified_memory=bool(get("host_unified_memory")),
         compute_units=max(int(get("max_compute_units")), 1),
-        compiler_cpu=loader().compiler_cpu(device.handle),
-        worker_affinity=_worker_affinity(device),
+        compiler_cpu=compiler_cpu,
+        worker_affinity=loader().worker_affinity.describe() if compiler_cpu else "",
     )
-
-
-def _worker_affinity(device: Device) -> str:
-    """PoCL's CPU devices: how their worker threads were placed (pocl_affinity.py)."""
-    if device.is_gpu or not loader().compiler_cpu(device.handle):
-        return ""
-    return loader().worker_affinity.describe()
 
 
 def list_devices() -> list[tuple[int, int, Device]]:

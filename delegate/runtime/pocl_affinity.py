@@ -18,7 +18,7 @@ pins would land outside the allowed set), and there are at least two CPUs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 
 #: PoCL's own setting (read by its pthread device when it starts its workers)
@@ -37,7 +37,7 @@ class WorkerAffinity:
         return f"{'pinned one per CPU' if self.requested else 'left to the OS'}: {self.reason}"
 
 
-def choose(environ: MutableMapping[str, str], allowed: frozenset[int] | None, cpus: int | None) -> WorkerAffinity:
+def choose(environ: Mapping[str, str], allowed: frozenset[int] | None, cpus: int | None) -> WorkerAffinity:
     """The placement for a process with ``environ``, allowed to run on the CPUs ``allowed`` (None:
     unknown) of a machine with ``cpus`` online CPUs (None: unknown)."""
     if VARIABLE in environ:
