@@ -12,7 +12,9 @@ class ContextFormatError(DelegateError, ValueError):
 
     ``offset`` is the byte offset where the problem was found, ``kind`` one of
     ``"format"`` (the bytes are not a valid InferenceContext), ``"limit"`` (valid
-    so far but over a limit of :class:`delegate.ReadLimits`) or ``"memory"``.
+    so far but over a limit of :class:`delegate.ReadLimits` or of the runtime),
+    ``"memory"`` or ``"semantic"`` (well-formed, but a value means nothing the runtime
+    can run: a size below 1, an undeclared id; no byte offset is named).
     """
 
     def __init__(self, message: str, *, offset: int = 0, kind: str = "format", source: str = "<buffer>") -> None:
@@ -20,7 +22,8 @@ class ContextFormatError(DelegateError, ValueError):
         self.offset = offset
         self.kind = kind
         self.source = source
-        super().__init__(f"{source}: {message} (byte offset {offset})")
+        where = "" if kind == "semantic" else f" (byte offset {offset})"
+        super().__init__(f"{source}: {message}{where}")
 
 
 class ModelFormatError(DelegateError, ValueError):
