@@ -322,6 +322,15 @@ _SETTINGS_TYPE_HELP = (
 )
 
 
+#: what running a context file means (docs/runtime.md, "Trust model")
+_CONTEXT_TRUST = (
+    "An InferenceContext file holds OpenCL kernels that run on the device as written: run only files "
+    "you trust as you would a program (a serialization_dir is such a folder). The reader refuses malformed "
+    "files and meaningless values, but no reader can tell a kernel that writes out of bounds or never "
+    "ends; see docs/runtime.md, Trust model."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=program_name(),
@@ -345,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="run a .tflite model with the delegate and on CPU and compare (or time an InferenceContext file)",
+        epilog=_CONTEXT_TRUST,
     )
     run.add_argument("file", type=Path, help="a .tflite model, or an InferenceContext file")
     run.add_argument("--device", help="OpenCL device: 'P:D', an index, or part of its name")
