@@ -77,7 +77,7 @@ def test_c_target_passes_its_regressions_and_seeds_under_asan_and_ubsan(target, 
 
 def test_semantic_regressions_are_well_formed_and_refused():
     # The context target's inputs named semantic-*: files the reader takes (they are valid
-    # FlatBuffers) whose values the runtime once took as something else (a height of -5 or 0 as 1, a
+    # FlatBuffers) whose values a runtime could take as something else (a height of -5 or 0 as 1, a
     # work-group of -8 or 0 as 1); the semantic rules refuse each, and the target checks that they do.
     inputs = [p for p in _inputs(REGRESSIONS / "context") if p.name.startswith("semantic-")]
     assert len(inputs) >= 7

@@ -5,7 +5,7 @@ The native reader (csrc/ctxfile.c) proves a file is a FlatBuffer of the schema: 
 bools and enums. It takes any value a scalar field can hold, so that any well-formed file can be
 read, inspected and written back. These rules are what the values must mean for the context to run;
 the runtime applies them to every context it loads (a file, bytes or a model built in Python)
-before it touches a device, so nothing downstream guesses (a height of -5 once ran as 1). Fields
+before it touches a device, so nothing downstream guesses (a height of -5 is not run as 1). Fields
 the runtime does not read (the descriptors of ``definition`` and of ``*_refs``, bound at run time
 to the node's tensors, and the stored ``work_groups_count``, which is recomputed) are left alone.
 
