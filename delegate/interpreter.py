@@ -1,9 +1,10 @@
 """The type of what ``delegate.Interpreter`` returns: the host's Interpreter, plus what we add to it.
 
 The host (ai-edge-litert or tflite-runtime) is untyped, so this Protocol states the methods both
-hosts' Interpreters have, for type checkers and editors; at run time the object is the host's own,
-or a wrapper with the same methods: the execution fallback's (fallback.py) or, while the delegate
-compiles in the background, warm_start.WarmStartInterpreter (which adds ``wait_for_delegate``,
+hosts' Interpreters have, for type checkers and editors; at run time the object is an
+``ExclusiveInterpreter`` (one call at a time, below) around the host's own, or around a wrapper
+with the same methods: the execution fallback's (fallback.py) or, while the delegate compiles in
+the background, warm_start.WarmStartInterpreter (which adds ``wait_for_delegate``,
 ``build_finished`` and ``close``).
 """
 
