@@ -10,6 +10,7 @@ from . import _native, warm_start
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
 from .host import HostInfo, describe_host, host_module
+from .interpreter import ExclusiveInterpreter
 from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
@@ -184,7 +185,7 @@ def Interpreter(
                 )
             interpreter = host.Interpreter(model_path=model_path, **interpreter_args)
             interpreter.opencl_delegate, interpreter.opencl, interpreter.effective = None, None, effective
-            return interpreter
+            return ExclusiveInterpreter(interpreter)
         kwargs = _over_settings(effective.options, kwargs)
     delegate = load_delegate(**kwargs)
     cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
@@ -225,7 +226,7 @@ def Interpreter(
                 grace_s=warm_start.AUTO_GRACE_S if mode == "auto" else 0.0,
             )
             warm.opencl_delegate, warm.effective = delegate, effective
-            return warm  # type: ignore[return-value]  # it has every method of the Protocol; the host is untyped
+            return ExclusiveInterpreter(warm)
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
         if state is not None:
@@ -234,7 +235,7 @@ def Interpreter(
     interpreter.opencl_delegate = delegate
     interpreter.opencl = state if state is not None else delegate_state(delegate)
     interpreter.effective = effective
-    return interpreter
+    return ExclusiveInterpreter(interpreter)
 
 
 def _choose_threads(host: Any, model_path: str | None, cpu_args: dict[str, Any], probe: Any, cores: int,

@@ -72,5 +72,11 @@ class ExecutionError(DelegateError):
     """An OpenCL call failed while running a context."""
 
 
+class InterpreterBusyError(DelegateError, RuntimeError):
+    """A call on an interpreter that another thread is using (``invoke``, ``allocate_tensors``,
+    ``set_tensor``, ...): TFLite runs one call at a time per interpreter, so the second caller is
+    refused rather than left to corrupt it. Use one interpreter per thread, or a lock."""
+
+
 class CompilerWarning(UserWarning):
     """A driver's remarks on a program that built (shown only with PYOPENCL_COMPILER_OUTPUT set)."""

@@ -333,7 +333,8 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         return 1
     prep: Preparing | None = None
     try:
-        state.prepares += 1
+        with _lock:  # interpreters sharing the delegate prepare at once: += is a read and a write
+            state.prepares += 1
         plan = execution_plan(context)
         prep = Preparing(None, state.report_for(_address(context)), plan)
         with _lock:

@@ -15,10 +15,10 @@ pin its worker threads one per CPU where that is sound (pocl_affinity.py).
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -217,9 +217,33 @@ class Loader:
         return self.compiler_cpus.get(int(ffi.cast("uintptr_t", device)), "")
 
 
-@cache
+class _Once:
+    """The process's Loader, made by the first caller under ``lock``: two first callers at once
+    would both start PoCL, repair its devices and set ``POCL_AFFINITY`` (PoCL then crashed in
+    clGetDeviceInfo); a caller that finds it made reads it without the lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: Loader | None = None
+
+
+_LOADER = _Once()
+
+
 def loader() -> Loader:
-    """Load the OpenCL API table and repair PoCL's CPU devices (pocl_cpu.py), once per process."""
+    """Load the OpenCL API table and repair PoCL's CPU devices (pocl_cpu.py), once per process;
+    safe to call from any thread."""
+    made = _LOADER.value
+    if made is not None:
+        return made
+    with _LOADER.lock:  # held while PoCL starts (C only: it never waits for the GIL)
+        if _LOADER.value is None:
+            _LOADER.value = _initialise()
+        return _LOADER.value
+
+
+def _initialise() -> Loader:
+    """What ``loader`` makes once (an error leaves nothing made: the next caller tries again)."""
     preloaded = _loaded_loader() is not None
     affinity = pocl_affinity.request()
     if affinity.requested and preloaded:  # pyopencl (or another library) may have started PoCL already
