@@ -1,0 +1,171 @@
+"""Stopping long work early: background builds that nobody waits for any more, and Ctrl-C.
+
+A background build runs under a :class:`Token`; :func:`checkpoint` (called between partitions,
+between OpenCL program builds and between tuning trials) raises :class:`CompileCancelled` once
+its token is cancelled (its interpreter was closed or dropped) or the process is exiting. At exit
+(a hook that runs before Python joins its threads) every build is cancelled and the exit waits at
+most ``EXIT_WAIT_S`` for the work in flight to stop: one driver call (a program build) can last
+seconds and cannot be stopped, so a build still inside one is abandoned (its threads are daemons).
+Foreground compiles (no token) are never cancelled.
+
+Ctrl-C: Python raises ``KeyboardInterrupt`` in the main thread only while it runs Python code, so
+the main thread waits for a program build (:func:`call_interruptibly`) instead of making the driver
+call itself. TFLite calls the plugin from C, where an exception cannot pass: the plugin remembers
+the interrupt (:func:`remember`) and fails its call, and the package's own calls into the host
+raise it again once the host has returned (:func:`raise_remembered`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from .errors import CompileCancelled
+
+#: at exit, how long to wait for cancelled work to reach a checkpoint before leaving it behind
+EXIT_WAIT_S = 1.0
+
+T = TypeVar("T")
+
+_exiting = threading.Event()
+_busy = threading.Condition()
+_busy_count = 0
+_hook_lock = threading.Lock()
+_hook_registered = False
+_local = threading.local()  # .token: the build this thread runs; .interrupt: a remembered interrupt
+
+
+class Token:
+    """Whether one background build should stop."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set() or _exiting.is_set()
+
+
+def exiting() -> bool:
+    """True once the process has started to exit (its main script ended)."""
+    return _exiting.is_set()
+
+
+@contextmanager
+def running(token: Token) -> Iterator[None]:
+    """The block runs ``token``'s build: checkpoints in this thread obey it, and the exit waits
+    (at most ``EXIT_WAIT_S``) for the block to end."""
+    previous = getattr(_local, "token", None)
+    _local.token = token
+    try:
+        with busy():
+            yield
+    finally:
+        _local.token = previous
+
+
+def checkpoint() -> None:
+    """Raise CompileCancelled when the build this thread runs has been cancelled."""
+    token: Token | None = getattr(_local, "token", None)
+    if token is not None and token.cancelled:
+        raise CompileCancelled("the background compile was cancelled: its interpreter is gone or the process exits")
+
+
+@contextmanager
+def busy() -> Iterator[None]:
+    """Work the exit should wait for (at most ``EXIT_WAIT_S``)."""
+    global _busy_count
+    register_exit_hook()
+    with _busy:
+        _busy_count += 1
+    try:
+        yield
+    finally:
+        with _busy:
+            _busy_count -= 1
+            _busy.notify_all()
+
+
+def register_exit_hook() -> None:
+    """Cancel every build when the main script ends, before Python joins non-daemon threads."""
+    global _hook_registered
+    with _hook_lock:
+        if _hook_registered:
+            return
+        try:
+            threading._register_atexit(_on_exit)  # type: ignore[attr-defined]  # the hook concurrent.futures uses
+        except RuntimeError:  # the interpreter is already shutting down
+            _exiting.set()
+        _hook_registered = True
+
+
+def _on_exit() -> None:
+    _exiting.set()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    with _busy:
+        while _busy_count and (left := deadline - time.monotonic()) > 0:
+            _busy.wait(left)
+
+
+def call_interruptibly(call: Callable[[], T]) -> T:
+    """``call()``, made in a helper thread while the main thread waits for it, so that Ctrl-C
+    interrupts the wait at once; in any other thread (signals reach only the main thread), or once
+    the process exits, made directly. The helper is a daemon: an interrupted call is left behind."""
+    if threading.current_thread() is not threading.main_thread() or _exiting.is_set():
+        return call()
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            with busy():
+                outcome.append(call())
+        except BaseException as exc:  # handed to the waiting thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="delegate-driver-call", daemon=True).start()
+    done.wait()  # a lock wait: Ctrl-C raises KeyboardInterrupt here
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def remember(interrupt: BaseException) -> None:
+    """Keep an interrupt (KeyboardInterrupt, SystemExit, CompileCancelled) caught inside a call
+    from C, for :func:`raise_remembered` in this thread."""
+    _local.interrupt = interrupt
+
+
+def forget() -> None:
+    """Drop an interrupt remembered by a call whose host caller did not ask for it."""
+    _local.interrupt = None
+
+
+def raise_remembered() -> None:
+    """Raise the interrupt a callback of this thread remembered since :func:`forget`, if any."""
+    interrupt: BaseException | None = getattr(_local, "interrupt", None)
+    if interrupt is not None:
+        _local.interrupt = None
+        raise interrupt
+
+
+@contextmanager
+def host_call() -> Iterator[None]:
+    """A call into the host runtime that may call the plugin: an interrupt the plugin caught is
+    raised when it returns, instead of the host's error (or a model left on CPU)."""
+    forget()
+    try:
+        yield
+    except Exception:
+        raise_remembered()
+        raise
+    raise_remembered()
