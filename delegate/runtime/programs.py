@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import cancel
 from .._version import __version__
 from ..cache import ProgramBinaries
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
@@ -81,7 +82,8 @@ class ProgramBuilder:
 
     def _build(self, program: Program, options: str, node: str) -> None:
         """Build ``program`` (from source or a binary) for the device."""
-        log = program.build(options).strip()
+        # The main thread waits instead of building: Ctrl-C is seen during a build of seconds.
+        log = cancel.call_interruptibly(lambda: program.build(options)).strip()
         # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are not
         # inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
         if log and os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
@@ -122,6 +124,7 @@ class ProgramBuilder:
 
     def build(self, source: str, options: str, node: str) -> Program:
         """The built program of ``source``: from this context, the disk cache, or the compiler."""
+        cancel.checkpoint()  # between builds: a cancelled background compile stops here
         key = self._key(source, options)
         program = self._programs.get(key)
         if program is not None:
