@@ -399,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT
+        print("interrupted", file=sys.stderr)
+        return 130
     except DelegateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
