@@ -133,7 +133,8 @@ def call_interruptibly(call: Callable[[], T]) -> T:
             done.set()
 
     threading.Thread(target=run, name="delegate-driver-call", daemon=True).start()
-    done.wait()  # a lock wait: Ctrl-C raises KeyboardInterrupt here
+    while not done.wait(0.1):  # Ctrl-C raises KeyboardInterrupt here, at the latest at the next poll
+        pass
     if failure:
         raise failure[0]
     return outcome[0]
