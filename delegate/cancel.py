@@ -12,7 +12,7 @@ Ctrl-C: Python raises ``KeyboardInterrupt`` in the main thread only while it run
 the main thread waits for a program build (:func:`call_interruptibly`) instead of making the driver
 call itself. TFLite calls the plugin from C, where an exception cannot pass: the plugin remembers
 the interrupt (:func:`remember`) and fails its call, and the package's own calls into the host
-raise it again once the host has returned (:func:`raise_remembered`).
+raise it again once the host has returned (:func:`host_call`).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def call_interruptibly(call: Callable[[], T]) -> T:
 
 def remember(interrupt: BaseException) -> None:
     """Keep an interrupt (KeyboardInterrupt, SystemExit, CompileCancelled) caught inside a call
-    from C, for :func:`raise_remembered` in this thread."""
+    from C, for :func:`host_call` in this thread."""
     _local.interrupt = interrupt
 
 
@@ -151,22 +151,24 @@ def forget() -> None:
     _local.interrupt = None
 
 
-def raise_remembered() -> None:
-    """Raise the interrupt a callback of this thread remembered since :func:`forget`, if any."""
+def _take() -> BaseException | None:
     interrupt: BaseException | None = getattr(_local, "interrupt", None)
-    if interrupt is not None:
-        _local.interrupt = None
-        raise interrupt
+    _local.interrupt = None
+    return interrupt
 
 
 @contextmanager
 def host_call() -> Iterator[None]:
     """A call into the host runtime that may call the plugin: an interrupt the plugin caught is
-    raised when it returns, instead of the host's error (or a model left on CPU)."""
+    raised when it returns, instead of the host's error for the failed call."""
     forget()
     try:
         yield
     except Exception:
-        raise_remembered()
-        raise
-    raise_remembered()
+        interrupt = _take()
+        if interrupt is None:
+            raise
+        raise interrupt from None  # the host's error only says that the plugin failed
+    interrupt = _take()
+    if interrupt is not None:
+        raise interrupt
