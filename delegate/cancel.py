@@ -17,6 +17,7 @@ raise it again once the host has returned (:func:`host_call`).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,13 +27,15 @@ from typing import TypeVar
 from .errors import CompileCancelled
 
 #: at exit, how long to wait for cancelled work to reach a checkpoint before leaving it behind
-EXIT_WAIT_S = 1.0
+#: (not at all when the script ended by Ctrl-C: the user asked to stop, not to wait)
+EXIT_WAIT_S = 2.0
 
 T = TypeVar("T")
 
 _exiting = threading.Event()
 _busy = threading.Condition()
 _busy_count = 0
+_abandoned_count = 0  # interrupted driver calls still running in their helper thread (under _busy)
 _hook_lock = threading.Lock()
 _hook_registered = False
 _local = threading.local()  # .token: the build this thread runs; .interrupt: a remembered interrupt
@@ -107,9 +110,11 @@ def register_exit_hook() -> None:
 
 def _on_exit() -> None:
     _exiting.set()
-    deadline = time.monotonic() + EXIT_WAIT_S
+    interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)  # the script's uncaught error
+    deadline = time.monotonic() + (0.0 if interrupted else EXIT_WAIT_S)
     with _busy:
-        while _busy_count and (left := deadline - time.monotonic()) > 0:
+        # a call an interrupt left behind is not waited for: the user asked to stop, not to wait
+        while _busy_count > _abandoned_count and (left := deadline - time.monotonic()) > 0:
             _busy.wait(left)
 
 
@@ -119,25 +124,44 @@ def call_interruptibly(call: Callable[[], T]) -> T:
     the process exits, made directly. The helper is a daemon: an interrupted call is left behind."""
     if threading.current_thread() is not threading.main_thread() or _exiting.is_set():
         return call()
+    global _abandoned_count
     outcome: list[T] = []
     failure: list[BaseException] = []
     done = threading.Event()
+    left = [False]  # the waiting thread was interrupted while the call ran
 
     def run() -> None:
+        global _abandoned_count
         try:
             with busy():
                 outcome.append(call())
         except BaseException as exc:  # handed to the waiting thread
             failure.append(exc)
         finally:
-            done.set()
+            with _busy:
+                done.set()
+                _abandoned_count -= left[0]
 
     threading.Thread(target=run, name="delegate-driver-call", daemon=True).start()
-    while not done.wait(0.1):  # Ctrl-C raises KeyboardInterrupt here, at the latest at the next poll
-        pass
+    try:
+        while not done.wait(0.1):  # Ctrl-C raises KeyboardInterrupt here, at the latest at the next poll
+            pass
+    except BaseException:
+        with _busy:
+            if not done.is_set():
+                left[0] = True
+                _abandoned_count += 1
+        raise
     if failure:
         raise failure[0]
     return outcome[0]
+
+
+def driver_call_abandoned() -> bool:
+    """True while a driver call that an interrupt left behind still runs: releasing driver objects
+    then waits for it (PoCL's release takes the lock its compiler holds), so cleanup skips them."""
+    with _busy:
+        return _abandoned_count > 0
 
 
 def remember(interrupt: BaseException) -> None:

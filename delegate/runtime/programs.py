@@ -69,8 +69,9 @@ class ProgramBuilder:
         self._binaries = None if cache_dir is None else ProgramBinaries.open(cache_dir)
 
     def release(self) -> None:
-        for program in self._programs.values():
-            program.release()
+        if not cancel.driver_call_abandoned():  # else left to the process's exit: a release would wait
+            for program in self._programs.values():
+                program.release()
         self._programs = {}
 
     def _key(self, source: str, options: str) -> str:
@@ -117,7 +118,7 @@ class ProgramBuilder:
         if self._binaries is None:
             return
         try:
-            binary = program.binary()
+            binary = cancel.call_interruptibly(program.binary)  # PoCL compiles here too: seconds
         except OpenCLError:
             return  # the cache is an optimisation; a driver without binaries must not fail the load
         self._binaries.write(key, binary)
