@@ -5,7 +5,8 @@ between OpenCL program builds and between tuning trials) raises :class:`CompileC
 its token is cancelled (its interpreter was closed or dropped) or the process is exiting. At exit
 (a hook that runs before Python joins its threads) every build is cancelled and the exit waits at
 most ``EXIT_WAIT_S`` for the work in flight to stop: one driver call (a program build) can last
-seconds and cannot be stopped, so a build still inside one is abandoned (its threads are daemons).
+seconds and cannot be stopped, so a build still inside one is abandoned (its threads are daemons),
+as is, at once, a driver call that Ctrl-C interrupted.
 Foreground compiles (no token) are never cancelled.
 
 Ctrl-C: Python raises ``KeyboardInterrupt`` in the main thread only while it runs Python code, so
