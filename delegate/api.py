@@ -6,7 +6,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from . import _native, warm_start
+from . import _native, cancel, warm_start
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
 from .host import HostInfo, describe_host, host_module
@@ -275,7 +275,8 @@ def cpu_device_threads(device: Any = None) -> int:
 def _delegated(host: Any, model_path: str | None, delegate: Any, interpreter_args: dict[str, Any]) -> Any:
     """The host's Interpreter with ``delegate`` attached (TFLite prepares the delegate here: the compile)."""
     try:
-        return host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
+        with cancel.host_call():  # Ctrl-C during the compile: KeyboardInterrupt, not the host's error
+            return host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
     except RuntimeError as exc:
         if str(exc).strip():
             raise
@@ -287,5 +288,6 @@ def _delegated(host: Any, model_path: str | None, delegate: Any, interpreter_arg
 
 
 def _allocated(interpreter: Any) -> Any:
-    interpreter.allocate_tensors()
+    with cancel.host_call():
+        interpreter.allocate_tensors()
     return interpreter

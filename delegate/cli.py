@@ -19,6 +19,9 @@ from .errors import DelegateError
 from .model_check import has_tflite_identifier
 from .progress import report_progress
 
+#: the exit status after Ctrl-C (the shell's for SIGINT)
+INTERRUPTED = 130
+
 
 def _inspect(args: argparse.Namespace) -> int:
     with ContextFile.open(args.file) as ctx:
@@ -409,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
     except DelegateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

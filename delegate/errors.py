@@ -80,3 +80,9 @@ class InterpreterBusyError(DelegateError, RuntimeError):
 
 class CompilerWarning(UserWarning):
     """A driver's remarks on a program that built (shown only with PYOPENCL_COMPILER_OUTPUT set)."""
+
+
+class CompileCancelled(BaseException):
+    """A background compile stopped because its interpreter was closed or dropped, or the process
+    exits. A BaseException, as KeyboardInterrupt: the handlers that turn errors into fallbacks
+    must let it through."""

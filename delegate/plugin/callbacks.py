@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import cancel
 from .._native import ffi, lib
 from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
 from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
@@ -25,7 +26,7 @@ from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
 from ..compiler.partition import CompileOptions, compile_partition
 from ..compiler.shapes import StaticShapes, resolve
-from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
+from ..errors import CacheIntegrityError, CompileCancelled, ContextFormatError, DelegateError
 from ..progress import report_progress
 from ..runtime import Runtime, Tuning
 from ..runtime.device import DeviceInfo, describe, select_device
@@ -48,6 +49,7 @@ from .report import DelegateState, PartitionInfo, SubgraphReport
 log = logging.getLogger(__name__)
 
 _PLUGIN = "tflite-opencl-delegate"
+_INTERRUPTS = (KeyboardInterrupt, SystemExit, CompileCancelled)  # not errors: Ctrl-C, exit, a cancelled build
 
 
 @dataclass
@@ -150,6 +152,14 @@ def dlg_py_destroy(ident: int) -> None:
         _delegates.pop(ident, None)
 
 
+def _interrupted(exc: BaseException, error: Any = None) -> int:
+    """Fail without fallback; ``exc`` cannot pass through C: the host's caller raises it (cancel.host_call)."""
+    cancel.remember(exc)
+    if error is not None:
+        _copy_error(f"{_PLUGIN}: interrupted ({type(exc).__name__})", error, ffi.sizeof(error))
+    return 1
+
+
 def _report(context: Any, message: str) -> None:
     lib.dlg_report(context, message.encode("utf-8", "replace"))
 
@@ -193,6 +203,7 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
     for number, (nodes, inputs, outputs) in enumerate(previews):
         start = time.perf_counter()
         report_progress("compiling partitions", number, len(previews), f"{len(nodes)} nodes")
+        cancel.checkpoint()
         try:
             runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
         except Exception as exc:  # any stage: capture of weights, compile, build, allocation
@@ -340,6 +351,8 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         with _lock:
             state.preparing[_address(context)] = prep
         return _claim(context, native_delegate, state, prep)
+    except _INTERRUPTS as exc:
+        return _interrupted(exc)
     except Exception as exc:
         return _failed_prepare(context, native_delegate, state, prep, exc)
     finally:
@@ -497,6 +510,8 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         state.storage_type = state.options.storage_type.name
         prep.report.partitions.append(_partition_info(runtime, nodes, cache_state, start))
         return 0
+    except _INTERRUPTS as exc:
+        return _interrupted(exc, kernel.error)
     except Exception as exc:
         detail = str(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, DelegateError):
@@ -534,6 +549,8 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
             )
         _recompile(context, entry, kernel)
         return 0
+    except _INTERRUPTS as exc:
+        return _interrupted(exc, kernel.error)
     except Exception as exc:
         cause = _cause(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {_cause(exc)}"
         message = f"{_PLUGIN}: the partition's tensors changed shape and it could not be compiled again: {cause}"

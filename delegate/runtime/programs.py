@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import cancel
 from .._version import __version__
 from ..cache import ProgramBinaries
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
@@ -68,8 +69,9 @@ class ProgramBuilder:
         self._binaries = None if cache_dir is None else ProgramBinaries.open(cache_dir)
 
     def release(self) -> None:
-        for program in self._programs.values():
-            program.release()
+        if not cancel.driver_call_abandoned():  # else left to the process's exit: a release would wait
+            for program in self._programs.values():
+                program.release()
         self._programs = {}
 
     def _key(self, source: str, options: str) -> str:
@@ -81,7 +83,8 @@ class ProgramBuilder:
 
     def _build(self, program: Program, options: str, node: str) -> None:
         """Build ``program`` (from source or a binary) for the device."""
-        log = program.build(options).strip()
+        # The main thread waits instead of building: Ctrl-C is seen during a build of seconds.
+        log = cancel.call_interruptibly(lambda: program.build(options)).strip()
         # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are not
         # inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
         if log and os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
@@ -115,13 +118,14 @@ class ProgramBuilder:
         if self._binaries is None:
             return
         try:
-            binary = program.binary()
+            binary = cancel.call_interruptibly(program.binary)  # PoCL compiles here too: seconds
         except OpenCLError:
             return  # the cache is an optimisation; a driver without binaries must not fail the load
         self._binaries.write(key, binary)
 
     def build(self, source: str, options: str, node: str) -> Program:
         """The built program of ``source``: from this context, the disk cache, or the compiler."""
+        cancel.checkpoint()  # between builds: a cancelled background compile stops here
         key = self._key(source, options)
         program = self._programs.get(key)
         if program is not None:
