@@ -40,7 +40,8 @@ class ModelFormatError(DelegateError, ValueError):
 
 
 class CacheIntegrityError(DelegateError):
-    """A cache entry (compiled partition or program binary) failed its SHA-256 check."""
+    """A cache entry (compiled partition, record or program binary) cannot be used: it failed its
+    SHA-256 check, was sealed for another key, or is not a regular file of bounded size."""
 
 
 class SettingsError(DelegateError, ValueError):
@@ -71,3 +72,7 @@ class ExecutionError(DelegateError):
 
 class CompilerWarning(UserWarning):
     """A driver's remarks on a program that built (shown only with PYOPENCL_COMPILER_OUTPUT set)."""
+
+
+class CacheFolderWarning(UserWarning):
+    """A cache folder cannot be created, read or written: the delegate runs without that cache."""

@@ -48,6 +48,7 @@ def _context_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], Non
 
 
 def _program_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], None], list[bytes]]:
+    from delegate.cache import entry_seal
     from delegate.runtime.device import DeviceInfo
     from delegate.runtime.programs import ProgramBuilder
 
@@ -60,7 +61,7 @@ def _program_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], Non
     def write(i: int) -> None:
         builder._store(key, programs[i % 2])  # type: ignore[arg-type]
 
-    return write, [seal(a), seal(b)]
+    return write, [seal(a, entry_seal("program", key)), seal(b, entry_seal("program", key))]
 
 
 def _temps(path: Path) -> list[str]:
