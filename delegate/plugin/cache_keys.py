@@ -2,9 +2,9 @@
 the option model_token stands for them.
 
 With ``model_token`` the cache key names the model by its token, not by its weights (hashing all
-constants costs 12-18 ms of MobileNetV2's 360 ms warm start on a 2-core VM, which the token is
+constants costs 14-16 ms of MobileNetV2's 280-380 ms warm start on a 2-core VM, which the token is
 there to save). A sample of every constant (its size and 64 bytes at its start, middle and end)
-costs well under a millisecond and turns a stale token (the same token for retrained weights) into
+costs 0.5-0.6 ms there and turns a stale token (the same token for retrained weights) into
 a rebuild with a warning instead of a silent wrong answer; docs/runtime.md, "Caches on disk".
 """
 
