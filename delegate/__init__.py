@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .context import ContextFile, InferenceContext, ReadLimits, read_context
 from .errors import (
+    CacheFolderWarning,
     CacheIntegrityError,
     ContextFormatError,
     DelegateError,
@@ -49,6 +50,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "CacheFolderWarning",
     "CacheIntegrityError",
     "ContextFile",
     "ContextFormatError",

@@ -43,7 +43,8 @@ class ModelFormatError(DelegateError, ValueError):
 
 
 class CacheIntegrityError(DelegateError):
-    """A cache entry (compiled partition or program binary) failed its SHA-256 check."""
+    """A cache entry (compiled partition, record or program binary) cannot be used: it failed its
+    SHA-256 check, was sealed for another key, or is not a regular file of bounded size."""
 
 
 class SettingsError(DelegateError, ValueError):
@@ -86,3 +87,7 @@ class CompileCancelled(BaseException):
     """A background compile stopped because its interpreter was closed or dropped, or the process
     exits. A BaseException, as KeyboardInterrupt: the handlers that turn errors into fallbacks
     must let it through."""
+
+
+class CacheFolderWarning(UserWarning):
+    """A cache folder cannot be created, read or written: the delegate runs without that cache."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import cancel
 from .._native import ffi, lib
-from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
+from ..cache import SerializationCache, entry_seal, partition_key, program_cache_dir
 from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
 from ..compiler.device_policy import compile_options, cpu_when_faster
 from ..compiler.fingerprint import compiler_fingerprint
@@ -31,6 +31,7 @@ from ..progress import report_progress
 from ..runtime import Runtime, Tuning
 from ..runtime.device import DeviceInfo, describe, select_device
 from .binding import bind_kernel, tensor_dims
+from .cache_keys import weights_sample
 from .capture import (
     capture_graph,
     capture_tensors,
@@ -435,9 +436,14 @@ def _load_partition(
         return compiled(), "off"
     model_id = options.model_token.encode() if options.model_token else prep.constants_digest(context)
     extra = [options.enable_quantized_inference, options.tuning.value, compiler_fingerprint()]
-    path = store.entry(partition_key(graph, nodes, compile_opts, device_key=info.key, extra=extra, model_id=model_id))
+    key = partition_key(graph, nodes, compile_opts, device_key=info.key, extra=extra, model_id=model_id)
+    path = store.entry(key)
+    # the token stands for the weights: a sample of them turns a stale token into a rebuild (cache_keys.py)
+    sealed = entry_seal(
+        "partition", key, **({"weights": weights_sample(context, graph)} if options.model_token else {})
+    )
     try:
-        payload = store.read(path)
+        payload = store.read(path, sealed)
         if payload is not None:
             log.info("serialization cache hit: %s", path)
             return _ready(_load_runtime(payload, device, programs, options), options, tune=False), "hit"
@@ -450,7 +456,7 @@ def _load_partition(
         warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
     runtime = compiled()
     try:
-        write_cache_entry(runtime.model, path)  # with the tuned work-group sizes
+        store.write_context(runtime.model, path, sealed)  # with the tuned work-group sizes
     except BaseException:
         runtime.close()
         raise

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from ..cache import warn_unusable
 from ..compiler.graph import Builtin
 from ..context.model import CalculationsPrecision, TensorStorageType
 from ..errors import DelegateError
@@ -128,8 +129,8 @@ class DelegateOptions:
         if opts.serialization_dir and not os.path.isdir(opts.serialization_dir):
             try:
                 Path(opts.serialization_dir).mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise OptionsError(f"serialization_dir {opts.serialization_dir!r}: {exc.strerror}") from None
+            except OSError as exc:  # the cache is an optimisation: reported, and the model runs without it
+                warn_unusable(opts.serialization_dir, exc, "serialization_dir")
         return opts
 
 

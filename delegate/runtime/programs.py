@@ -8,11 +8,14 @@ A merged program the driver rejects is split again, so a failing kernel is repor
 
 The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
 this package's version, the build options and the source; entries (delegate/cache.py,
-``ProgramBinaries``) are written atomically with a SHA-256 trailer, and a binary that fails that
-check or that the driver rejects is rebuilt from source and replaced. Programs are made through the C API table
-(driver.py), so no other cache stands between this one and the driver and the build count is
-exact. A driver's remarks on a build that succeeded are shown, as a ``CompilerWarning``, only
-when ``PYOPENCL_COMPILER_OUTPUT`` is set (the variable pyopencl reads for the same purpose).
+``ProgramBinaries``) are written atomically with a SHA-256 trailer that holds the key, and a binary
+that fails that check, was sealed for another key (another program's, copied over), or that the
+driver rejects (clCreateProgramWithBinary, the build, or kernels missing from it) is reported,
+rebuilt from source and replaced; a folder that cannot be used is reported once and skipped.
+Programs are made through the C API table (driver.py), so no other cache stands between this one
+and the driver and the build count is exact. A driver's remarks on a build that succeeded are
+shown, as a ``CompilerWarning``, only when ``PYOPENCL_COMPILER_OUTPUT`` is set (the variable
+pyopencl reads for the same purpose).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ _MACRO = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
 #: a function defined at the top level of a kernel's code (a return type, a name, parameters, a
 #: body on a line that starts unindented; not the kernel itself, not a statement)
 _HELPER = re.compile(r"^(?!__kernel)[A-Za-z_]\w*[\w \t*]*?[ \t*]+(\w+)\s*\([^;{)]*\)\s*\{", re.M)
+#: the kernel functions a program's source defines (attributes may stand between __kernel and void)
+_KERNEL = re.compile(r"__kernel\b[^{;]*?\bvoid\s+(\w+)\s*\(")
+_INVALID_KERNEL_NAME = -46
 _KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "else", "do", "sizeof"})
 
 
@@ -92,7 +98,10 @@ class ProgramBuilder:
                 f"the OpenCL compiler's remarks on the kernels of {node}:\n{log}", CompilerWarning, stacklevel=3
             )
 
-    def _from_cache(self, key: str, options: str, node: str) -> Program | None:
+    def _from_cache(self, key: str, source: str, options: str, node: str) -> Program | None:
+        """The program stored under ``key``, built from its binary; None (reported, the entry
+        removed) when it is bad or the driver rejects it: at clCreateProgramWithBinary, at the
+        build, or without the kernels ``source`` defines (clCreateKernel would fail)."""
         if self._binaries is None:
             return None
         try:
@@ -107,11 +116,18 @@ class ProgramBuilder:
         try:
             program = Program(self.context, binary=bytes(binary))
             self._build(program, options, node)
+            missing = sorted(set(_KERNEL.findall(source)) - program.kernel_names())
+            if missing:
+                raise OpenCLError("clCreateKernel", _INVALID_KERNEL_NAME, f"the binary has no kernel {missing[0]}")
             return program
-        except OpenCLError:
+        except OpenCLError as exc:
             if program is not None:
                 program.release()
-            self._binaries.discard(key)  # stale or corrupt: rebuild from source
+            where = self._binaries.path(key)
+            warnings.warn(
+                f"program binary {where} is rejected by the driver ({exc}): rebuilding it from source", stacklevel=2
+            )
+            self._binaries.discard(key)
             return None
 
     def _store(self, key: str, program: Program) -> None:
@@ -131,7 +147,7 @@ class ProgramBuilder:
         if program is not None:
             self.stats.reused_in_context += 1
             return program
-        program = self._from_cache(key, options, node)
+        program = self._from_cache(key, source, options, node)
         if program is not None:
             self.stats.loaded_from_cache += 1
         else:
