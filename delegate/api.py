@@ -59,11 +59,11 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
     """How ``settings`` (message, bytes, file, dict, or a mini-benchmark decision or its storage
     path) map onto this package on ``device``.
 
-    The device only matters for the storage type when latency outranks memory; without any OpenCL
-    device the vendor-neutral choice (BUFFER) is made.
+    The device narrows the precision the settings allow to what is fastest on it, and picks the
+    storage when latency outranks memory; without any OpenCL device upstream's names are kept
+    (and BUFFER storage).
     """
-    from .errors import DeviceNotFoundError
-    from .runtime.device import describe, select_device
+    from .plugin.upstream_options import device_kind
     from .settings.mapping import Effective, load_settings, resolve
 
     decision = _decision(settings)
@@ -76,11 +76,7 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
         message: Any = decision.min_latency_event.tflite_settings
     else:
         message = load_settings(settings, settings_type)
-    try:
-        info = describe(select_device(device or None))
-    except DeviceNotFoundError:
-        return resolve(message)
-    return resolve(message, info.vendor, info.name, info.is_gpu)
+    return resolve(message, device_kind(device or ""))
 
 
 def load_delegate(settings: Any = None, settings_type: Any = None, **options: Any) -> Any:

@@ -14,6 +14,7 @@ import pytest
 
 import delegate
 from delegate.settings import ANY_SETTINGS, SettingsFormat, configuration_pb2, load_settings_file, parse_settings
+from delegate.plugin.upstream_options import device_kind
 from delegate.settings.mapping import resolve
 
 from .helpers import shared_path
@@ -61,7 +62,7 @@ def _outputs(interpreter, x: np.ndarray) -> np.ndarray:
 def test_every_settings_example_runs(path):
     model = str(shared_path("models", "small_cnn.tflite"))
     message = load_settings_file(path)
-    expected = resolve(message)
+    expected = resolve(message, device_kind(""))
     interpreter = delegate.Interpreter(model, settings=path, program_cache="none")
     assert interpreter.effective.engine == expected.engine
     reference = delegate.api.host_runtime().Interpreter(model_path=model)
