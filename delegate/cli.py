@@ -141,9 +141,10 @@ def _settings(args: argparse.Namespace) -> int:
         if args.out is None:
             print("error: convert needs an output file", file=sys.stderr)
             return 2
-        data = format_settings(message, SettingsFormat.for_path(args.out))
+        fmt = SettingsFormat.for_path(args.out)
+        data = format_settings(message, fmt)
         args.out.write_bytes(data if isinstance(data, bytes) else data.encode())
-        print(f"wrote {args.out} ({SettingsFormat.for_path(args.out).value})")
+        print(f"wrote {args.out} ({fmt.value} {message.DESCRIPTOR.name})")
     else:
         print(f"{args.file}: valid {message.DESCRIPTOR.name}")
         if isinstance(message, configuration_pb2.MinibenchmarkSettings):
@@ -373,7 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     settings = commands.add_parser("settings", help="show, convert or validate an acceleration settings file")
     settings.add_argument("action", choices=["show", "convert", "validate"])
     settings.add_argument("file", type=Path)
-    settings.add_argument("out", type=Path, nargs="?", help="convert: the output file (format by extension)")
+    settings.add_argument(
+        "out", type=Path, nargs="?", help="convert: the output file (format by extension: .textproto, .json, .pb/.bin)"
+    )
     settings.add_argument(
         "--settings-type", choices=[*_RUNNABLE_TYPES, "MinibenchmarkSettings"], help=_SETTINGS_TYPE_HELP
     )

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import delegate
-from delegate.settings import ANY_SETTINGS, SettingsFormat, configuration_pb2, load_settings_file, parse_settings
 from delegate.plugin.upstream_options import device_kind
+from delegate.settings import ANY_SETTINGS, SettingsFormat, configuration_pb2, load_settings_file, parse_settings
 from delegate.settings.mapping import resolve
 
 from .helpers import shared_path
