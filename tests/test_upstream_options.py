@@ -161,3 +161,21 @@ def test_load_delegate_and_interpreter_take_upstream_names():
     over = delegate.Interpreter(model, settings=settings, is_precision_loss_allowed=1, program_cache="none")
     assert over.opencl.options.precision.name == _fastest_half()
     assert delegate.load_delegate(is_precision_loss_allowed="0", program_cache="none") is not None
+
+
+@pytest.mark.parametrize("text", ["UNKNOWN", "single_texture_2d"])
+def test_storage_types_that_cannot_hold_every_tensor_are_refused_and_never_offered(text):
+    with pytest.raises(OptionsError, match="cannot hold every tensor") as info:
+        DelegateOptions.parse({"storage_type": text})
+    offered = str(info.value).split("use one of ", 1)[1]
+    assert "BUFFER" in offered and "UNKNOWN" not in offered and "SINGLE_TEXTURE_2D" not in offered
+    with pytest.raises(OptionsError) as typo:
+        DelegateOptions.parse({"storage_type": "BUFER"})
+    assert "UNKNOWN" not in str(typo.value) and "SINGLE_TEXTURE_2D" not in str(typo.value)
+
+
+@pytest.mark.opencl
+def test_cli_takes_a_device_index(tmp_path):
+    model = str(shared_path("models", "small_cnn.tflite"))
+    result = _run("run", model, "--option", "device=0", "--option", "program_cache=none", "--runs", "1", "--json")
+    assert result.returncode == 0, result.stderr
