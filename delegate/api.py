@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -163,8 +164,13 @@ def Interpreter(
     host = host_runtime()
     mode = resolve_mode(kwargs.pop("background_compile", None))
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
-    # A corrupt model crashes the host's Interpreter: refuse it first (a missing file the host reports).
-    if model_path is not None and os.path.isfile(model_path):
+    # A corrupt model crashes the host's Interpreter: refuse it first. A path that is no file gets
+    # the OSError Python gives, not the host's "model allocation is null".
+    if model_path is not None:
+        if not os.path.exists(model_path):
+            raise FileNotFoundError(errno.ENOENT, "no such model file", model_path)
+        if os.path.isdir(model_path):
+            raise IsADirectoryError(errno.EISDIR, "a folder, not a model file", model_path)
         verify_model(model_path)
     elif model_path is None and interpreter_args.get("model_content") is not None:
         verify_model(interpreter_args["model_content"])
