@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -275,3 +277,18 @@ def test_interpreter_explains_an_error_tflite_gives_without_a_message(monkeypatc
     monkeypatch.setattr(api, "load_delegate", lambda **options: object())
     with pytest.raises(RuntimeError, match="failed to apply the OpenCL delegate without giving a reason"):
         api.Interpreter("model.tflite")
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    # `python -m delegate ... | head`: the reader has gone before the output is written
+    read, write = os.pipe()
+    os.close(read)
+    settings = Path(__file__).resolve().parents[1] / "examples" / "settings" / "f32.textproto"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "delegate", "settings", "show", str(settings)],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert result.returncode == 141 and result.stderr == "", result.stderr
