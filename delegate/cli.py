@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -325,6 +326,28 @@ _SETTINGS_TYPE_HELP = (
 )
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a count of runs: none would leave nothing to report)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=program_name(),
@@ -351,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("file", type=Path, help="a .tflite model, or an InferenceContext file")
     run.add_argument("--device", help="OpenCL device: 'P:D', an index, or part of its name")
-    run.add_argument("--runs", type=int, default=10, help="timed runs after a warm-up (default 10)")
+    run.add_argument("--runs", type=_positive_int, default=10, help="timed runs after a warm-up (default 10)")
     run.add_argument("--serialization-dir", type=Path, help="cache compiled partitions here (fast second start)")
     run.add_argument(
         "--option",
@@ -390,8 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--settings-type", choices=_RUNNABLE_TYPES, help=_SETTINGS_TYPE_HELP)
     mb.add_argument("--minibenchmark-settings", type=Path, help="a MinibenchmarkSettings file")
     mb.add_argument("--storage", type=Path, help="events file (the decision goes to STORAGE.best.fb)")
-    mb.add_argument("--runs", type=int, default=10, help="timed invokes per settings (default 10)")
-    mb.add_argument("--timeout", type=float, default=600.0, help="seconds each settings may take (default 600)")
+    mb.add_argument("--runs", type=_positive_int, default=10, help="timed invokes per settings (default 10)")
+    mb.add_argument(
+        "--timeout", type=_positive_seconds, default=600.0, help="seconds each settings may take (default 600)"
+    )
     mb.add_argument("--json", action="store_true")
     mb.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown only on a terminal)")
     mb.set_defaults(run=_minibenchmark)

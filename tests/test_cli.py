@@ -292,3 +292,18 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     finally:
         os.close(write)
     assert result.returncode == 141 and result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (("run", "m.tflite", "--runs", "0"), "must be at least 1, not 0"),
+        (("run", "m.tflite", "--runs", "-5"), "must be at least 1, not -5"),
+        (("minibenchmark", "m.tflite", "--runs", "0"), "must be at least 1"),
+        (("minibenchmark", "m.tflite", "--timeout", "0"), "above 0, not 0"),
+        (("minibenchmark", "m.tflite", "--timeout", "nan"), "above 0, not nan"),
+    ],
+)
+def test_counts_and_timeouts_that_leave_nothing_to_do_are_refused(args, says):
+    result = _run_cli(*args)
+    assert result.returncode == 2 and says in result.stderr and result.stdout == ""
