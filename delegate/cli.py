@@ -18,7 +18,7 @@ from .cli_progress import progress_line
 from .context import ContextFile, write_context
 from .context.summary import format_summary, summarize
 from .context.synthetic import synthetic_mobilenet
-from .errors import DelegateError
+from .errors import ContextFormatError, DelegateError
 from .model_check import has_tflite_identifier
 from .progress import report_progress
 
@@ -93,7 +93,18 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        _run_on_device(args.file, args.device, args.runs)  # an InferenceContext file
+        try:
+            _run_on_device(args.file, args.device, args.runs)  # an InferenceContext file
+        except ContextFormatError as exc:
+            if exc.kind != "format":  # a context, over a bound
+                raise
+            raise ContextFormatError(  # by its content the file is neither kind: say both
+                "neither a TFLite model (it lacks the TFL3 identifier at bytes 4-8) nor a valid InferenceContext "
+                f"file ({exc.detail})",
+                offset=exc.offset,
+                kind=exc.kind,
+                source=str(args.file),
+            ) from exc
         return 0
     from .model_run import format_result, parse_input_shapes, run_model
 

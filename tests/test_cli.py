@@ -307,3 +307,11 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 def test_counts_and_timeouts_that_leave_nothing_to_do_are_refused(args, says):
     result = _run_cli(*args)
     assert result.returncode == 2 and says in result.stderr and result.stdout == ""
+
+
+def test_run_on_a_file_of_neither_kind_says_so(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("just some notes\n")
+    result = _run_cli("run", str(notes))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "neither a TFLite model" in result.stderr and "nor a valid InferenceContext" in result.stderr
