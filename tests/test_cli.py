@@ -151,7 +151,9 @@ def test_run_model_json_and_errors(tmp_path):
     default = _run_cli("run", model, "--runs", "1")
     assert default.returncode == 0 and "delegated: 0 of 10 nodes" in default.stdout
     assert "CPU choice: partition of 10 node(s) stays on CPU (faster there)" in default.stdout
-    assert "on CPU: " in default.stdout and "faster on TFLite's CPU kernels" in default.stdout
+    assert "on CPU (10 nodes: " in default.stdout and "faster on TFLite's CPU kernels" in default.stdout
+    assert default.stdout.count("faster on TFLite's CPU kernels") == 1  # one line per reason, not per node
+    assert "device: none (no node runs on the delegate)" in default.stdout
     bad = _run_cli("run", model, "--option", "precision=F8")
     assert bad.returncode == 2 and "precision must be one of" in bad.stderr
     bad = _run_cli("run", model, "--option", "nonsense")
@@ -276,7 +278,7 @@ def test_interpreter_explains_an_error_tflite_gives_without_a_message(monkeypatc
     monkeypatch.setattr(api, "host_runtime", lambda: types.SimpleNamespace(Interpreter=silent_failure))
     monkeypatch.setattr(api, "load_delegate", lambda **options: object())
     with pytest.raises(RuntimeError, match="failed to apply the OpenCL delegate without giving a reason"):
-        api.Interpreter("model.tflite")
+        api.Interpreter(str(shared_path("models", "small_cnn.tflite")))  # a file: the host is what fails
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):

@@ -8,7 +8,11 @@ implements some of these ops under ai-edge-litert) runs a node the OpenCL delega
 
 from __future__ import annotations
 
+import json
+import os
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -553,3 +557,31 @@ def test_run_model_adds_what_to_do_to_the_hosts_error(tmp_path, programs):
     path.write_bytes(build_model(tensors, [Op(CUSTOM, [0], [1], custom_code="NoSuchOp")], [0], [1]))
     with pytest.warns(UserWarning), pytest.raises(RuntimeError, match=r"NoSuchOp_0: custom op NoSuchOp .*register"):
         run_model(str(path), {"program_cache": programs}, runs=0, progress=False)
+
+
+@pytest.mark.parametrize("background_compile", ["on", "off"])  # on: allocate meets the CPU first
+def test_run_on_a_model_only_the_delegate_runs_reports_it_without_a_reference(tmp_path, programs, background_compile):
+    # TransformLandmarks: MediaPipe's custom op, which TFLite's CPU kernels lack
+    tensors = [T((1, 1, 8, 3)), T((1, 1, 4, 4)), T((1, 1, 8, 3))]
+    op = Op(CUSTOM, [0, 1], [2], version=2, custom_code="TransformLandmarks", custom_options=b"")
+    path = tmp_path / "landmarks.tflite"
+    path.write_bytes(build_model(tensors, [op], [0, 1], [2]))
+    env = dict(os.environ, DELEGATE_BACKGROUND_COMPILE=background_compile)
+    command = [
+        sys.executable,
+        "-m",
+        "delegate",
+        "run",
+        str(path),
+        "--runs",
+        "2",
+        "--option",
+        f"program_cache={programs}",
+    ]
+    command += ["--option", "cpu_when_faster=false"]
+    text = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert text.returncode == 0, text.stderr
+    assert "delegated: 1 of 1 nodes" in text.stdout and "no reference:" in text.stdout
+    assert "TransformLandmarks" in text.stdout
+    report = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, env=env).stdout)
+    assert report["reference"] and report["max_abs_error"] is None and report["latency_ms"]["cpu"] is None
