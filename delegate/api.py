@@ -164,16 +164,7 @@ def Interpreter(
     host = host_runtime()
     mode = resolve_mode(kwargs.pop("background_compile", None))
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
-    # A corrupt model crashes the host's Interpreter: refuse it first. A path that is no file gets
-    # the OSError Python gives, not the host's "model allocation is null".
-    if model_path is not None:
-        if not os.path.exists(model_path):
-            raise FileNotFoundError(errno.ENOENT, "no such model file", model_path)
-        if os.path.isdir(model_path):
-            raise IsADirectoryError(errno.EISDIR, "a folder, not a model file", model_path)
-        verify_model(model_path)
-    elif model_path is None and interpreter_args.get("model_content") is not None:
-        verify_model(interpreter_args["model_content"])
+    _check_model(model_path, interpreter_args.get("model_content"))
     effective = None
     if settings is not None:
         effective = effective_settings(settings, kwargs.get("device"), settings_type)
@@ -237,6 +228,19 @@ def Interpreter(
     interpreter.opencl = state if state is not None else delegate_state(delegate)
     interpreter.effective = effective
     return interpreter
+
+
+def _check_model(model_path: str | None, model_content: Any) -> None:
+    """Refuse a corrupt model before the host reads it (it would crash the host's Interpreter); a
+    path that is no file gets the OSError Python gives, not the host's "model allocation is null"."""
+    if model_path is not None:
+        if not os.path.exists(model_path):
+            raise FileNotFoundError(errno.ENOENT, "no such model file", model_path)
+        if os.path.isdir(model_path):
+            raise IsADirectoryError(errno.EISDIR, "a folder, not a model file", model_path)
+        verify_model(model_path)
+    elif model_content is not None:
+        verify_model(model_content)
 
 
 def _choose_threads(host: Any, model_path: str | None, cpu_args: dict[str, Any], probe: Any, cores: int,

@@ -1,4 +1,4 @@
-"""The mini-benchmark: subprocess runs, crash-proof storage, the decision and its use (issue 7)."""
+"""The mini-benchmark: subprocess runs, crash-proof storage, the decision and its use."""
 
 from __future__ import annotations
 

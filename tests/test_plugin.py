@@ -23,7 +23,7 @@ from delegate.runtime.device import describe, select_device
 from .helpers import shared_path
 
 pytestmark = pytest.mark.opencl
-# F32 results within this fraction of the largest |CPU output| (issue 4's tolerance).
+# F32 results within this fraction of the largest |CPU output| (the F32 tolerance of the tests).
 F32_TOLERANCE = 1e-4
 F16_TOLERANCE = 2e-2
 

@@ -1,4 +1,4 @@
-"""Every file in examples/settings/ and every settings example in the README runs (issue 24)."""
+"""Every file in examples/settings/ and every settings example in the README runs."""
 
 from __future__ import annotations
 

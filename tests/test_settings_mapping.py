@@ -1,4 +1,4 @@
-"""Acceleration settings mapped onto the delegate, with upstream's rules (issue 6)."""
+"""Acceleration settings mapped onto the delegate, with upstream's rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Upstream's GPU delegate option names, with upstream's meaning (issue 24)."""
+"""Upstream's GPU delegate option names, with upstream's meaning."""
 
 from __future__ import annotations
 
