@@ -6,8 +6,7 @@ serialization folder and PoCL's own kernel cache disabled (POCL_KERNEL_CACHE=0),
 program is compiled. Warm: the same folder, now holding the compiled partition and program
 binaries. ``init`` is creating the interpreter with the delegate through ``allocate_tensors()``
 (as warm and cold are meant throughout); the first invoke is reported too (PoCL specialises kernels
-at their first
-launch). Target: warm init at least 10x faster than cold.
+at their first launch). Target: warm init at least 10x faster than cold.
 
     python benchmarks/init_speed.py [--check] [--json] [--model PATH]
 """
