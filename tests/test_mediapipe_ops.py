@@ -536,12 +536,14 @@ def test_an_unknown_custom_op_is_named_with_what_to_do(programs):
         Op(CUSTOM, [1], [2], custom_code="NoSuchOp", custom_options=b"\1\0\0\0"),
         Op(Builtin.RELU, [2], [3]),
     ]
-    with pytest.warns(UserWarning, match="NoSuchOp_1 stays on CPU: custom op NoSuchOp is not supported"):
+    with pytest.warns(UserWarning, match="NoSuchOp_1 stays on CPU: custom op NoSuchOp is not supported") as seen:
         interpreter = delegate.Interpreter(
             model_content=build_model(tensors, ops, [0], [3]),
             program_cache=programs,
             experimental_op_resolver_type=host_runtime().OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
         )
+    # attributed to the line that made the interpreter, not to a line of the library's source
+    assert {w.filename for w in seen if "NoSuchOp" in str(w.message)} == {__file__}
     why = interpreter.opencl.unsupported["NoSuchOp_1"]
     assert "no kernel for it either" in why and "register the op's kernel" in why
     assert "Convolution2DTransposeBias" in why  # what the delegate does run

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._native import ffi, lib
+from .._warnings import warn
 from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
 from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
 from ..compiler.device_policy import compile_options, cpu_when_faster
@@ -207,7 +208,7 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
                     continue
                 raise DelegateError(message) from exc
             log.warning("%s fall back to CPU: %s", _shown(names), cause)
-            warnings.warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}", stacklevel=1)
+            warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}")
             prep.report.fallbacks.append({"nodes": names, "cause": cause})
             for name in names:
                 prep.report.unsupported[name] = f"compile fallback: {cause}"
@@ -302,7 +303,7 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
     report.unsupported = unsupported
     for name, why in unsupported.items():
         if NO_KERNEL in why:
-            warnings.warn(f"{_PLUGIN}: {name} stays on CPU: {why}", stacklevel=1)
+            warn(f"{_PLUGIN}: {name} stays on CPU: {why}")
     chosen = _precompile(context, prep, chosen, state, undo_unsafe_reason(context, plan) is not None)
     report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
     shown = list(report.unsupported.items())[:5]
@@ -372,7 +373,7 @@ def _failed_prepare(
         prep.report.delegated_nodes = []
     if state.options.compile_fallback:
         log.warning("%s; the graph runs on TFLite's CPU kernels", message)
-        warnings.warn(f"{message}; the graph runs on TFLite's CPU kernels", stacklevel=1)
+        warn(f"{message}; the graph runs on TFLite's CPU kernels")
         if prep is not None:
             prep.report.fallbacks.append({"nodes": ["(all)"], "cause": cause})
         return 0
