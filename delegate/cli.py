@@ -43,20 +43,23 @@ def _median_seconds(fn: object, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def _run_on_device(path: Path, device: str | None, repeats: int) -> None:
+def _run_on_device(path: Path, device: str | None, repeats: int, profile: bool) -> None:
     import numpy as np
 
     from .runtime import Runtime
 
+    # A partition of a serialization folder has its program binaries in programs/ beside it. A
+    # profiled load launches node by node (no persistent kernel): another program, so it is opt-in.
+    beside = path.parent / "programs"
+    cache_dir = beside if beside.is_dir() else None
     start = time.perf_counter()
-    with Runtime.load(path, device=device, profiling=True) as rt:
+    with Runtime.load(path, device=device, profiling=profile, cache_dir=cache_dir) as rt:
         load_s = time.perf_counter() - start
         stats = rt.build_stats
         rng = np.random.default_rng(0)
         inputs = [rng.random(shape, dtype=np.float32) for shape in rt.input_shapes]
-        rt.run(inputs)  # first run: the driver specialises kernels
+        outputs = rt.run(inputs)  # first run: the driver specialises kernels
         run_s = _median_seconds(lambda: rt.run(inputs), repeats)
-        outputs, times = rt.run_profiled(inputs)
         mem = rt.memory
         print(f"device: {rt.device_info.platform} / {rt.device_info.name} (driver {rt.device_info.driver_version})")
         print(
@@ -68,8 +71,10 @@ def _run_on_device(path: Path, device: str | None, repeats: int) -> None:
             f" unshared {mem.unshared_bytes / 2**20:.1f}), constants {mem.constant_bytes / 2**20:.1f} MiB"
         )
         print(f"run: {run_s * 1e3:.1f} ms (median of {repeats}); outputs {[o.shape for o in outputs]}")
-        slowest = sorted(times, key=lambda t: -t[1])[:3]
-        print("slowest nodes: " + ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in slowest))
+        if profile:
+            _, times = rt.run_profiled(inputs)
+            slowest = sorted(times, key=lambda t: -t[1])[:3]
+            print("slowest nodes: " + ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in slowest))
 
 
 def error_message(exc: BaseException) -> str:
@@ -94,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
             )
             return 2
         try:
-            _run_on_device(args.file, args.device, args.runs)  # an InferenceContext file
+            _run_on_device(args.file, args.device, args.runs, args.profile)  # an InferenceContext file
         except ContextFormatError as exc:
             if exc.kind != "format":  # a context, over a bound
                 raise
@@ -405,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
         " models whose stored input shape is a placeholder (shape_signature -1)",
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument(
+        "--profile", action="store_true", help="a context: time every node (launched one by one) and name the slowest"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown only on a terminal)")
     run.set_defaults(run=_run)
     settings = commands.add_parser("settings", help="show, convert or validate an acceleration settings file")

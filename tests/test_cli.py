@@ -90,7 +90,7 @@ def test_demo_round_trips_and_runs(tmp_path):
 
 @pytest.mark.opencl
 def test_run_and_devices_commands(mobilenet_file):
-    result = _run_cli("run", str(mobilenet_file), "--runs", "1")
+    result = _run_cli("run", str(mobilenet_file), "--runs", "1", "--profile")
     assert result.returncode == 0, result.stderr
     assert "memory: tensors" in result.stdout and "slowest nodes:" in result.stdout
     result = _run_cli("devices")
@@ -317,3 +317,21 @@ def test_run_on_a_file_of_neither_kind_says_so(tmp_path):
     result = _run_cli("run", str(notes))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "neither a TFLite model" in result.stderr and "nor a valid InferenceContext" in result.stderr
+
+
+@pytest.mark.opencl
+def test_run_on_a_serialized_partition_uses_the_program_binaries_beside_it(tmp_path):
+    model = str(shared_path("models", "small_cnn.tflite"))
+    folder = tmp_path / "serialized"
+    made = _run_cli(
+        "run", model, "--runs", "1", "--serialization-dir", str(folder), "--option", "cpu_when_faster=false"
+    )
+    assert made.returncode == 0, made.stderr
+    (context,) = folder.glob("*.ctx")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "empty-cache"), "POCL_CACHE_DIR": str(tmp_path / "empty-pocl")}
+    result = subprocess.run(
+        [sys.executable, "-m", "delegate", "run", str(context), "--runs", "1"],
+        capture_output=True, text=True, env={**os.environ, **env}, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "programs built 0, from cache" in result.stdout, result.stdout  # the binaries the plugin stored
