@@ -242,8 +242,9 @@ def run_model(
 ) -> dict[str, Any]:
     """The delegate against TFLite's CPU path on ``model``; ``input_shapes`` resizes inputs first
     (``parse_input_shapes``), for models whose stored input shape is a placeholder."""
-    if progress:
-        print(f"loading {model} with the OpenCL delegate (a first start compiles kernels) ...", file=sys.stderr)
+    DelegateOptions.parse(options)  # an option error before any progress line
+    if progress:  # whether it compiles shows on the live line (and in the report's cache states)
+        print(f"loading {model} with the OpenCL delegate ...", file=sys.stderr)
     start = time.perf_counter()
     interpreter = Interpreter(model, settings=settings, settings_type=settings_type, **options)
     allocate(interpreter, input_shapes)

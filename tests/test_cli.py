@@ -144,7 +144,7 @@ def test_run_model_json_and_errors(tmp_path):
     assert "quantization" not in output and "exact_matches" not in output
     assert report["reference_constant"] is False
     assert set(report["latency_ms"]) == {"delegate", "cpu"}
-    assert "compiles kernels" in result.stderr  # progress goes to stderr
+    assert "with the OpenCL delegate ..." in result.stderr  # progress goes to stderr
     text = _run_cli("run", model, "--runs", "1", "--serialization-dir", str(tmp_path), *off)
     assert text.returncode == 0 and "cache hit" in text.stdout and "delegated: 10 of 10 nodes" in text.stdout
     assert "CPU choice: partition of 10 node(s) delegated (cpu_when_faster off)" in text.stdout
@@ -156,6 +156,7 @@ def test_run_model_json_and_errors(tmp_path):
     assert "device: none (no node runs on the delegate)" in default.stdout
     bad = _run_cli("run", model, "--option", "precision=F8")
     assert bad.returncode == 2 and "precision must be one of" in bad.stderr
+    assert "loading" not in bad.stderr  # the option error comes first, alone
     bad = _run_cli("run", model, "--option", "nonsense")
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
     not_a_model = tmp_path / "broken.tflite"
