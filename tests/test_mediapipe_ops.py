@@ -587,3 +587,18 @@ def test_run_on_a_model_only_the_delegate_runs_reports_it_without_a_reference(tm
     assert "TransformLandmarks" in text.stdout
     report = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, env=env).stdout)
     assert report["reference"] and report["max_abs_error"] is None and report["latency_ms"]["cpu"] is None
+
+
+def test_resizing_a_model_only_the_delegate_runs_says_what_can_be_done(programs):
+    tensors = [T((1, 1, 8, 3)), T((1, 1, 4, 4)), T((1, 1, 8, 3))]
+    op = Op(CUSTOM, [0, 1], [2], version=2, custom_code="TransformLandmarks", custom_options=b"")
+    interpreter = delegate.Interpreter(
+        model_content=build_model(tensors, [op], [0, 1], [2]),
+        program_cache=programs,
+        cpu_when_faster="false",
+        background_compile="off",
+    )
+    interpreter.resize_tensor_input(0, [1, 1, 16, 3])
+    with pytest.raises(RuntimeError, match="convert it with the input shape you need") as info:
+        interpreter.allocate_tensors()
+    assert "before its first allocate_tensors" not in str(info.value)

@@ -529,8 +529,8 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
         if not propagated:
             raise DelegateError(
                 "TFLite cannot propagate shapes through this graph (it has a custom op that only a delegate "
-                "runs), so a resize after the delegate was applied is not followed: create the interpreter again "
-                "and resize before its first allocate_tensors(), or run on CPU"
+                "runs), and the delegate is applied when the interpreter is created, so this model's inputs keep "
+                "the shapes it was converted with: convert it with the input shape you need"
             )
         _recompile(context, entry, kernel)
         return 0
