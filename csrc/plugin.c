@@ -22,8 +22,10 @@ typedef struct delegate_data {
     int64_t id;
 } delegate_data;
 
+/* Hosts append reported messages to one buffer with nothing between them (TFLite's own follow):
+ * a message ends its own line. */
 void dlg_report(TfLiteContext *context, const char *message) {
-    if (context && context->ReportError) context->ReportError(context, "%s", message);
+    if (context && context->ReportError) context->ReportError(context, "%s\n", message);
 }
 
 /* The kernel TFLite holds as user_data: what Python fills in (first member, so a dlg_kernel * is

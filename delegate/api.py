@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -60,11 +61,11 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
     """How ``settings`` (message, bytes, file, dict, or a mini-benchmark decision or its storage
     path) map onto this package on ``device``.
 
-    The device only matters for the storage type when latency outranks memory; without any OpenCL
-    device the vendor-neutral choice (BUFFER) is made.
+    The device narrows the precision the settings allow to what is fastest on it, and picks the
+    storage when latency outranks memory; without any OpenCL device upstream's names are kept
+    (and BUFFER storage).
     """
-    from .errors import DeviceNotFoundError
-    from .runtime.device import describe, select_device
+    from .plugin.upstream_options import device_kind
     from .settings.mapping import Effective, load_settings, resolve
 
     decision = _decision(settings)
@@ -77,11 +78,7 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
         message: Any = decision.min_latency_event.tflite_settings
     else:
         message = load_settings(settings, settings_type)
-    try:
-        info = describe(select_device(device or None))
-    except DeviceNotFoundError:
-        return resolve(message)
-    return resolve(message, info.vendor, info.name, info.is_gpu)
+    return resolve(message, device_kind(device or ""))
 
 
 def load_delegate(settings: Any = None, settings_type: Any = None, **options: Any) -> Any:
@@ -168,11 +165,7 @@ def Interpreter(
     host = host_runtime()
     mode = resolve_mode(kwargs.pop("background_compile", None))
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
-    # A corrupt model crashes the host's Interpreter: refuse it first (a missing file the host reports).
-    if model_path is not None and os.path.isfile(model_path):
-        verify_model(model_path)
-    elif model_path is None and interpreter_args.get("model_content") is not None:
-        verify_model(interpreter_args["model_content"])
+    _check_model(model_path, interpreter_args.get("model_content"))
     effective = None
     if settings is not None:
         effective = effective_settings(settings, kwargs.get("device"), settings_type)
@@ -236,6 +229,19 @@ def Interpreter(
     interpreter.opencl = state if state is not None else delegate_state(delegate)
     interpreter.effective = effective
     return ExclusiveInterpreter(interpreter)
+
+
+def _check_model(model_path: str | None, model_content: Any) -> None:
+    """Refuse a corrupt model before the host reads it (it would crash the host's Interpreter); a
+    path that is no file gets the OSError Python gives, not the host's "model allocation is null"."""
+    if model_path is not None:
+        if not os.path.exists(model_path):
+            raise FileNotFoundError(errno.ENOENT, "no such model file", model_path)
+        if os.path.isdir(model_path):
+            raise IsADirectoryError(errno.EISDIR, "a folder, not a model file", model_path)
+        verify_model(model_path)
+    elif model_content is not None:
+        verify_model(model_content)
 
 
 def _choose_threads(host: Any, model_path: str | None, cpu_args: dict[str, Any], probe: Any, cores: int,

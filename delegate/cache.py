@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any, Literal
 from ._atomic import atomic_write, remove_stale_temps
 from ._integrity import read_sealed, seal
 from ._version import __version__
+from ._warnings import warn
 from .errors import CacheFolderWarning, CacheIntegrityError
 
 #: hex digits of a partition's key in its file name (the seal holds all of it)
@@ -76,11 +76,7 @@ def warn_unusable(
     cause = exc.strerror or str(exc)
     shown = exc.filename and os.path.abspath(exc.filename) != name and not str(exc.filename).endswith(".tmp")
     where = f" ({exc.filename})" if shown else ""  # not the writer's temporary: its name says nothing
-    warnings.warn(
-        f"tflite-opencl-delegate: {what} {name} cannot be used: {cause}{where}; {remedy}",
-        CacheFolderWarning,
-        stacklevel=3,
-    )
+    warn(f"tflite-opencl-delegate: {what} {name} cannot be used: {cause}{where}; {remedy}", CacheFolderWarning)
 
 
 def _reporting(folder: Path) -> Callable[[OSError], None]:

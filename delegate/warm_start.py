@@ -279,8 +279,18 @@ class WarmStartInterpreter:
         if not self._decided:
             self._decide()
         self._raise_failure()
-        with cancel.host_call():  # a resize compiles the partitions again
-            self._active.allocate_tensors()
+        try:
+            with cancel.host_call():  # a resize compiles the partitions again
+                self._active.allocate_tensors()
+        except RuntimeError:
+            # TFLite's CPU kernels cannot run the model (a custom op only the delegate runs): there is
+            # nothing to answer with meanwhile, so wait for the delegate; the CPU's error if it failed
+            if self._delegated or not self.wait_for_delegate(
+                "allocate_tensors (TFLite's CPU kernels cannot run the model)"
+            ):
+                raise
+            with cancel.host_call():
+                self._active.allocate_tensors()
         self._cpu_allocated = not self._delegated
 
     def invoke(self) -> None:

@@ -13,12 +13,12 @@ import logging
 import threading
 import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import cancel
 from .._native import ffi, lib
+from .._warnings import warn
 from ..cache import SerializationCache, entry_seal, partition_key, program_cache_dir
 from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
 from ..compiler.device_policy import compile_options, cpu_when_faster
@@ -219,7 +219,7 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
                     continue
                 raise DelegateError(message) from exc
             log.warning("%s fall back to CPU: %s", _shown(names), cause)
-            warnings.warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}", stacklevel=1)
+            warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}")
             prep.report.fallbacks.append({"nodes": names, "cause": cause})
             for name in names:
                 prep.report.unsupported[name] = f"compile fallback: {cause}"
@@ -314,7 +314,7 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
     report.unsupported = unsupported
     for name, why in unsupported.items():
         if NO_KERNEL in why:
-            warnings.warn(f"{_PLUGIN}: {name} stays on CPU: {why}", stacklevel=1)
+            warn(f"{_PLUGIN}: {name} stays on CPU: {why}")
     chosen = _precompile(context, prep, chosen, state, undo_unsafe_reason(context, plan) is not None)
     report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
     shown = list(report.unsupported.items())[:5]
@@ -387,7 +387,7 @@ def _failed_prepare(
         prep.report.delegated_nodes = []
     if state.options.compile_fallback:
         log.warning("%s; the graph runs on TFLite's CPU kernels", message)
-        warnings.warn(f"{message}; the graph runs on TFLite's CPU kernels", stacklevel=1)
+        warn(f"{message}; the graph runs on TFLite's CPU kernels")
         if prep is not None:
             prep.report.fallbacks.append({"nodes": ["(all)"], "cause": cause})
         return 0
@@ -450,10 +450,10 @@ def _load_partition(
         log.info("serialization cache miss: no entry %s (model, options, device or package version differ)", path)
     except ContextFormatError as exc:
         log.warning("cache entry %s is unreadable (%s); rebuilding it", path, exc.detail)
-        warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
+        warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it")
     except CacheIntegrityError as exc:
         log.warning("%s; rebuilding it", exc)
-        warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
+        warn(f"{_PLUGIN}: {exc}; rebuilding it")
     runtime = compiled()
     try:
         store.write_context(runtime.model, path, sealed)  # with the tuned work-group sizes
@@ -550,8 +550,8 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
         if not propagated:
             raise DelegateError(
                 "TFLite cannot propagate shapes through this graph (it has a custom op that only a delegate "
-                "runs), so a resize after the delegate was applied is not followed: create the interpreter again "
-                "and resize before its first allocate_tensors(), or run on CPU"
+                "runs), and the delegate is applied when the interpreter is created, so this model's inputs keep "
+                "the shapes it was converted with: convert it with the input shape you need"
             )
         _recompile(context, entry, kernel)
         return 0

@@ -11,10 +11,10 @@ a warning; a folder that cannot be written is reported once and the decision is 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from typing import Any
 
+from .._warnings import warn
 from ..cache import SerializationCache, entry_seal, partition_key
 from ..compiler.cpu_choice import POCL_CPU, CpuChoice, estimate
 from ..compiler.fingerprint import compiler_fingerprint
@@ -50,7 +50,7 @@ def decide(
             return CpuChoice.from_record(record, members, names)
     except (CacheIntegrityError, ValueError) as exc:
         log.warning("cache record %s is unusable (%s); estimating again", path, exc)
-        warnings.warn(f"{_PLUGIN}: cache record {path} is unusable ({exc}); estimating again", stacklevel=1)
+        warn(f"{_PLUGIN}: cache record {path} is unusable ({exc}); estimating again")
     choice = estimate(graph, members, applied=applied)
     store.write_record({k: v for k, v in choice.as_dict().items() if k != "source"}, path, sealed)
     return choice

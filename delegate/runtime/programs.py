@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .. import cancel
 from .._version import __version__
+from .._warnings import warn
 from ..cache import ProgramBinaries
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
 from ..progress import report_progress
@@ -107,7 +108,7 @@ class ProgramBuilder:
         try:
             binary = self._binaries.read(key)
         except CacheIntegrityError as exc:
-            warnings.warn(f"{exc}: rebuilding it from source", stacklevel=2)
+            warn(f"{exc}: rebuilding it from source")
             self._binaries.discard(key)
             return None
         if binary is None:
@@ -124,9 +125,7 @@ class ProgramBuilder:
             if program is not None:
                 program.release()
             where = self._binaries.path(key)
-            warnings.warn(
-                f"program binary {where} is rejected by the driver ({exc}): rebuilding it from source", stacklevel=2
-            )
+            warn(f"program binary {where} is rejected by the driver ({exc}): rebuilding it from source")
             self._binaries.discard(key)
             return None
 
