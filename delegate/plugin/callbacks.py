@@ -20,7 +20,7 @@ from .. import cancel
 from .._native import ffi, lib
 from .._warnings import warn
 from ..cache import SerializationCache, entry_seal, partition_key, program_cache_dir
-from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
+from ..compiler.claim import NO_KERNEL, claimed_nodes
 from ..compiler.device_policy import compile_options, cpu_when_faster
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
@@ -44,6 +44,7 @@ from .capture import (
     undo_unsafe_reason,
 )
 from .choice_record import decide
+from .claim_rules import float_edges, propagation_blocker
 from .options import DelegateOptions
 from .report import DelegateState, PartitionInfo, SubgraphReport
 
@@ -239,36 +240,6 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
     return [n for n in chosen if n in keep]
 
 
-def _propagation_blocker(graph: Any, plan: list[int]) -> str | None:
-    """The node that keeps TFLite from propagating shapes through the original plan, or None.
-
-    With kTfLiteDelegateFlagsRequirePropagatedShapes, TFLite prepares the original nodes at every
-    allocation, delegated ones included; a custom op that no kernel implements (one only a
-    delegate runs, as XNNPACK runs MediaPipe's Convolution2DTransposeBias under ai-edge-litert)
-    fails that prepare, and with it the whole allocation."""
-    for index in plan:
-        node = graph.nodes[index]
-        if node.unresolved:
-            return node.name
-    return None
-
-
-def _float_edges(context: Any, graph: Any, nodes: list[int], unsupported: dict[str, str]) -> list[int]:
-    """``nodes`` less those that would pass a bool or int32 tensor across the edge of the
-    partitions TFLite makes of them (compiler/claim.py ``edge_dtype_problems``), partitioning
-    again after each removal (which can put other such tensors on an edge) until none is left."""
-    while nodes and carries_non_float(graph, nodes):
-        problems: dict[int, str] = {}
-        for members, inputs, outputs in preview_partitions(context, nodes):
-            problems.update(edge_dtype_problems(graph, members, inputs, outputs))
-        if not problems:
-            break
-        for index, why in problems.items():
-            unsupported[graph.nodes[index].name] = why
-        nodes = [n for n in nodes if n not in problems]
-    return nodes
-
-
 def _faster_on_cpu(
     context: Any, prep: Preparing, nodes: list[int], options: DelegateOptions, unsupported: dict[str, str]
 ) -> list[int]:
@@ -301,11 +272,11 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
     report, options = prep.report, state.options
     plan = prep.plan
     graph = prep.graph = capture_graph(context, plan)
-    if _propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
+    if propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
         native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
     prep.static = resolve(graph, plan)
     supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
-    supported = _float_edges(context, graph, supported, unsupported)
+    supported = float_edges(context, graph, supported, unsupported)
     chosen = largest_partitions(context, supported, options.max_delegated_partitions)
     for index in set(supported) - set(chosen):
         unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
@@ -538,7 +509,7 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
     compiled for; after a resize (TFLite has propagated the new shapes through the original nodes,
     kTfLiteDelegateFlagsRequirePropagatedShapes), the partition is compiled again for them. Where
     TFLite could not propagate them (``propagated`` 0: the delegate cleared the flag, see
-    ``_propagation_blocker``) the shapes inside the partition are stale, and it refuses."""
+    ``claim_rules.propagation_blocker``) the shapes inside the partition are stale, and it refuses."""
     try:
         entry = _kernels.get(int(kernel.handle))
         if entry is None:
