@@ -9,14 +9,23 @@ first frame outside both is the line the user wrote (``delegate.Interpreter(...)
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
+from types import FrameType
 
 #: modules whose frames are not the user's: this package and the TFLite hosts it runs inside
-_LIBRARY_PREFIXES = ("delegate", "ai_edge_litert", "tflite_runtime", "tensorflow", "warnings", "threading")
+_LIBRARY_PREFIXES = ("delegate", "ai_edge_litert", "tflite_runtime", "tensorflow", "warnings", "threading", "runpy")
 
 
-def _is_library(module: str) -> bool:
+#: this package's folder: ``python -m delegate`` runs its ``__main__`` under the name ``__main__``
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _is_library(frame: FrameType) -> bool:
+    module = str(frame.f_globals.get("__name__", ""))
+    if frame.f_code.co_filename.startswith(_PACKAGE):
+        return True
     return any(module == p or module.startswith(p + ".") for p in _LIBRARY_PREFIXES)
 
 
@@ -25,7 +34,7 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     every frame is the library's (a thread it started), to the library by name, with no line."""
     frame = sys._getframe(1)
     level = 1
-    while _is_library(str(frame.f_globals.get("__name__", ""))):
+    while _is_library(frame):
         if frame.f_back is None:
             warnings.warn_explicit(message, category, "tflite-opencl-delegate", 0, "delegate", _REGISTRY)
             return

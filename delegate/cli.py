@@ -313,7 +313,7 @@ def _demo_in(out_dir: Path, device: str | None) -> int:
         f"parse: native reader {native_s * 1e6:.0f} us, Python flatbuffers object API {python_s * 1e3:.1f} ms"
         f" ({python_s / native_s:.0f}x)"
     )
-    _run_on_device(path, device, 5)
+    _run_on_device(path, device, 5, profile=True)
     print(
         "note: this context is a synthetic MobileNetV2-shaped program with plain kernels and random weights,"
         " which shows the file format and the runtime by themselves; `run MODEL.tflite` compiles a real model"

@@ -242,7 +242,8 @@ def run_model(
 ) -> dict[str, Any]:
     """The delegate against TFLite's CPU path on ``model``; ``input_shapes`` resizes inputs first
     (``parse_input_shapes``), for models whose stored input shape is a placeholder."""
-    DelegateOptions.parse(options)  # an option error before any progress line
+    # an option error before any progress line (the Interpreter's own arguments are not the delegate's)
+    DelegateOptions.parse({k: v for k, v in options.items() if k not in ("background_compile", "num_threads")})
     if progress:  # whether it compiles shows on the live line (and in the report's cache states)
         print(f"loading {model} with the OpenCL delegate ...", file=sys.stderr)
     start = time.perf_counter()
