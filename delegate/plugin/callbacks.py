@@ -25,7 +25,7 @@ from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
 from ..compiler.partition import CompileOptions, compile_partition
 from ..compiler.shapes import StaticShapes, resolve
-from ..errors import CacheIntegrityError, ContextFormatError, DelegateError
+from ..errors import CacheIntegrityError, ContextFormatError, DelegateError, PartitionTooLargeError
 from ..progress import report_progress
 from ..runtime import Runtime, Tuning
 from ..runtime.device import DeviceInfo, describe, select_device
@@ -43,6 +43,7 @@ from .capture import (
 )
 from .choice_record import decide
 from .options import DelegateOptions
+from .propagation import propagation_blocker
 from .report import DelegateState, PartitionInfo, SubgraphReport
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,13 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
         report_progress("compiling partitions", number, len(previews), f"{len(nodes)} nodes")
         try:
             runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
+        except PartitionTooLargeError as exc:  # over the runtime's bounds (compiler/bounds.py)
+            if exc.node not in nodes:
+                raise DelegateError(f"compiling a partition failed: {exc}") from exc
+            keep.discard(exc.node)  # that node on CPU: the rest is partitioned and compiled again
+            prep.report.unsupported[prep.graph.nodes[exc.node].name] = exc.reason
+            previews += preview_partitions(context, [n for n in nodes if n != exc.node])
+            continue
         except Exception as exc:  # any stage: capture of weights, compile, build, allocation
             names = [prep.graph.nodes[n].name for n in nodes]
             cause = _cause(exc)
@@ -225,20 +233,6 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
         )
     report_progress("compiling partitions", len(previews), len(previews))
     return [n for n in chosen if n in keep]
-
-
-def _propagation_blocker(graph: Any, plan: list[int]) -> str | None:
-    """The node that keeps TFLite from propagating shapes through the original plan, or None.
-
-    With kTfLiteDelegateFlagsRequirePropagatedShapes, TFLite prepares the original nodes at every
-    allocation, delegated ones included; a custom op that no kernel implements (one only a
-    delegate runs, as XNNPACK runs MediaPipe's Convolution2DTransposeBias under ai-edge-litert)
-    fails that prepare, and with it the whole allocation."""
-    for index in plan:
-        node = graph.nodes[index]
-        if node.unresolved:
-            return node.name
-    return None
 
 
 def _float_edges(context: Any, graph: Any, nodes: list[int], unsupported: dict[str, str]) -> list[int]:
@@ -289,7 +283,9 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
     report, options = prep.report, state.options
     plan = prep.plan
     graph = prep.graph = capture_graph(context, plan)
-    if _propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
+    blocker = propagation_blocker(graph, plan)
+    if blocker is not None:  # for this delegate: TFLite reads the flag per allocation
+        log.debug("subgraph %d: shapes are not propagated after a resize: %s", report.index, blocker)
         native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
     prep.static = resolve(graph, plan)
     supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
@@ -516,7 +512,7 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
     compiled for; after a resize (TFLite has propagated the new shapes through the original nodes,
     kTfLiteDelegateFlagsRequirePropagatedShapes), the partition is compiled again for them. Where
     TFLite could not propagate them (``propagated`` 0: the delegate cleared the flag, see
-    ``_propagation_blocker``) the shapes inside the partition are stale, and it refuses."""
+    plugin/propagation.py) the shapes inside the partition are stale, and it refuses."""
     try:
         entry = _kernels.get(int(kernel.handle))
         if entry is None:
@@ -527,8 +523,9 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
             return 0
         if not propagated:
             raise DelegateError(
-                "TFLite cannot propagate shapes through this graph (it has a custom op that only a delegate "
-                "runs), so a resize after the delegate was applied is not followed: create the interpreter again "
+                "TFLite does not propagate shapes through this graph for the delegate (it has a custom op that only "
+                "a delegate runs, or nodes that run other subgraphs: IF, WHILE, CALL_ONCE), so a resize after the "
+                "delegate was applied is not followed: create the interpreter again "
                 "and resize before its first allocate_tensors(), or run on CPU"
             )
         _recompile(context, entry, kernel)
