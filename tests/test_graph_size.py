@@ -1,4 +1,5 @@
-"""Large graphs: prepare time linear in nested control flow, and contexts within the runtime's bounds.
+"""Large graphs: prepare time linear in nested control flow, contexts within the runtime's bounds
+(long chains split, partitions cut where they stop fitting), and no persistent kernel too long to build.
 
 The nested-IF and nested-WHILE models prepare in a subprocess with a timeout, timed against
 TFLite alone on the same model in the same process: work that doubles at each level of nesting
@@ -21,7 +22,7 @@ from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Tensor
 from delegate.compiler.partition import CompileOptions, compile_partition
 from delegate.context import bounds as context_bounds
 from delegate.errors import PartitionTooLargeError
-from delegate.runtime import plan
+from delegate.runtime import Runtime, launches
 from delegate.runtime.limits import LIMITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,11 +176,17 @@ def test_the_compiler_and_the_runtime_share_the_bounds():
     assert bounds.NODE_SOURCE_BUDGET <= context_bounds.MAX_NODE_SOURCE_BYTES // 4
 
 
-def test_persistent_runs_stop_at_their_node_and_source_bounds():
-    count = plan.MAX_RUN_NODES * 2 + 5
-    runs = plan.persistent_runs([True] * count, ["p"] * count)
-    assert [len(r) for r in runs] == [plan.MAX_RUN_NODES, plan.MAX_RUN_NODES, 5]
-    size = plan.MAX_RUN_SOURCE // 4 + 1  # three fit, a fourth does not
-    runs = plan.persistent_runs([True] * 8, ["p"] * 8, [size] * 8)
-    assert [len(r) for r in runs] == [3, 3, 2]
-    assert [r.start for r in runs] == [0, 3, 6]
+def test_a_context_with_much_source_runs_node_by_node(monkeypatch):
+    graph, out = _chain(100)
+    ctx = compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
+    source = sum(len(n.gpu_op.code) for n in ctx.nodes)
+    monkeypatch.setattr(launches, "MAX_PERSISTENT_SOURCE", source // 2)
+    x = np.linspace(-2.0, 2.0, 4, dtype=np.float32).reshape(1, 1, 1, 4)
+    with Runtime.load(ctx) as runtime:
+        assert not runtime.persistent
+        assert "bytes of source" in (runtime.persistent_error or "")
+        (y,) = runtime.run([x])
+    expected = x
+    for k in range(100):
+        expected = expected * np.float32(0.999) if k % 2 == 0 else expected + np.float32(0.001)
+    np.testing.assert_allclose(y, expected, rtol=1e-5)

@@ -198,11 +198,7 @@ class ContextLaunches:
                 zip(self._nodes, self._arena_values, self.node_launches, strict=True)
             )
         ]
-        runs = persistent_runs(
-            [persistent_kernels.eligible(n.src) for n in nodes],
-            [n.src.prelude for n in nodes],
-            [len(n.src.body) for n in nodes],
-        )
+        runs = persistent_runs([persistent_kernels.eligible(n.src) for n in nodes], [n.src.prelude for n in nodes])
         if any(len(run) == 1 for run in runs):
             self.ensure_node_kernels()  # those nodes are launched by themselves
         names = self.one_by_one_names()

@@ -55,32 +55,22 @@ class Transfer:
     arg_index: int
 
 
-#: nodes, and bytes of their kernels' source, one persistent kernel takes at most: the OpenCL
-#: compiler's time grows faster than a program's length (PoCL, 2 cores: a persistent kernel of 600
-#: fused-chain nodes did not build in 15 minutes), so a longer run is cut into several
-MAX_RUN_NODES = 64
-MAX_RUN_SOURCE = 256 << 10
-#: a context whose node kernels have more source than this runs node by node: its persistent
-#: kernels would each be built anew (their text holds their nodes' constants), where node kernels
-#: of one text are built once
+#: a context whose node kernels have more source than this runs node by node: a persistent kernel
+#: inlines its nodes' code with their own constants, so it is built anew, and the OpenCL compiler's
+#: time grows faster than a program's length (PoCL, 2 cores: the persistent kernel of a 20,000-op
+#: chain, 600 nodes and 8 MB, did not build in 15 minutes), where node kernels of one text are
+#: built once (MobileNetV2's context has 1.1 MB)
 MAX_PERSISTENT_SOURCE = 2 << 20
 
 
-def persistent_runs(
-    eligible: Sequence[bool], preludes: Sequence[str], sizes: Sequence[int] | None = None
-) -> list[range]:
+def persistent_runs(eligible: Sequence[bool], preludes: Sequence[str]) -> list[range]:
     """The nodes in runs, in order: a run of two or more consecutive eligible nodes of one
-    prelude becomes a persistent kernel; every other node is a run of one, launched by itself.
-    A run takes at most ``MAX_RUN_NODES`` nodes, whose ``sizes`` (source bytes) add up to at
-    most ``MAX_RUN_SOURCE``."""
+    prelude becomes a persistent kernel; every other node is a run of one, launched by itself."""
     runs = []
     k = 0
     while k < len(eligible):
-        end, source = k, 0
-        while end < len(eligible) and eligible[end] and preludes[end] == preludes[k] and end - k < MAX_RUN_NODES:
-            source += sizes[end] if sizes is not None else 0
-            if source > MAX_RUN_SOURCE and end > k:
-                break
+        end = k
+        while end < len(eligible) and eligible[end] and preludes[end] == preludes[k]:
             end += 1
         end = end if end - k >= 2 else k + 1
         runs.append(range(k, end))
