@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A process that has never seen the model: time to its first output, and when invokes reach the
 delegate's warm latency, with background compile (``auto``), without it (``off``), and on
-TFLite's CPU path (XNNPACK), side by side (issue 27).
+TFLite's CPU path (XNNPACK), side by side.
 
 Each start is a fresh process. Cold: empty caches, each in a folder of its own: the program cache
 (``$XDG_CACHE_HOME``), PoCL's kernel cache (``$POCL_CACHE_DIR``), no serialization folder (the

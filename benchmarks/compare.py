@@ -35,7 +35,7 @@ and the chart into ``benchmarks/compare.png``; ``--json FILE`` writes the sample
     python benchmarks/compare.py [--models NAME ...] [--runs N] [--rounds R] [--out DIR] [--write]
                                  [--json FILE] [--no-litert] [--check]
 
-``--check`` exits 1 when a target of issue 8 is missed, all on MobileNetV2 and UNet-small: the
+``--check`` exits 1 when a target is missed, all on MobileNetV2 and UNet-small: the
 delegate at most 1.25x the faster XNNPACK path's median latency; when LiteRT's GPU path ran, the
 delegate at least 20x faster per call and its warm start at least 50x faster than LiteRT's first
 call. The other models are in the table for information (tiny ones measure fixed costs).
@@ -278,7 +278,7 @@ def table(results: list[PathResult]) -> str:
 
 
 def targets(results: list[PathResult]) -> list[tuple[str, float, str, bool]]:
-    """(what, figure, target, met) for every target of issue 8 this run measured."""
+    """(what, figure, target, met) for every target this run measured."""
     by = {(r.model, r.path): r for r in results}
     cpu = best_cpu(results)
     out = []
@@ -396,7 +396,7 @@ def write_results(text: str) -> None:
         head, rest = current.split(BEGIN, 1)
         current = head + block + rest.split(END, 1)[1]
     else:
-        current = current.rstrip("\n") + "\n\n## Side by side (issue 8)\n\n" + block + "\n"
+        current = current.rstrip("\n") + "\n\n## Side by side\n\n" + block + "\n"
     RESULTS.write_text(current)
 
 

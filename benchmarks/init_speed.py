@@ -5,8 +5,8 @@ Each start is a fresh process, as a second start of an application is. Cold: an 
 serialization folder and PoCL's own kernel cache disabled (POCL_KERNEL_CACHE=0), so every
 program is compiled. Warm: the same folder, now holding the compiled partition and program
 binaries. ``init`` is creating the interpreter with the delegate through ``allocate_tensors()``
-(issue 4's definition); the first invoke is reported too (PoCL specialises kernels at their first
-launch). Target: warm init at least 10x faster than cold.
+(as warm and cold are meant throughout); the first invoke is reported too (PoCL specialises kernels
+at their first launch). Target: warm init at least 10x faster than cold.
 
     python benchmarks/init_speed.py [--check] [--json] [--model PATH]
 """

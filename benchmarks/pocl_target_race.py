@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "models"
-#: float vision models of ../shared (issue 27's target set) when no model is named
+#: float vision models of ../shared (the race's default set) when no model is named
 DEFAULT_MODELS = (
     "mobilenet_v2",
     "unet_small",

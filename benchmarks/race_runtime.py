@@ -42,7 +42,7 @@ from delegate._native import ffi  # noqa: E402
 from delegate.context import model  # noqa: E402
 from delegate.runtime import Runtime, memory  # noqa: E402
 
-#: the last commit before the runtime was split into modules (issue 25)
+#: the last commit before the runtime was split into modules
 BEFORE_SPLIT = "e9913a9"
 #: loads per block (a block counts as its fastest load)
 _LOAD_BLOCK = 3

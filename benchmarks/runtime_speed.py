@@ -2,7 +2,7 @@
 """Runtime figures, side by side in one run, on the default device (PoCL without a GPU).
 
 1. Host time per launched node: the C enqueue loop vs the same launches (same kernels, bound
-   arguments and geometry) enqueued from Python with pyopencl. Target of issue 3: 5x lower. On
+   arguments and geometry) enqueued from Python with pyopencl. Target: 5x lower. On
    PoCL the driver's own clEnqueueNDRangeKernel is most of either figure, which caps the ratio;
    this is reported, not asserted.
 2. Memory: device bytes for tensors vs the lower bound (largest sum of simultaneously live

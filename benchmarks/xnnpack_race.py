@@ -8,7 +8,7 @@ and on 1 thread are created in this process and called in alternating blocks of 
 a block is the delegate's over the faster XNNPACK's in the same round, so what moves the machine
 between processes (where buffers land, which core a thread starts on, other load) moves both
 sides alike. Prints per model the median block of each side (ms) and the median ratio, then the
-geometric mean of the ratios: the figure issue 27's targets name.
+geometric mean of the ratios: the figure the speed targets name.
 
     python benchmarks/xnnpack_race.py MODEL ... [--blocks N] [--block N] [--option K=V ...]
 """

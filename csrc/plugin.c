@@ -1,6 +1,8 @@
 /* The TFLite external-delegate plugin. See plugin.h. */
 #include "plugin.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +22,36 @@ typedef struct delegate_data {
     int64_t id;
 } delegate_data;
 
+/* Hosts append reported messages to one buffer with nothing between them (TFLite's own follow):
+ * a message ends its own line. */
 void dlg_report(TfLiteContext *context, const char *message) {
-    if (context && context->ReportError) context->ReportError(context, "%s", message);
+    if (context && context->ReportError) context->ReportError(context, "%s\n", message);
 }
+
+/* The kernel TFLite holds as user_data: what Python fills in (first member, so a dlg_kernel * is
+   the instance's address), and whether a call is running in it. TFLite's interpreter takes one
+   call at a time; a second thread's invoke (or prepare) of the same interpreter would run the
+   partition's plan twice at once over the same memory objects, so it is refused instead. */
+typedef struct kernel_instance {
+    dlg_kernel kernel;
+    atomic_bool busy;
+} kernel_instance;
+
+static kernel_instance *instance_of(dlg_kernel *k) { return (kernel_instance *)(void *)k; }
+
+/* Mark `k` busy for `call`; 0, or -1 (reported to TFLite) when another thread is inside it. */
+static int enter(TfLiteContext *context, dlg_kernel *k, const char *call) {
+    if (!atomic_exchange_explicit(&instance_of(k)->busy, true, memory_order_acquire)) return 0;
+    char message[256];
+    snprintf(message, sizeof message,
+             "%s: %s refused: the interpreter is in use by another thread (the delegate's partition is "
+             "running); a TFLite interpreter takes one call at a time, so give each thread its own or hold a lock",
+             PLUGIN_NAME, call);
+    dlg_report(context, message);
+    return -1;
+}
+
+static void leave(dlg_kernel *k) { atomic_store_explicit(&instance_of(k)->busy, false, memory_order_release); }
 
 static TfLiteStatus delegate_prepare(TfLiteContext *context, TfLiteDelegate *delegate) {
     const delegate_data *d = delegate->data_;
@@ -84,8 +113,10 @@ static void quantize(void *dst, const float *src, size_t n, int32_t type, float 
 
 static void *kernel_init(TfLiteContext *context, const char *buffer, size_t length) {
     (void)length;
-    dlg_kernel *k = calloc(1, sizeof *k);
-    if (!k) return NULL;
+    kernel_instance *instance = calloc(1, sizeof *instance);
+    if (!instance) return NULL;
+    atomic_init(&instance->busy, false);
+    dlg_kernel *k = &instance->kernel;
     const TfLiteDelegateParams *params = (const TfLiteDelegateParams *)(const void *)buffer;
     if (dlg_py_kernel_init(context, params, k) != 0 || k->handle == 0) {
         if (!k->error[0]) snprintf(k->error, sizeof k->error, "%s: compiling the partition failed", PLUGIN_NAME);
@@ -113,15 +144,10 @@ static void kernel_free(TfLiteContext *context, void *buffer) {
     free(k->output_ptrs);
     free_copies(k->input_floats, k->inputs_count);
     free_copies(k->output_floats, k->outputs_count);
-    free(k);
+    free(instance_of(k));
 }
 
-static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
-    dlg_kernel *k = node->user_data;
-    if (!k) {
-        dlg_report(context, PLUGIN_NAME ": out of memory creating the delegate kernel");
-        return kTfLiteError;
-    }
+static TfLiteStatus prepare_exclusive(TfLiteContext *context, TfLiteNode *node, dlg_kernel *k) {
     if (!k->handle) {
         dlg_report(context, k->error);
         return kTfLiteError;
@@ -144,6 +170,18 @@ static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
         return kTfLiteError;
     }
     return kTfLiteOk;
+}
+
+static TfLiteStatus kernel_prepare(TfLiteContext *context, TfLiteNode *node) {
+    dlg_kernel *k = node->user_data;
+    if (!k) {
+        dlg_report(context, PLUGIN_NAME ": out of memory creating the delegate kernel");
+        return kTfLiteError;
+    }
+    if (enter(context, k, "prepare") != 0) return kTfLiteError;
+    TfLiteStatus status = prepare_exclusive(context, node, k);
+    leave(k);
+    return status;
 }
 
 /* 0 when `dims` are the `expected` ones (rank, then the dims), which `*cursor` points at; advances it. */
@@ -179,10 +217,9 @@ static int bind_tensor(TfLiteContext *context, int32_t index, int32_t type, uint
     return 0;
 }
 
-static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
-    dlg_kernel *k = node->user_data;
+static TfLiteStatus invoke_exclusive(TfLiteContext *context, dlg_kernel *k) {
     char error[256];
-    if (!k || !k->handle || !k->input_floats || !k->output_floats) {
+    if (!k->handle || !k->input_floats || !k->output_floats) {
         dlg_report(context, PLUGIN_NAME ": the delegate kernel was not initialised");
         return kTfLiteError;
     }
@@ -229,6 +266,18 @@ static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
         quantize(dst, k->output_floats[i], n, type, k->output_scales[i], k->output_zero_points[i]);
     }
     return kTfLiteOk;
+}
+
+static TfLiteStatus kernel_invoke(TfLiteContext *context, TfLiteNode *node) {
+    dlg_kernel *k = node->user_data;
+    if (!k) {
+        dlg_report(context, PLUGIN_NAME ": the delegate kernel was not initialised");
+        return kTfLiteError;
+    }
+    if (enter(context, k, "invoke") != 0) return kTfLiteError;
+    TfLiteStatus status = invoke_exclusive(context, k);
+    leave(k);
+    return status;
 }
 
 int dlg_replace_nodes(TfLiteContext *context, TfLiteDelegate *delegate, const int *nodes, int count) {

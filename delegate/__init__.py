@@ -8,17 +8,20 @@ verifying native reader, and the OpenCL runtime. TFLite's acceleration settings 
 (schemas/configuration.proto) configure it.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .context import ContextFile, InferenceContext, ReadLimits, read_context
 from .errors import (
+    CacheFolderWarning,
     CacheIntegrityError,
     ContextFormatError,
     DelegateError,
     DeviceNotFoundError,
     DeviceResourceError,
     ExecutionError,
+    InterpreterBusyError,
     ModelFormatError,
     ProgramBuildError,
     SettingsError,
@@ -26,7 +29,8 @@ from .errors import (
 from .interpreter import DelegatedInterpreter
 
 if TYPE_CHECKING:
-    from .api import Interpreter, delegate_state, load_delegate
+    from . import api as api
+    from .api import Interpreter, delegate_state, load_delegate, plugin_path
     from .context.writer import serialize_context, write_context
 
 
@@ -40,14 +44,15 @@ def __getattr__(name: str) -> object:
         from . import context
 
         return getattr(context, name)
-    if name in ("load_delegate", "Interpreter", "delegate_state"):
-        from . import api
-
-        return getattr(api, name)
+    if name in ("load_delegate", "Interpreter", "delegate_state", "plugin_path", "api"):
+        # import_module, not `from . import api`: that asks this function for "api" again
+        api = import_module(f"{__name__}.api")
+        return api if name == "api" else getattr(api, name)
     raise AttributeError(f"module 'delegate' has no attribute {name!r}")
 
 
 __all__ = [
+    "CacheFolderWarning",
     "CacheIntegrityError",
     "ContextFile",
     "ContextFormatError",
@@ -58,6 +63,7 @@ __all__ = [
     "ExecutionError",
     "InferenceContext",
     "Interpreter",
+    "InterpreterBusyError",
     "ModelFormatError",
     "ProgramBuildError",
     "ReadLimits",
@@ -66,6 +72,7 @@ __all__ = [
     "__version__",
     "delegate_state",
     "load_delegate",
+    "plugin_path",
     "read_context",
     "serialize_context",
     "write_context",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 #: temporary files older than this are leftovers even when their writer's pid is in use again
@@ -65,17 +66,29 @@ def _running(pid: int) -> bool:
     return pid > 0
 
 
-def remove_stale_temps(folder: str | os.PathLike[str], *, max_age_s: float = STALE_AFTER_S) -> int:
+def remove_stale_temps(
+    folder: str | os.PathLike[str],
+    *,
+    max_age_s: float = STALE_AFTER_S,
+    on_error: Callable[[OSError], None] | None = None,
+) -> int:
     """Delete temporary files ``atomic_write`` left in ``folder`` when its writer was killed.
 
     A temporary file is stale when the process that wrote it is gone or it is older than
-    ``max_age_s``; files of writers still running are kept. Returns how many were removed.
+    ``max_age_s``; files of writers still running are kept. Returns how many were removed. A
+    folder that cannot be listed, or a leftover that cannot be removed (a read-only folder), is
+    passed to ``on_error``, once; a folder that does not exist, or another user's leftover, is not
+    an error.
     """
     removed = 0
     now = time.time()
     try:
         entries = list(os.scandir(folder))
-    except OSError:
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        if on_error is not None:
+            on_error(exc)
         return 0
     for entry in entries:
         match = _TEMP.match(entry.name)
@@ -86,6 +99,10 @@ def remove_stale_temps(folder: str | os.PathLike[str], *, max_age_s: float = STA
             if old or not _running(int(match.group(1))):
                 os.unlink(entry.path)
                 removed += 1
-        except OSError:
-            continue  # removed meanwhile, or not ours to remove
+        except (FileNotFoundError, PermissionError):
+            continue  # removed meanwhile, or another user's
+        except OSError as exc:
+            if on_error is not None:
+                on_error(exc)
+                on_error = None  # once per folder
     return removed

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from . import _native, warm_start
+from . import _native, cancel, warm_start
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
 from .host import HostInfo, describe_host, host_module
+from .interpreter import ExclusiveInterpreter
 from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
@@ -59,11 +61,11 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
     """How ``settings`` (message, bytes, file, dict, or a mini-benchmark decision or its storage
     path) map onto this package on ``device``.
 
-    The device only matters for the storage type when latency outranks memory; without any OpenCL
-    device the vendor-neutral choice (BUFFER) is made.
+    The device narrows the precision the settings allow to what is fastest on it, and picks the
+    storage when latency outranks memory; without any OpenCL device upstream's names are kept
+    (and BUFFER storage).
     """
-    from .errors import DeviceNotFoundError
-    from .runtime.device import describe, select_device
+    from .plugin.upstream_options import device_kind
     from .settings.mapping import Effective, load_settings, resolve
 
     decision = _decision(settings)
@@ -76,11 +78,7 @@ def effective_settings(settings: Any, device: str | None = None, settings_type: 
         message: Any = decision.min_latency_event.tflite_settings
     else:
         message = load_settings(settings, settings_type)
-    try:
-        info = describe(select_device(device or None))
-    except DeviceNotFoundError:
-        return resolve(message)
-    return resolve(message, info.vendor, info.name, info.is_gpu)
+    return resolve(message, device_kind(device or ""))
 
 
 def load_delegate(settings: Any = None, settings_type: Any = None, **options: Any) -> Any:
@@ -167,11 +165,7 @@ def Interpreter(
     host = host_runtime()
     mode = resolve_mode(kwargs.pop("background_compile", None))
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
-    # A corrupt model crashes the host's Interpreter: refuse it first (a missing file the host reports).
-    if model_path is not None and os.path.isfile(model_path):
-        verify_model(model_path)
-    elif model_path is None and interpreter_args.get("model_content") is not None:
-        verify_model(interpreter_args["model_content"])
+    _check_model(model_path, interpreter_args.get("model_content"))
     effective = None
     if settings is not None:
         effective = effective_settings(settings, kwargs.get("device"), settings_type)
@@ -184,7 +178,7 @@ def Interpreter(
                 )
             interpreter = host.Interpreter(model_path=model_path, **interpreter_args)
             interpreter.opencl_delegate, interpreter.opencl, interpreter.effective = None, None, effective
-            return interpreter
+            return ExclusiveInterpreter(interpreter)
         kwargs = _over_settings(effective.options, kwargs)
     delegate = load_delegate(**kwargs)
     cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
@@ -225,7 +219,7 @@ def Interpreter(
                 grace_s=warm_start.AUTO_GRACE_S if mode == "auto" else 0.0,
             )
             warm.opencl_delegate, warm.effective = delegate, effective
-            return warm  # type: ignore[return-value]  # it has every method of the Protocol; the host is untyped
+            return ExclusiveInterpreter(warm)
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
         if state is not None:
@@ -234,7 +228,20 @@ def Interpreter(
     interpreter.opencl_delegate = delegate
     interpreter.opencl = state if state is not None else delegate_state(delegate)
     interpreter.effective = effective
-    return interpreter
+    return ExclusiveInterpreter(interpreter)
+
+
+def _check_model(model_path: str | None, model_content: Any) -> None:
+    """Refuse a corrupt model before the host reads it (it would crash the host's Interpreter); a
+    path that is no file gets the OSError Python gives, not the host's "model allocation is null"."""
+    if model_path is not None:
+        if not os.path.exists(model_path):
+            raise FileNotFoundError(errno.ENOENT, "no such model file", model_path)
+        if os.path.isdir(model_path):
+            raise IsADirectoryError(errno.EISDIR, "a folder, not a model file", model_path)
+        verify_model(model_path)
+    elif model_content is not None:
+        verify_model(model_content)
 
 
 def _choose_threads(host: Any, model_path: str | None, cpu_args: dict[str, Any], probe: Any, cores: int,
@@ -274,7 +281,8 @@ def cpu_device_threads(device: Any = None) -> int:
 def _delegated(host: Any, model_path: str | None, delegate: Any, interpreter_args: dict[str, Any]) -> Any:
     """The host's Interpreter with ``delegate`` attached (TFLite prepares the delegate here: the compile)."""
     try:
-        return host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
+        with cancel.host_call():  # Ctrl-C during the compile: KeyboardInterrupt, not the host's error
+            return host.Interpreter(model_path=model_path, experimental_delegates=[delegate], **interpreter_args)
     except RuntimeError as exc:
         if str(exc).strip():
             raise
@@ -286,5 +294,6 @@ def _delegated(host: Any, model_path: str | None, delegate: Any, interpreter_arg
 
 
 def _allocated(interpreter: Any) -> Any:
-    interpreter.allocate_tensors()
+    with cancel.host_call():
+        interpreter.allocate_tensors()
     return interpreter

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import signal
 import sys
 import tempfile
 import time
@@ -15,9 +18,12 @@ from .cli_progress import progress_line
 from .context import ContextFile, write_context
 from .context.summary import format_summary, summarize
 from .context.synthetic import synthetic_mobilenet
-from .errors import DelegateError
+from .errors import ContextFormatError, DelegateError
 from .model_check import has_tflite_identifier
 from .progress import report_progress
+
+#: the exit status after Ctrl-C (the shell's for SIGINT)
+INTERRUPTED = 130
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -40,20 +46,23 @@ def _median_seconds(fn: object, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def _run_on_device(path: Path, device: str | None, repeats: int) -> None:
+def _run_on_device(path: Path, device: str | None, repeats: int, profile: bool) -> None:
     import numpy as np
 
     from .runtime import Runtime
 
+    # A partition of a serialization folder has its program binaries in programs/ beside it. A
+    # profiled load launches node by node (no persistent kernel): another program, so it is opt-in.
+    beside = path.parent / "programs"
+    cache_dir = beside if beside.is_dir() else None
     start = time.perf_counter()
-    with Runtime.load(path, device=device, profiling=True) as rt:
+    with Runtime.load(path, device=device, profiling=profile, cache_dir=cache_dir) as rt:
         load_s = time.perf_counter() - start
         stats = rt.build_stats
         rng = np.random.default_rng(0)
         inputs = [rng.random(shape, dtype=np.float32) for shape in rt.input_shapes]
-        rt.run(inputs)  # first run: the driver specialises kernels
+        outputs = rt.run(inputs)  # first run: the driver specialises kernels
         run_s = _median_seconds(lambda: rt.run(inputs), repeats)
-        outputs, times = rt.run_profiled(inputs)
         mem = rt.memory
         print(f"device: {rt.device_info.platform} / {rt.device_info.name} (driver {rt.device_info.driver_version})")
         print(
@@ -65,8 +74,10 @@ def _run_on_device(path: Path, device: str | None, repeats: int) -> None:
             f" unshared {mem.unshared_bytes / 2**20:.1f}), constants {mem.constant_bytes / 2**20:.1f} MiB"
         )
         print(f"run: {run_s * 1e3:.1f} ms (median of {repeats}); outputs {[o.shape for o in outputs]}")
-        slowest = sorted(times, key=lambda t: -t[1])[:3]
-        print("slowest nodes: " + ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in slowest))
+        if profile:
+            _, times = rt.run_profiled(inputs)
+            slowest = sorted(times, key=lambda t: -t[1])[:3]
+            print("slowest nodes: " + ", ".join(f"{name} {sec * 1e3:.2f} ms" for name, sec in slowest))
 
 
 def error_message(exc: BaseException) -> str:
@@ -90,7 +101,18 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        _run_on_device(args.file, args.device, args.runs)  # an InferenceContext file
+        try:
+            _run_on_device(args.file, args.device, args.runs, args.profile)  # an InferenceContext file
+        except ContextFormatError as exc:
+            if exc.kind != "format":  # a context, over a bound
+                raise
+            raise ContextFormatError(  # by its content the file is neither kind: say both
+                "neither a TFLite model (it lacks the TFL3 identifier at bytes 4-8) nor a valid InferenceContext "
+                f"file ({exc.detail})",
+                offset=exc.offset,
+                kind=exc.kind,
+                source=str(args.file),
+            ) from exc
         return 0
     from .model_run import format_result, parse_input_shapes, run_model
 
@@ -141,9 +163,10 @@ def _settings(args: argparse.Namespace) -> int:
         if args.out is None:
             print("error: convert needs an output file", file=sys.stderr)
             return 2
-        data = format_settings(message, SettingsFormat.for_path(args.out))
+        fmt = SettingsFormat.for_path(args.out)
+        data = format_settings(message, fmt)
         args.out.write_bytes(data if isinstance(data, bytes) else data.encode())
-        print(f"wrote {args.out} ({SettingsFormat.for_path(args.out).value})")
+        print(f"wrote {args.out} ({fmt.value} {message.DESCRIPTOR.name})")
     else:
         print(f"{args.file}: valid {message.DESCRIPTOR.name}")
         if isinstance(message, configuration_pb2.MinibenchmarkSettings):
@@ -322,6 +345,37 @@ _SETTINGS_TYPE_HELP = (
 )
 
 
+#: what running a context file means (docs/runtime.md, "Trust model")
+_CONTEXT_TRUST = (
+    "An InferenceContext file holds OpenCL kernels that run on the device as written: run only files "
+    "you trust as you would a program (a serialization_dir is such a folder). The reader refuses malformed "
+    "files and meaningless values, but no reader can tell a kernel that writes out of bounds or never "
+    "ends; see docs/runtime.md, Trust model."
+)
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a count of runs: none would leave nothing to report)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=program_name(),
@@ -345,10 +399,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="run a .tflite model with the delegate and on CPU and compare (or time an InferenceContext file)",
+        epilog=_CONTEXT_TRUST,
     )
     run.add_argument("file", type=Path, help="a .tflite model, or an InferenceContext file")
     run.add_argument("--device", help="OpenCL device: 'P:D', an index, or part of its name")
-    run.add_argument("--runs", type=int, default=10, help="timed runs after a warm-up (default 10)")
+    run.add_argument("--runs", type=_positive_int, default=10, help="timed runs after a warm-up (default 10)")
     run.add_argument("--serialization-dir", type=Path, help="cache compiled partitions here (fast second start)")
     run.add_argument(
         "--option",
@@ -368,12 +423,17 @@ def build_parser() -> argparse.ArgumentParser:
         " models whose stored input shape is a placeholder (shape_signature -1)",
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument(
+        "--profile", action="store_true", help="a context: time every node (launched one by one) and name the slowest"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown only on a terminal)")
     run.set_defaults(run=_run)
     settings = commands.add_parser("settings", help="show, convert or validate an acceleration settings file")
     settings.add_argument("action", choices=["show", "convert", "validate"])
     settings.add_argument("file", type=Path)
-    settings.add_argument("out", type=Path, nargs="?", help="convert: the output file (format by extension)")
+    settings.add_argument(
+        "out", type=Path, nargs="?", help="convert: the output file (format by extension: .textproto, .json, .pb/.bin)"
+    )
     settings.add_argument(
         "--settings-type", choices=[*_RUNNABLE_TYPES, "MinibenchmarkSettings"], help=_SETTINGS_TYPE_HELP
     )
@@ -385,8 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--settings-type", choices=_RUNNABLE_TYPES, help=_SETTINGS_TYPE_HELP)
     mb.add_argument("--minibenchmark-settings", type=Path, help="a MinibenchmarkSettings file")
     mb.add_argument("--storage", type=Path, help="events file (the decision goes to STORAGE.best.fb)")
-    mb.add_argument("--runs", type=int, default=10, help="timed invokes per settings (default 10)")
-    mb.add_argument("--timeout", type=float, default=600.0, help="seconds each settings may take (default 600)")
+    mb.add_argument("--runs", type=_positive_int, default=10, help="timed invokes per settings (default 10)")
+    mb.add_argument(
+        "--timeout", type=_positive_seconds, default=600.0, help="seconds each settings may take (default 600)"
+    )
     mb.add_argument("--json", action="store_true")
     mb.add_argument("--quiet", action="store_true", help="no progress on stderr (it is shown only on a terminal)")
     mb.set_defaults(run=_minibenchmark)
@@ -398,10 +460,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.run(args))
+        code = int(args.run(args))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return code
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
     except DelegateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as a tool killed by SIGPIPE does, and keep
+        # the interpreter's exit flush from failing on the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except OSError as exc:
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -12,7 +12,9 @@ class ContextFormatError(DelegateError, ValueError):
 
     ``offset`` is the byte offset where the problem was found, ``kind`` one of
     ``"format"`` (the bytes are not a valid InferenceContext), ``"limit"`` (valid
-    so far but over a limit of :class:`delegate.ReadLimits`) or ``"memory"``.
+    so far but over a limit of :class:`delegate.ReadLimits` or of the runtime),
+    ``"memory"`` or ``"semantic"`` (well-formed, but a value means nothing the runtime
+    can run: a size below 1, an undeclared id; no byte offset is named).
     """
 
     def __init__(self, message: str, *, offset: int = 0, kind: str = "format", source: str = "<buffer>") -> None:
@@ -20,7 +22,8 @@ class ContextFormatError(DelegateError, ValueError):
         self.offset = offset
         self.kind = kind
         self.source = source
-        super().__init__(f"{source}: {message} (byte offset {offset})")
+        where = "" if kind == "semantic" else f" (byte offset {offset})"
+        super().__init__(f"{source}: {message}{where}")
 
 
 class ModelFormatError(DelegateError, ValueError):
@@ -40,7 +43,8 @@ class ModelFormatError(DelegateError, ValueError):
 
 
 class CacheIntegrityError(DelegateError):
-    """A cache entry (compiled partition or program binary) failed its SHA-256 check."""
+    """A cache entry (compiled partition, record or program binary) cannot be used: it failed its
+    SHA-256 check, was sealed for another key, or is not a regular file of bounded size."""
 
 
 class SettingsError(DelegateError, ValueError):
@@ -80,5 +84,21 @@ class ExecutionError(DelegateError):
     """An OpenCL call failed while running a context."""
 
 
+class InterpreterBusyError(DelegateError, RuntimeError):
+    """A call on an interpreter that another thread is using (``invoke``, ``allocate_tensors``,
+    ``set_tensor``, ...): TFLite runs one call at a time per interpreter, so the second caller is
+    refused rather than left to corrupt it. Use one interpreter per thread, or a lock."""
+
+
 class CompilerWarning(UserWarning):
     """A driver's remarks on a program that built (shown only with PYOPENCL_COMPILER_OUTPUT set)."""
+
+
+class CompileCancelled(BaseException):
+    """A background compile stopped because its interpreter was closed or dropped, or the process
+    exits. A BaseException, as KeyboardInterrupt: the handlers that turn errors into fallbacks
+    must let it through."""
+
+
+class CacheFolderWarning(UserWarning):
+    """A cache folder cannot be created, read or written: the delegate runs without that cache."""

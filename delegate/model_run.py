@@ -242,8 +242,9 @@ def run_model(
 ) -> dict[str, Any]:
     """The delegate against TFLite's CPU path on ``model``; ``input_shapes`` resizes inputs first
     (``parse_input_shapes``), for models whose stored input shape is a placeholder."""
-    if progress:
-        print(f"loading {model} with the OpenCL delegate (a first start compiles kernels) ...", file=sys.stderr)
+    DelegateOptions.parse(options)  # an option error before any progress line
+    if progress:  # whether it compiles shows on the live line (and in the report's cache states)
+        print(f"loading {model} with the OpenCL delegate ...", file=sys.stderr)
     start = time.perf_counter()
     interpreter = Interpreter(model, settings=settings, settings_type=settings_type, **options)
     allocate(interpreter, input_shapes)
@@ -253,27 +254,15 @@ def run_model(
     inputs = seeded_inputs(interpreter, seed)
     first_output_ms = _first_output_while_compiling(interpreter, state, inputs, start, progress)
     delegate_ms, outputs = _first_call_and_latency_ms(interpreter, inputs, runs)
+    host = current_host()
     try:
         cpu = cpu_interpreter(model, input_shapes)
-    except RuntimeError as exc:  # say that the delegate did run it (a custom op only it runs)
-        host = current_host()
-        raise RuntimeError(
-            f"the delegate ran the model ({len(state.delegated_nodes)} of {state.total_nodes} nodes delegated), "
-            f"but the reference it is compared with, {host.name} {host.version}'s CPU path, cannot: "
-            f"{str(exc).strip() or type(exc).__name__}"
-        ) from exc
-    cpu_ms, reference = _first_call_and_latency_ms(cpu, inputs, runs)
-    details = cpu.get_output_details()
-    compared = [compare_output(d, a, b) for d, a, b in zip(details, outputs, reference, strict=True)]
-    # The worst over the outputs, as before there were per-output records.
-    error = max((o["max_abs_error"] for o in compared), default=0.0)
-    scale = max((o["max_abs_reference"] for o in compared), default=0.0)
-    relative = [o["relative_error"] for o in compared]
-    worst_relative = None if None in relative else max(relative, default=0.0)
-    # A random-weight classifier's softmax is one value everywhere: then the error says little
-    # (single values, a wake-word score, say nothing of the kind).
-    constant = any(b.size > 1 for b in reference) and all(b.size <= 1 or b.min() == b.max() for b in reference)
-    host = current_host()
+    except RuntimeError as exc:  # a model only the delegate runs (custom ops TFLite's CPU lacks)
+        why = str(exc).strip() or type(exc).__name__
+        comparison = _no_comparison(f"{host.name} {host.version}'s CPU path cannot run this model: {why}")
+    else:
+        comparison = _compare(cpu, inputs, outputs, runs)
+    cpu_ms = comparison.pop("cpu_ms")
     return {
         "model": model,
         "host": {"name": host.name, "version": host.version, "numpy": host.numpy_version},
@@ -294,11 +283,7 @@ def run_model(
             }
             for r in state.subgraphs
         ],
-        "max_abs_error": error,
-        "max_abs_reference": scale,
-        "max_relative_error": worst_relative,
-        "outputs": compared,
-        "reference_constant": constant,
+        **comparison,
         "init_ms": init_ms,
         "latency_ms": {"delegate": delegate_ms, "cpu": cpu_ms},
         "device": state.device,
@@ -318,6 +303,40 @@ def run_model(
         "tflite_threads": state.tflite_threads.as_dict() if state.tflite_threads else None,
         "worker_affinity": state.worker_affinity or None,
         "first_output_ms": first_output_ms,
+    }
+
+
+def _compare(cpu: Any, inputs: list[tuple[int, np.ndarray]], outputs: list[np.ndarray], runs: int) -> dict[str, Any]:
+    """The delegate's ``outputs`` against the CPU interpreter's on the same ``inputs``, and its latency."""
+    cpu_ms, reference = _first_call_and_latency_ms(cpu, inputs, runs)
+    details = cpu.get_output_details()
+    compared = [compare_output(d, a, b) for d, a, b in zip(details, outputs, reference, strict=True)]
+    relative = [o["relative_error"] for o in compared]
+    # A random-weight classifier's softmax is one value everywhere: then the error says little
+    # (single values, a wake-word score, say nothing of the kind).
+    constant = any(b.size > 1 for b in reference) and all(b.size <= 1 or b.min() == b.max() for b in reference)
+    return {
+        "reference": None,
+        # the worst over the outputs, as before there were per-output records
+        "max_abs_error": max((o["max_abs_error"] for o in compared), default=0.0),
+        "max_abs_reference": max((o["max_abs_reference"] for o in compared), default=0.0),
+        "max_relative_error": None if None in relative else max(relative, default=0.0),
+        "outputs": compared,
+        "reference_constant": constant,
+        "cpu_ms": cpu_ms,
+    }
+
+
+def _no_comparison(why: str) -> dict[str, Any]:
+    """The comparison fields when there is no reference to compare with; ``reference`` says why."""
+    return {
+        "reference": why,
+        "max_abs_error": None,
+        "max_abs_reference": None,
+        "max_relative_error": None,
+        "outputs": [],
+        "reference_constant": False,
+        "cpu_ms": None,
     }
 
 
@@ -376,8 +395,50 @@ def format_cpu_choice(c: dict[str, Any]) -> str:
     )
 
 
-def format_result(r: dict[str, Any]) -> str:
+def _comparison_lines(r: dict[str, Any]) -> list[str]:
+    """The report's lines comparing the delegate with the CPU path, or saying there is no reference."""
+    if r.get("reference"):
+        return [f"no reference: {r['reference']}; the delegate's outputs are not compared"]
     rel = r["max_abs_error"] / r["max_abs_reference"] if r["max_abs_reference"] else 0.0
+    lines = [
+        f"max abs error vs CPU: {r['max_abs_error']:.3g} (largest |CPU output| {r['max_abs_reference']:.3g},"
+        f" relative {rel:.2g}); first invoke of each, same seeded inputs",
+        *(format_output(o) for o in r["outputs"][:MAX_OUTPUTS_SHOWN]),
+    ]
+    if len(r["outputs"]) > MAX_OUTPUTS_SHOWN:
+        lines.append(f"  ... {len(r['outputs']) - MAX_OUTPUTS_SHOWN} more outputs (--json lists all)")
+    if r.get("reference_constant"):
+        lines.append(
+            "note: every CPU output value is the same (for example the softmax of a random-weight"
+            " classifier), so this comparison says little about accuracy; the test suite compares"
+            " such models' logits"
+        )
+    return lines
+
+
+def _device_line(r: dict[str, Any]) -> str:
+    if not r["device"]:
+        return "device: none (no node runs on the delegate)"
+    return f"device: {r['device']} ({r['precision']}, {r['storage_type']})"
+
+
+def _cpu_nodes_lines(cpu_nodes: dict[str, str]) -> list[str]:
+    """Why nodes stayed on CPU: a line per reason, with the nodes it holds for (one reason often
+    holds for many nodes)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in cpu_nodes.items():
+        by_reason.setdefault(why, []).append(name)
+    lines = []
+    for why, names in by_reason.items():
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        lines.append(f"on CPU ({len(names)} node{'s' if len(names) > 1 else ''}: {shown}): {why}")
+    return lines
+
+
+def format_result(r: dict[str, Any]) -> str:
+    latency = f"latency (median): delegate {r['latency_ms']['delegate']:.2f} ms"
+    if r["latency_ms"]["cpu"] is not None:
+        latency += f", CPU {r['latency_ms']['cpu']:.2f} ms"
     lines = [
         f"model: {r['model']}",
         f"host: {r['host']['name']} {r['host']['version']} (numpy {r['host']['numpy']})",
@@ -386,7 +447,7 @@ def format_result(r: dict[str, Any]) -> str:
         + (f"; priorities {', '.join(r['priorities'])}" if r["priorities"] else "")
         + f"; fallback on compilation {r['fallback_settings']['compilation']},"
         f" on execution {r['fallback_settings']['execution']}",
-        f"device: {r['device'] or '-'} ({r['precision'] or '-'}, {r['storage_type'] or '-'})",
+        _device_line(r),
         f"delegated: {r['delegated_nodes']} of {r['total_nodes']} nodes in {r['partitions']} partition(s),"
         f" {r['kernels']} kernels ({r['fused_ops']} ops fused into other kernels)"
         + (f", cache {', '.join(r['partition_cache'])}" if r["partition_cache"] else ""),
@@ -395,23 +456,7 @@ def format_result(r: dict[str, Any]) -> str:
             f" {g['partitions']} partition(s), {g['kernels']} kernels"
             for g in (r.get("subgraphs", []) if len(r.get("subgraphs", [])) > 1 else [])
         ),
-        f"max abs error vs CPU: {r['max_abs_error']:.3g} (largest |CPU output| {r['max_abs_reference']:.3g},"
-        f" relative {rel:.2g}); first invoke of each, same seeded inputs",
-        *(format_output(o) for o in r["outputs"][:MAX_OUTPUTS_SHOWN]),
-        *(
-            [f"  ... {len(r['outputs']) - MAX_OUTPUTS_SHOWN} more outputs (--json lists all)"]
-            if len(r["outputs"]) > MAX_OUTPUTS_SHOWN
-            else []
-        ),
-        *(
-            [
-                "note: every CPU output value is the same (for example the softmax of a random-weight"
-                " classifier), so this comparison says little about accuracy; the test suite compares"
-                " such models' logits"
-            ]
-            if r.get("reference_constant")
-            else []
-        ),
+        *_comparison_lines(r),
         f"init: {r['init_ms']:.0f} ms"
         + (
             f"; first output (on CPU, while compiling) after {r['first_output_ms']:.0f} ms"
@@ -419,7 +464,7 @@ def format_result(r: dict[str, Any]) -> str:
             else ""
         ),
         *([r["background_compile"]] if r.get("background_compile") else []),
-        f"latency (median): delegate {r['latency_ms']['delegate']:.2f} ms, CPU {r['latency_ms']['cpu']:.2f} ms",
+        latency,
     ]
     lines.extend(format_cpu_choice(c) for c in r.get("cpu_choices", []))
     if r.get("tflite_threads"):
@@ -434,11 +479,5 @@ def format_result(r: dict[str, Any]) -> str:
         lines.append(f"fell back to CPU at compile time: {', '.join(fallback['nodes'])}: {fallback['cause']}")
     if r["execution_fallback"]:
         lines.append(f"fell back to CPU at run time: {r['execution_fallback']}")
-    if r["cpu_nodes"]:
-        shown = list(r["cpu_nodes"].items())[:8]
-        lines.append(
-            "on CPU: "
-            + "; ".join(f"{name}: {why}" for name, why in shown)
-            + (f"; ... {len(r['cpu_nodes']) - 8} more" if len(r["cpu_nodes"]) > 8 else "")
-        )
+    lines.extend(_cpu_nodes_lines(r["cpu_nodes"]))
     return "\n".join(lines)

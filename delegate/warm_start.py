@@ -9,9 +9,15 @@ caller set are copied across, and every call from then on goes to the delegated 
 
 Thread safety: the build thread touches only the interpreter it builds until it hands it over under
 ``_Build.lock``; the caller's calls go to one interpreter at a time, as TFLite asks of any
-interpreter. The build thread is not a daemon: a process that exits while it compiles waits for it
-(the caches then hold the kernels for the next start), and a wrapper dropped while compiling leaves
-the thread to finish and free its interpreter.
+interpreter.
+
+Builds run in one small pool per process (``MAX_BUILDS`` daemon threads, started when a build is
+queued and ended when the queue is empty), not a thread per interpreter: PoCL already compiles on
+every core. A build stops at its next checkpoint (delegate/cancel.py: between partitions, program
+builds and tuning trials) once its interpreter is closed or dropped, or the process exits: a script
+that ends while its delegate compiles exits at once (waiting at most ``cancel.EXIT_WAIT_S`` for the
+driver call in flight), and a queued build whose interpreter is gone never starts. Cache entries are
+written atomically, so a cancelled build leaves none half written.
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ import os
 import threading
 import time
 import warnings
+import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import DelegateError
+from . import cancel
+from .errors import CompileCancelled, DelegateError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,6 +51,10 @@ AUTO_GRACE_S = 1.5
 STATEFUL_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"})
 #: tests: an Event each background build waits on before it starts (None: builds start at once)
 build_gate: threading.Event | None = None
+#: builds at once in this process: one, or two where four or more CPUs leave room beside PoCL's workers
+MAX_BUILDS = 2 if len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else ()) >= 4 else 1
+#: the name of the pool's threads
+THREAD_NAME = "delegate-background-compile"
 
 _WARNING = "tflite-opencl-delegate"
 
@@ -129,21 +142,24 @@ class _Build:
         self.interpreter: Any = None
         self.error: BaseException | None = None
         self.ready_at: float | None = None
-        self.thread = threading.Thread(target=self._run, name="delegate-background-compile")
+        self.token = cancel.Token()
 
-    def _run(self) -> None:
+    def run(self) -> None:
+        """In a pool thread: build (unless cancelled already), warm up when asked, hand over."""
         gate = build_gate
         if gate is not None:
             gate.wait()
         try:
-            interpreter = self._make()
-            with self.lock:
-                if not self.on_cpu:  # the caller still waits: hand it over as it is, as without background compile
-                    self.interpreter, self.ready_at = interpreter, time.perf_counter()
-                    return
-            self._warm_up(
-                interpreter
-            )  # PoCL specialises kernels at their first launch: here, not in the caller's invoke
+            with cancel.running(self.token):
+                cancel.checkpoint()  # closed or dropped while queued: never started
+                interpreter = self._make()
+                cancel.checkpoint()
+                with self.lock:
+                    if not self.on_cpu:  # the caller still waits: hand it over as it is, as without background compile
+                        self.interpreter, self.ready_at = interpreter, time.perf_counter()
+                        return
+                # PoCL specialises kernels at their first launch: here, not in the caller's invoke
+                self._warm_up(interpreter)
             with self.lock:
                 self.interpreter, self.ready_at = interpreter, time.perf_counter()
         except BaseException as exc:  # handed to the caller's next call
@@ -161,6 +177,45 @@ class _Build:
                 return None
             interpreter, self.interpreter = self.interpreter, None
             return interpreter, self.error
+
+
+_pool_lock = threading.Lock()
+_queued: deque[_Build] = deque()
+_workers = 0
+
+
+def _submit(build: _Build) -> None:
+    """Queue ``build``; start a pool thread when fewer than ``MAX_BUILDS`` run."""
+    global _workers
+    cancel.register_exit_hook()
+    with _pool_lock:
+        _queued.append(build)
+        if _workers >= MAX_BUILDS:
+            return
+        _workers += 1
+    threading.Thread(target=_work, name=THREAD_NAME, daemon=True).start()
+
+
+def _work() -> None:
+    global _workers
+    while True:
+        with _pool_lock:
+            if not _queued:
+                _workers -= 1
+                return
+            build = _queued.popleft()
+        build.run()
+
+
+def _withdraw(build: _Build) -> None:
+    """Take ``build`` out of the queue, when it has not started (it is then done)."""
+    with _pool_lock:
+        if build not in _queued:
+            return
+        _queued.remove(build)
+    with build.lock:
+        build.error = CompileCancelled("the interpreter was closed before its background compile started")
+    build.done.set()
 
 
 def warm_up_on_zeros(interpreter: Any) -> None:
@@ -210,7 +265,8 @@ class WarmStartInterpreter:
         if state is not None:
             state.background_compile = self.background_compile
         self._build = _Build(make, warm_up_on_zeros)
-        self._build.thread.start()
+        weakref.finalize(self, self._build.token.cancel)  # dropped: its build stops or never starts
+        _submit(self._build)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_active":  # not set yet (copy, unpickling): no recursion
@@ -223,7 +279,18 @@ class WarmStartInterpreter:
         if not self._decided:
             self._decide()
         self._raise_failure()
-        self._active.allocate_tensors()
+        try:
+            with cancel.host_call():  # a resize compiles the partitions again
+                self._active.allocate_tensors()
+        except RuntimeError:
+            # TFLite's CPU kernels cannot run the model (a custom op only the delegate runs): there is
+            # nothing to answer with meanwhile, so wait for the delegate; the CPU's error if it failed
+            if self._delegated or not self.wait_for_delegate(
+                "allocate_tensors (TFLite's CPU kernels cannot run the model)"
+            ):
+                raise
+            with cancel.host_call():
+                self._active.allocate_tensors()
         self._cpu_allocated = not self._delegated
 
     def invoke(self) -> None:
@@ -265,8 +332,10 @@ class WarmStartInterpreter:
         return self._build.done.wait(timeout)
 
     def close(self) -> None:
-        """Wait for the build thread, then let go of both interpreters."""
-        self._build.thread.join()
+        """Cancel the build (it stops at its next checkpoint), wait for it, let go of both interpreters."""
+        self._build.token.cancel()
+        _withdraw(self._build)
+        self._build.done.wait()
         self._build.take_or_defer()  # drops the built interpreter, if it was not taken
         self._cpu = self._active = None
 

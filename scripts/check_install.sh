@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `pip install` of this checkout does to the environments users have (issue 24), each in a new
+# What `pip install` of this checkout does to the environments users have , each in a new
 # venv under .install-check/ (Python 3.11, or $PYTHON):
 #   fresh:          nothing installed        -> ai-edge-litert, numpy 2
 #   litert:         ai-edge-litert + numpy 2 -> both unchanged, tflite-runtime not pulled in

@@ -61,7 +61,7 @@ python3 setup.py -q build_ext --inplace > /tmp/build.log 2>&1 || { echo "build_e
 # LiteRT's GPU accelerator needs the Vulkan loader; NVIDIA's Vulkan driver comes with the driver mount.
 for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
 ldconfig 2>/dev/null
-# In session 5, with the Vulkan loader alone, WebGPU reported "vkCreateInstance: Found no drivers!".
+# With the Vulkan loader alone, WebGPU reported "vkCreateInstance: Found no drivers!".
 # Likely cause, not yet checked there: NVIDIA's Vulkan driver is in libGLX_nvidia, which links
 # glvnd's libGLdispatch (.gl now brings glvnd), and VK_DRIVER_FILES was set only when found.
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json

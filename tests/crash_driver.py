@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from delegate._atomic import remove_stale_temps
-from delegate._integrity import seal
+from delegate._integrity import entry_key, seal
 
 
 class _Binary:
@@ -43,11 +43,13 @@ def _context_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], Non
     for raw in (a, b):
         with ContextFile(raw) as f:
             models.append(f.to_model())
-    expected = [seal(serialize_context(m)) for m in models]
-    return lambda i: write_cache_entry(models[i % 2], path), expected
+    key = entry_key(path.read_bytes()) if path.exists() else {}  # what the delegate sealed it for
+    expected = [seal(serialize_context(m), key) for m in models]
+    return lambda i: write_cache_entry(models[i % 2], path, key), expected
 
 
 def _program_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], None], list[bytes]]:
+    from delegate.cache import entry_seal
     from delegate.runtime.device import DeviceInfo
     from delegate.runtime.programs import ProgramBuilder
 
@@ -60,7 +62,7 @@ def _program_writer(path: Path, a: bytes, b: bytes) -> tuple[Callable[[int], Non
     def write(i: int) -> None:
         builder._store(key, programs[i % 2])  # type: ignore[arg-type]
 
-    return write, [seal(a), seal(b)]
+    return write, [seal(a, entry_seal("program", key)), seal(b, entry_seal("program", key))]
 
 
 def _temps(path: Path) -> list[str]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,7 +90,7 @@ def test_demo_round_trips_and_runs(tmp_path):
 
 @pytest.mark.opencl
 def test_run_and_devices_commands(mobilenet_file):
-    result = _run_cli("run", str(mobilenet_file), "--runs", "1")
+    result = _run_cli("run", str(mobilenet_file), "--runs", "1", "--profile")
     assert result.returncode == 0, result.stderr
     assert "memory: tensors" in result.stdout and "slowest nodes:" in result.stdout
     result = _run_cli("devices")
@@ -142,16 +144,19 @@ def test_run_model_json_and_errors(tmp_path):
     assert "quantization" not in output and "exact_matches" not in output
     assert report["reference_constant"] is False
     assert set(report["latency_ms"]) == {"delegate", "cpu"}
-    assert "compiles kernels" in result.stderr  # progress goes to stderr
+    assert "with the OpenCL delegate ..." in result.stderr  # progress goes to stderr
     text = _run_cli("run", model, "--runs", "1", "--serialization-dir", str(tmp_path), *off)
     assert text.returncode == 0 and "cache hit" in text.stdout and "delegated: 10 of 10 nodes" in text.stdout
     assert "CPU choice: partition of 10 node(s) delegated (cpu_when_faster off)" in text.stdout
     default = _run_cli("run", model, "--runs", "1")
     assert default.returncode == 0 and "delegated: 0 of 10 nodes" in default.stdout
     assert "CPU choice: partition of 10 node(s) stays on CPU (faster there)" in default.stdout
-    assert "on CPU: " in default.stdout and "faster on TFLite's CPU kernels" in default.stdout
+    assert "on CPU (10 nodes: " in default.stdout and "faster on TFLite's CPU kernels" in default.stdout
+    assert default.stdout.count("faster on TFLite's CPU kernels") == 1  # one line per reason, not per node
+    assert "device: none (no node runs on the delegate)" in default.stdout
     bad = _run_cli("run", model, "--option", "precision=F8")
     assert bad.returncode == 2 and "precision must be one of" in bad.stderr
+    assert "loading" not in bad.stderr  # the option error comes first, alone
     bad = _run_cli("run", model, "--option", "nonsense")
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
     not_a_model = tmp_path / "broken.tflite"
@@ -274,4 +279,60 @@ def test_interpreter_explains_an_error_tflite_gives_without_a_message(monkeypatc
     monkeypatch.setattr(api, "host_runtime", lambda: types.SimpleNamespace(Interpreter=silent_failure))
     monkeypatch.setattr(api, "load_delegate", lambda **options: object())
     with pytest.raises(RuntimeError, match="failed to apply the OpenCL delegate without giving a reason"):
-        api.Interpreter("model.tflite")
+        api.Interpreter(str(shared_path("models", "small_cnn.tflite")))  # a file: the host is what fails
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    # `python -m delegate ... | head`: the reader has gone before the output is written
+    read, write = os.pipe()
+    os.close(read)
+    settings = Path(__file__).resolve().parents[1] / "examples" / "settings" / "f32.textproto"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "delegate", "settings", "show", str(settings)],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert result.returncode == 141 and result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (("run", "m.tflite", "--runs", "0"), "must be at least 1, not 0"),
+        (("run", "m.tflite", "--runs", "-5"), "must be at least 1, not -5"),
+        (("minibenchmark", "m.tflite", "--runs", "0"), "must be at least 1"),
+        (("minibenchmark", "m.tflite", "--timeout", "0"), "above 0, not 0"),
+        (("minibenchmark", "m.tflite", "--timeout", "nan"), "above 0, not nan"),
+    ],
+)
+def test_counts_and_timeouts_that_leave_nothing_to_do_are_refused(args, says):
+    result = _run_cli(*args)
+    assert result.returncode == 2 and says in result.stderr and result.stdout == ""
+
+
+def test_run_on_a_file_of_neither_kind_says_so(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("just some notes\n")
+    result = _run_cli("run", str(notes))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "neither a TFLite model" in result.stderr and "nor a valid InferenceContext" in result.stderr
+
+
+@pytest.mark.opencl
+def test_run_on_a_serialized_partition_uses_the_program_binaries_beside_it(tmp_path):
+    model = str(shared_path("models", "small_cnn.tflite"))
+    folder = tmp_path / "serialized"
+    made = _run_cli(
+        "run", model, "--runs", "1", "--serialization-dir", str(folder), "--option", "cpu_when_faster=false"
+    )
+    assert made.returncode == 0, made.stderr
+    (context,) = folder.glob("*.ctx")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "empty-cache"), "POCL_CACHE_DIR": str(tmp_path / "empty-pocl")}
+    result = subprocess.run(
+        [sys.executable, "-m", "delegate", "run", str(context), "--runs", "1"],
+        capture_output=True, text=True, env={**os.environ, **env}, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "programs built 0, from cache" in result.stdout, result.stdout  # the binaries the plugin stored

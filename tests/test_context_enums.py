@@ -15,7 +15,10 @@ def _model_enums() -> dict[str, type[IntEnum]]:
     return {
         name: cls
         for name, cls in vars(model).items()
-        if inspect.isclass(cls) and issubclass(cls, IntEnum) and cls.__module__ == model.__name__
+        if inspect.isclass(cls)
+        and issubclass(cls, IntEnum)
+        and cls.__module__ == model.__name__
+        and cls is not model.SchemaEnum
     }
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import delegate
-from delegate._integrity import seal, unseal
+from delegate._integrity import entry_key, seal, unseal
 from delegate.cache import write_record
 from delegate.compiler.cpu_choice import POCL_CPU, estimate, node_macs
 from delegate.compiler.device_policy import cpu_when_faster
@@ -162,7 +162,8 @@ def test_the_decision_and_its_figures_are_recorded_with_the_serialized_partition
     assert second.cpu_choices[0] == {**choice, "source": "record"}
 
     # figures as a measurement might give them: the record, not the estimate, decides
-    write_record({**written, "cpu_us": written["delegate_us"] + 100.0, "decision": "delegate"}, record)
+    figures = {**written, "cpu_us": written["delegate_us"] + 100.0, "decision": "delegate"}
+    write_record(figures, record, entry_key(record.read_bytes()))
     got, want, third = delegate_and_builtin(sine_like(), _feeds(), programs, **options)
     assert third.cpu_choices[0]["source"] == "record" and third.cpu_choices[0]["decision"] == "delegate"
     assert len(third.delegated_nodes) == 3 and len(list(folder.glob("*.ctx"))) == 1
@@ -170,14 +171,16 @@ def test_the_decision_and_its_figures_are_recorded_with_the_serialized_partition
 
 
 def _resealed(**changes: object):
-    return lambda data, written: seal(json.dumps({**written, **changes}).encode())
+    return lambda data, written: seal(json.dumps({**written, **changes}).encode(), entry_key(data))
 
 
-#: ways a record goes bad: each must be refused, estimated again and replaced
+#: ways a record goes bad: each must be refused, estimated again and replaced (sealed with its own
+#: key, so that it is the content that is refused)
 DAMAGES = {
     "seal": lambda data, written: data[:-3] + b"xyz",
-    "array": lambda data, written: seal(b"[1, 2]"),
-    "json": lambda data, written: seal(b"{not json"),
+    "array": lambda data, written: seal(b"[1, 2]", entry_key(data)),
+    "json": lambda data, written: seal(b"{not json", entry_key(data)),
+    "key": lambda data, written: seal(json.dumps(written).encode(), {**entry_key(data), "key": "0" * 64}),
     "nodes": _resealed(nodes=[0, 1, 9]),
     "count": _resealed(kernels=-1),
     "nan": _resealed(cpu_us=float("nan")),

@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from delegate import Runtime, write_context
+from delegate import DeviceNotFoundError, Runtime, write_context
 from delegate.runtime import driver
 from delegate.runtime.device import describe, select_device
 from delegate.runtime.driver import OpenCLError
@@ -128,3 +128,12 @@ def test_select_device_takes_our_device_or_pyopencls_and_refuses_other_types():
     assert select_device(_pyopencl_twin(default)) == default
     with pytest.raises(TypeError, match="device must be None, an index, 'P:D', part of a device's name or a Device"):
         select_device(3.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.opencl
+def test_a_device_index_may_come_as_a_string():
+    # options (load_delegate's, run --option device=0) arrive as strings
+    assert select_device("0") == select_device(0)
+    assert select_device(" 0 ") == select_device(0)
+    with pytest.raises(DeviceNotFoundError, match="99"):
+        select_device("99")

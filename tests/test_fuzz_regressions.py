@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from delegate._native import ffi, lib
 
-from delegate import SettingsError
+from delegate import ContextFile, ContextFormatError, SettingsError
 from delegate._generated import configuration_pb2 as pb
+from delegate.context.semantics import check_semantics
 from delegate.settings.codec import SettingsFormat, parse_settings
 from delegate.settings.decisions import read_decision
 
@@ -72,6 +73,20 @@ def test_c_target_passes_its_regressions_and_seeds_under_asan_and_ubsan(target, 
 
 
 # ------------------------------------------------------- the bugs found
+
+
+def test_semantic_regressions_are_well_formed_and_refused():
+    # The context target's inputs named semantic-*: files the reader takes (they are valid
+    # FlatBuffers) whose values a runtime could take as something else (a height of -5 or 0 as 1, a
+    # work-group of -8 or 0 as 1); the semantic rules refuse each, and the target checks that they do.
+    inputs = [p for p in _inputs(REGRESSIONS / "context") if p.name.startswith("semantic-")]
+    assert len(inputs) >= 7
+    for path in inputs:
+        with ContextFile(path.read_bytes()) as f:
+            ctx = f.to_model()
+        with pytest.raises(ContextFormatError) as info:
+            check_semantics(ctx)
+        assert info.value.kind == "semantic", path.name
 
 
 def test_reader_returns_the_error_code_for_inputs_rejected_up_front():

@@ -8,7 +8,11 @@ implements some of these ops under ai-edge-litert) runs a node the OpenCL delega
 
 from __future__ import annotations
 
+import json
+import os
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -532,12 +536,14 @@ def test_an_unknown_custom_op_is_named_with_what_to_do(programs):
         Op(CUSTOM, [1], [2], custom_code="NoSuchOp", custom_options=b"\1\0\0\0"),
         Op(Builtin.RELU, [2], [3]),
     ]
-    with pytest.warns(UserWarning, match="NoSuchOp_1 stays on CPU: custom op NoSuchOp is not supported"):
+    with pytest.warns(UserWarning, match="NoSuchOp_1 stays on CPU: custom op NoSuchOp is not supported") as seen:
         interpreter = delegate.Interpreter(
             model_content=build_model(tensors, ops, [0], [3]),
             program_cache=programs,
             experimental_op_resolver_type=host_runtime().OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
         )
+    # attributed to the line that made the interpreter, not to a line of the library's source
+    assert {w.filename for w in seen if "NoSuchOp" in str(w.message)} == {__file__}
     why = interpreter.opencl.unsupported["NoSuchOp_1"]
     assert "no kernel for it either" in why and "register the op's kernel" in why
     assert "Convolution2DTransposeBias" in why  # what the delegate does run
@@ -553,3 +559,46 @@ def test_run_model_adds_what_to_do_to_the_hosts_error(tmp_path, programs):
     path.write_bytes(build_model(tensors, [Op(CUSTOM, [0], [1], custom_code="NoSuchOp")], [0], [1]))
     with pytest.warns(UserWarning), pytest.raises(RuntimeError, match=r"NoSuchOp_0: custom op NoSuchOp .*register"):
         run_model(str(path), {"program_cache": programs}, runs=0, progress=False)
+
+
+@pytest.mark.parametrize("background_compile", ["on", "off"])  # on: allocate meets the CPU first
+def test_run_on_a_model_only_the_delegate_runs_reports_it_without_a_reference(tmp_path, programs, background_compile):
+    # TransformLandmarks: MediaPipe's custom op, which TFLite's CPU kernels lack
+    tensors = [T((1, 1, 8, 3)), T((1, 1, 4, 4)), T((1, 1, 8, 3))]
+    op = Op(CUSTOM, [0, 1], [2], version=2, custom_code="TransformLandmarks", custom_options=b"")
+    path = tmp_path / "landmarks.tflite"
+    path.write_bytes(build_model(tensors, [op], [0, 1], [2]))
+    env = dict(os.environ, DELEGATE_BACKGROUND_COMPILE=background_compile)
+    command = [
+        sys.executable,
+        "-m",
+        "delegate",
+        "run",
+        str(path),
+        "--runs",
+        "2",
+        "--option",
+        f"program_cache={programs}",
+    ]
+    command += ["--option", "cpu_when_faster=false"]
+    text = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert text.returncode == 0, text.stderr
+    assert "delegated: 1 of 1 nodes" in text.stdout and "no reference:" in text.stdout
+    assert "TransformLandmarks" in text.stdout
+    report = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, env=env).stdout)
+    assert report["reference"] and report["max_abs_error"] is None and report["latency_ms"]["cpu"] is None
+
+
+def test_resizing_a_model_only_the_delegate_runs_says_what_can_be_done(programs):
+    tensors = [T((1, 1, 8, 3)), T((1, 1, 4, 4)), T((1, 1, 8, 3))]
+    op = Op(CUSTOM, [0, 1], [2], version=2, custom_code="TransformLandmarks", custom_options=b"")
+    interpreter = delegate.Interpreter(
+        model_content=build_model(tensors, [op], [0, 1], [2]),
+        program_cache=programs,
+        cpu_when_faster="false",
+        background_compile="off",
+    )
+    interpreter.resize_tensor_input(0, [1, 1, 16, 3])
+    with pytest.raises(RuntimeError, match="convert it with the input shape you need") as info:
+        interpreter.allocate_tensors()
+    assert "before its first allocate_tensors" not in str(info.value)

@@ -1,4 +1,4 @@
-"""The mini-benchmark: subprocess runs, crash-proof storage, the decision and its use (issue 7)."""
+"""The mini-benchmark: subprocess runs, crash-proof storage, the decision and its use."""
 
 from __future__ import annotations
 
@@ -197,3 +197,27 @@ def test_empty_settings_to_test_says_what_to_do():
 
     with pytest.raises(SettingsError, match="default_settings_to_test"):
         run_minibenchmark(pb.MinibenchmarkSettings())
+
+
+@pytest.mark.parametrize(
+    "settings,label",
+    [
+        (pb.TFLiteSettings(delegate=pb.NNAPI), "NNAPI"),
+        (pb.TFLiteSettings(delegate=pb.EDGETPU), "EDGETPU"),
+        (pb.TFLiteSettings(delegate=pb.XNNPACK), "XNNPACK"),
+        (pb.TFLiteSettings(delegate=pb.GPU), "GPU"),
+        (pb.TFLiteSettings(), "GPU"),  # unset: the GPU delegate
+    ],
+)
+def test_rows_are_labelled_with_their_delegate(settings, label):
+    assert runner.describe(settings) == label
+
+
+def test_without_a_model_it_says_how_to_give_one():
+    result = subprocess.run(
+        [sys.executable, "-m", "delegate", "minibenchmark", "--settings", "/dev/null"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (
+        result.returncode == 2 and "no model to benchmark" in result.stderr and "model_file needs" not in result.stderr
+    )

@@ -23,7 +23,7 @@ from delegate.runtime.device import describe, select_device
 from .helpers import shared_path
 
 pytestmark = pytest.mark.opencl
-# F32 results within this fraction of the largest |CPU output| (issue 4's tolerance).
+# F32 results within this fraction of the largest |CPU output| (the F32 tolerance of the tests).
 F32_TOLERANCE = 1e-4
 F16_TOLERANCE = 2e-2
 
@@ -524,3 +524,15 @@ def test_the_persistent_option_switches_persistent_kernels(programs):
     np.testing.assert_array_equal(outputs[0], outputs[1])
     with pytest.raises(ValueError, match="persistent must be true or false"):
         delegate.load_delegate(persistent="sometimes")
+
+
+def test_a_missing_model_is_a_file_not_found_error(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        delegate.Interpreter(str(tmp_path / "absent.tflite"))
+    assert info.value.filename == str(tmp_path / "absent.tflite")
+    with pytest.raises(IsADirectoryError):
+        delegate.Interpreter(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "delegate", "run", str(tmp_path / "absent.tflite")], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "absent.tflite" in result.stderr

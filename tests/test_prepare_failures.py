@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,5 @@ def test_without_fallback_the_error_names_the_cause(name, stage, cache):
     report = _drive(shared_path("models", "real", f"{name}.tflite"), stage, False, cache)
     assert report["surfaced"] == MODELS[name], report
     assert f"{stage} failure injected by the test" in report["error"], report["error"]
+    # the host joins reported messages with nothing between them: each of ours ends its line
+    assert not re.search(r"\S(Restored original|Node number)", report["error"]), report["error"]

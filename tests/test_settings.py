@@ -203,6 +203,35 @@ def test_settings_files_by_extension(tmp_path, suffix, fmt):
     assert load_settings_file(path, configuration_pb2.TFLiteSettings) == tflite
 
 
+@pytest.mark.parametrize("fmt", list(SettingsFormat), ids=lambda f: f.value)
+@pytest.mark.parametrize("suffix", [".yaml", ".textproto", ".json", ".pb", ""])
+def test_settings_files_are_read_by_their_content_whatever_their_name(tmp_path, fmt, suffix):
+    original = _fill(configuration_pb2.ComputeSettings(), [0])
+    encoded = format_settings(original, fmt)
+    path = tmp_path / f"settings{suffix}"
+    path.write_bytes(encoded if isinstance(encoded, bytes) else encoded.encode())
+    assert SettingsFormat.of_content(path.read_bytes(), str(path)) is fmt
+    assert load_settings_file(path) == original
+
+
+def test_a_model_given_as_settings_is_named_a_model(tmp_path):
+    model = tmp_path / "model.tflite"
+    model.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(64))
+    with pytest.raises(SettingsError, match="is a TFLite model"):
+        load_settings_file(model)
+
+
+@pytest.mark.parametrize("suffix,fmt", [*SUFFIXES, (".bin", SettingsFormat.BINARY), (".txt", SettingsFormat.TEXT)])
+def test_files_written_take_their_format_from_the_extension(tmp_path, suffix, fmt):
+    assert SettingsFormat.for_path(tmp_path / f"out{suffix}") is fmt
+
+
+@pytest.mark.parametrize("name", ["out.yaml", "out", "out.tflite"])
+def test_an_output_name_that_names_no_format_is_refused(tmp_path, name):
+    with pytest.raises(SettingsError, match="names no settings format"):
+        SettingsFormat.for_path(tmp_path / name)
+
+
 def test_json_uses_proto_field_names():
     text = format_settings(configuration_pb2.TFLiteSettings(max_delegated_partitions=2), SettingsFormat.JSON)
     assert '"max_delegated_partitions": 2' in text

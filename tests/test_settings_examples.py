@@ -1,4 +1,4 @@
-"""Every file in examples/settings/ and every settings example in the README runs (issue 24)."""
+"""Every file in examples/settings/ and every settings example in the README runs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import delegate
+from delegate.plugin.upstream_options import device_kind
 from delegate.settings import ANY_SETTINGS, SettingsFormat, configuration_pb2, load_settings_file, parse_settings
 from delegate.settings.mapping import resolve
 
@@ -61,7 +62,7 @@ def _outputs(interpreter, x: np.ndarray) -> np.ndarray:
 def test_every_settings_example_runs(path):
     model = str(shared_path("models", "small_cnn.tflite"))
     message = load_settings_file(path)
-    expected = resolve(message)
+    expected = resolve(message, device_kind(""))
     interpreter = delegate.Interpreter(model, settings=path, program_cache="none")
     assert interpreter.effective.engine == expected.engine
     reference = delegate.api.host_runtime().Interpreter(model_path=model)

@@ -1,4 +1,4 @@
-"""Acceleration settings mapped onto the delegate, with upstream's rules (issue 6)."""
+"""Acceleration settings mapped onto the delegate, with upstream's rules."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import delegate
 from delegate import SettingsError
 from delegate.settings import configuration_pb2 as pb
-from delegate.settings.mapping import load_settings, priorities, resolve
+from delegate.settings.mapping import DeviceKind, load_settings, priorities, resolve
 
 from .helpers import reject_kernels_of, shared_path
 
@@ -34,15 +34,26 @@ def gpu(p1=A, p2=A, p3=A, loss=False, **kw) -> pb.TFLiteSettings:
     )
 
 
-NVIDIA = ("NVIDIA Corporation", "NVIDIA H200", True)
-ADRENO = ("Qualcomm", "QUALCOMM Adreno(TM) 740", True)
-INTEL = ("Intel(R) Corporation", "Intel(R) UHD Graphics", True)
-POCL = ("AuthenticAMD", "pthread-AMD EPYC", False)
+NVIDIA = DeviceKind("NVIDIA Corporation", "NVIDIA H200", is_gpu=True, fp16=True, images=True)
+ADRENO = DeviceKind("Qualcomm", "QUALCOMM Adreno(TM) 740", is_gpu=True, fp16=True, images=True)
+INTEL = DeviceKind("Intel(R) Corporation", "Intel(R) UHD Graphics", is_gpu=True, fp16=True, images=True)
+POCL = DeviceKind("AuthenticAMD", "pthread-AMD EPYC", is_gpu=False, fp16=False, images=True)
+#: a GPU without cl_khr_fp16, and one without images
+NO_HALF = DeviceKind("Advanced Micro Devices, Inc.", "gfx1030", is_gpu=True, fp16=False, images=True)
+NO_IMAGES = DeviceKind("NVIDIA Corporation", "NVIDIA H200", is_gpu=True, fp16=True, images=False)
 
-# (settings, device) -> (precision, storage); every row is one of upstream's rules.
+# (settings, device) -> (precision, storage); every row is one of upstream's rules, narrowed to
+# what is fastest on the device (docs/settings.md).
 TABLE = [
     (gpu(), POCL, "F32", "BUFFER"),  # default: MAX_PRECISION first
-    (gpu(loss=True), POCL, "F16", "BUFFER"),  # precision loss allowed: MIN_LATENCY first (fastest on a CPU: BUFFER)
+    # precision loss allowed: MIN_LATENCY first; a CPU device computes in float32 whatever the
+    # storage, so half storage would only add conversions: F32 and BUFFER
+    (gpu(loss=True), POCL, "F32", "BUFFER"),
+    (gpu(LAT, MEM, MAXP), POCL, "F32", "BUFFER"),
+    (gpu(LAT, MAXP), POCL, "F32", "BUFFER"),
+    (gpu(loss=True), None, "F16", "BUFFER"),  # no device known: upstream's names
+    (gpu(loss=True), NO_HALF, "F32_F16", "IMAGE_BUFFER"),  # no cl_khr_fp16: half storage, float math
+    (gpu(loss=True), NO_IMAGES, "F16", "BUFFER"),  # no images: buffers
     (gpu(loss=True), NVIDIA, "F16", "IMAGE_BUFFER"),
     (gpu(loss=True), ADRENO, "F16", "TEXTURE_2D"),
     (gpu(loss=True), INTEL, "F16", "BUFFER"),
@@ -59,7 +70,7 @@ TABLE = [
 
 @pytest.mark.parametrize("settings,device,precision,storage", TABLE)
 def test_priorities_map_to_precision_and_storage(settings, device, precision, storage):
-    effective = resolve(settings, *device)
+    effective = resolve(settings, device)
     assert effective.engine == "gpu"
     assert effective.options["precision"] == precision
     assert effective.options["storage_type"] == storage
@@ -121,7 +132,7 @@ def test_binary_settings_from_tflites_own_schema_mean_the_same():
     assert settings.delegate == pb.GPU
     assert settings.gpu_settings.inference_priority1 == LAT
     assert settings.fallback_settings.allow_automatic_fallback_on_compilation_error
-    effective = resolve(settings, *NVIDIA)
+    effective = resolve(settings, NVIDIA)
     assert effective.options["precision"] == "F32_F16" and effective.compile_fallback
     assert settings.SerializeToString() == wire
 
@@ -158,7 +169,8 @@ def _run(*args: str):
     "text,engine,delegated,precision",
     [
         ("tflite_settings { gpu_settings { inference_priority1: GPU_PRIORITY_MAX_PRECISION } }", "gpu", 10, {"F32"}),
-        ("tflite_settings { gpu_settings { is_precision_loss_allowed: true } }", "gpu", 10, {"F16", "F32_F16"}),
+        # on PoCL (a CPU device) the allowed loss buys nothing: F32
+        ("tflite_settings { gpu_settings { is_precision_loss_allowed: true } }", "gpu", 10, {"F32"}),
         ("preference: FORCE_CPU", "builtin", 0, {""}),
         ("tflite_settings { delegate: NONE }", "builtin", 0, {""}),
         ("tflite_settings { delegate: XNNPACK }", "xnnpack", 0, {""}),
@@ -217,7 +229,8 @@ def test_settings_cli(tmp_path):
     assert _run("settings", "convert", str(src), str(binary)).returncode == 0
     assert load_settings(binary) == load_settings(src)
     valid = _run("settings", "validate", str(binary))
-    assert valid.returncode == 0 and "engine: gpu" in valid.stdout and "precision=F16" in valid.stdout
+    # PoCL is a CPU device: the allowed loss is narrowed to F32 (docs/settings.md)
+    assert valid.returncode == 0 and "engine: gpu" in valid.stdout and "precision=F32," in valid.stdout
     bad = tmp_path / "bad.textproto"
     bad.write_text(
         "tflite_settings { gpu_settings { inference_priority1: GPU_PRIORITY_AUTO "

@@ -1,4 +1,5 @@
-"""Which message a settings file holds: text and JSON by their fields, binary by the one default (issue 24)."""
+"""Which message a settings file holds: text and JSON by their fields, binary by the default unless
+only another type decodes it cleanly; the format by the content, never the name."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 import delegate
 import delegate.api
 from delegate import SettingsError
+from delegate.plugin.upstream_options import device_kind
 from delegate.settings import (
     BINARY_DEFAULT,
     SettingsFormat,
@@ -20,7 +22,7 @@ from delegate.settings import (
     parse_settings,
 )
 from delegate.settings import configuration_pb2 as pb
-from delegate.settings.mapping import load_settings
+from delegate.settings.mapping import load_settings, precision_for, priorities
 from delegate.settings.message_types import top_level_text_fields
 
 from .helpers import shared_path
@@ -93,11 +95,10 @@ def test_binary_default_is_compute_settings_and_names_work():
 @pytest.mark.parametrize(
     "message,read_as",
     [
-        (GPU_LOSS, None),  # a TFLiteSettings read as the default ComputeSettings
-        (pb.TFLiteSettings(delegate=pb.XNNPACK), None),  # XNNPACK (4) is no ExecutionPreference
         (COMPUTE, "TFLiteSettings"),
         (pb.ComputeSettings(tflite_settings=GPU_LOSS), "TFLiteSettings"),
-        (pb.MinibenchmarkSettings(settings_to_test=[GPU_LOSS]), None),
+        (pb.MinibenchmarkSettings(settings_to_test=[GPU_LOSS]), None),  # decodes cleanly as neither
+        (GPU_LOSS, "ComputeSettings"),  # a type given is the type read
     ],
 )
 def test_binary_of_another_type_is_refused_with_the_type_to_pass(message, read_as):
@@ -107,6 +108,18 @@ def test_binary_of_another_type_is_refused_with_the_type_to_pass(message, read_a
     assert "--settings-type" in str(info.value) and "settings_type=" in str(info.value)
     # read as what it is, it decodes to the same message
     assert parse_settings(data, SettingsFormat.BINARY, type(message)) == message
+
+
+@pytest.mark.parametrize("message", [GPU_LOSS, pb.TFLiteSettings(delegate=pb.XNNPACK)])
+def test_untyped_binary_that_only_another_type_decodes_cleanly_is_that_type(message):
+    back = parse_settings(message.SerializeToString(), SettingsFormat.BINARY)
+    assert type(back) is pb.TFLiteSettings and back == message
+
+
+def test_untyped_binary_that_both_types_decode_is_the_default():
+    # TFLiteSettings{delegate: GPU} is the same two bytes as ComputeSettings{preference: LOW_POWER}
+    data = pb.TFLiteSettings(delegate=pb.GPU).SerializeToString()
+    assert parse_settings(data, SettingsFormat.BINARY) == pb.ComputeSettings(preference=pb.LOW_POWER)
 
 
 def test_unknown_field_numbers_are_refused():
@@ -123,29 +136,37 @@ def _run(*args: str):
     return subprocess.run([sys.executable, "-m", "delegate", *args], capture_output=True, text=True)
 
 
-def test_cli_types_text_by_content_and_refuses_a_wrong_binary(tmp_path):
+def _fastest(settings: pb.TFLiteSettings) -> str:
+    """The precision ``settings`` run with on the default device (docs/settings.md's table)."""
+    return precision_for(priorities(settings.gpu_settings), device_kind(""))
+
+
+def test_cli_types_text_and_binary_by_content(tmp_path):
     text = tmp_path / "gpu.textproto"
     text.write_text("delegate: GPU gpu_settings { is_precision_loss_allowed: true }")
     valid = _run("settings", "validate", str(text))
     assert valid.returncode == 0, valid.stderr
-    assert "valid TFLiteSettings" in valid.stdout and "precision=F16" in valid.stdout
-    binary = tmp_path / "gpu.pb"
-    assert _run("settings", "convert", str(text), str(binary)).returncode == 0
+    assert "valid TFLiteSettings" in valid.stdout and f"precision={_fastest(GPU_LOSS)}," in valid.stdout
+    binary = tmp_path / "gpu.bin"
+    converted = _run("settings", "convert", str(text), str(binary))
+    assert converted.returncode == 0 and "binary TFLiteSettings" in converted.stdout
     assert pb.TFLiteSettings.FromString(binary.read_bytes()) == GPU_LOSS
-    refused = _run("settings", "show", str(binary))
-    assert refused.returncode == 2 and "--settings-type TFLiteSettings" in refused.stderr
-    shown = _run("settings", "show", str(binary), "--settings-type", "TFLiteSettings", "--format", "json")
-    assert shown.returncode == 0 and json.loads(shown.stdout)["gpu_settings"]["is_precision_loss_allowed"] is True
+    shown = _run("settings", "show", str(binary), "--format", "json")  # only TFLiteSettings decodes it cleanly
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["gpu_settings"]["is_precision_loss_allowed"] is True
+    as_compute = _run("settings", "show", str(binary), "--settings-type", "ComputeSettings")
+    assert as_compute.returncode == 2 and "--settings-type TFLiteSettings" in as_compute.stderr
 
 
 def test_python_api_takes_the_type_by_name(tmp_path):
     path = tmp_path / "gpu.pb"
     path.write_bytes(GPU_LOSS.SerializeToString())
     effective = delegate.api.effective_settings(str(path), settings_type="TFLiteSettings")
-    assert effective.engine == "gpu" and effective.options["precision"] == "F16"
+    assert effective.engine == "gpu" and effective.options["precision"] == _fastest(GPU_LOSS)
     with pytest.raises(SettingsError, match='settings_type="TFLiteSettings"'):
-        delegate.api.effective_settings(str(path))
+        delegate.api.effective_settings(str(path), settings_type="ComputeSettings")
     assert load_settings_file(path, "TFLiteSettings") == GPU_LOSS
+    assert load_settings_file(path) == GPU_LOSS
 
 
 @pytest.mark.opencl
@@ -154,5 +175,17 @@ def test_interpreter_with_a_binary_tflite_settings_by_name(tmp_path):
     path.write_bytes(GPU_LOSS.SerializeToString())
     model = str(shared_path("models", "small_cnn.tflite"))
     interpreter = delegate.Interpreter(model, settings=path, settings_type="TFLiteSettings", program_cache="none")
-    assert interpreter.effective.options["precision"] == "F16"
-    assert interpreter.opencl.options.precision.name in ("F16", "F32_F16")
+    assert interpreter.effective.options["precision"] == _fastest(GPU_LOSS)
+    assert interpreter.opencl.options.precision.name == _fastest(GPU_LOSS)
+
+
+def test_cli_reads_settings_by_content_and_writes_by_a_named_format(tmp_path):
+    text = tmp_path / "f32.yaml"  # text format under a name that says otherwise
+    text.write_text("delegate: GPU gpu_settings { inference_priority1: GPU_PRIORITY_MAX_PRECISION }")
+    valid = _run("settings", "validate", str(text))
+    assert valid.returncode == 0 and "valid TFLiteSettings" in valid.stdout, valid.stderr
+    unnamed = _run("settings", "convert", str(text), str(tmp_path / "out.yaml"))
+    assert unnamed.returncode == 2 and "names no settings format" in unnamed.stderr
+    assert not (tmp_path / "out.yaml").exists()
+    model = _run("settings", "validate", str(shared_path("models", "small_cnn.tflite")))
+    assert model.returncode == 2 and "is a TFLite model" in model.stderr

@@ -1,4 +1,4 @@
-"""Upstream's GPU delegate option names, with upstream's meaning (issue 24)."""
+"""Upstream's GPU delegate option names, with upstream's meaning."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import delegate
 from delegate.plugin import DelegateOptions, OptionsError
-from delegate.plugin.upstream_options import FLAG_BITS, parse_flags, translate
+from delegate.plugin.upstream_options import FLAG_BITS, device_kind, parse_flags, translate
 from delegate.settings import configuration_pb2 as pb
 from delegate.settings.mapping import resolve
 
@@ -20,7 +20,17 @@ P = pb.GPUInferencePriority
 
 
 def _settings_precision(**gpu: object) -> str:
-    return resolve(pb.TFLiteSettings(delegate=pb.GPU, gpu_settings=pb.GPUSettings(**gpu))).options["precision"]
+    """The precision settings with these GPUSettings give on the default device."""
+    settings = pb.TFLiteSettings(delegate=pb.GPU, gpu_settings=pb.GPUSettings(**gpu))
+    return resolve(settings, device_kind("")).options["precision"]
+
+
+def _fastest_half() -> str:
+    """What an allowed precision loss runs on the default device: F32 on a CPU device (float math
+    either way), F16 on a GPU with cl_khr_fp16, else F32_F16."""
+    device = device_kind("")
+    assert device is not None
+    return "F32" if not device.is_gpu else "F16" if device.fp16 else "F32_F16"
 
 
 @pytest.mark.parametrize("value", ["1", "true", "0", "false"])
@@ -122,7 +132,7 @@ def _run(*args: str):
 
 
 @pytest.mark.opencl
-def test_cli_run_with_precision_loss_allowed_runs_half_precision():
+def test_cli_run_with_precision_loss_allowed_runs_the_fastest_allowed_precision():
     model = str(shared_path("models", "small_cnn.tflite"))
     off = ("--option", "cpu_when_faster=false")  # small_cnn is delegated whatever its size
     half = _run(
@@ -130,7 +140,7 @@ def test_cli_run_with_precision_loss_allowed_runs_half_precision():
     )
     assert half.returncode == 0, half.stderr
     report = json.loads(half.stdout)
-    assert report["precision"] in ("F16", "F32_F16") and report["delegated_nodes"] > 0
+    assert report["precision"] == _fastest_half() and report["delegated_nodes"] > 0
     full = _run(
         "run", model, "--option", "is_precision_loss_allowed=0", "--option", "program_cache=none", "--json", *off
     )
@@ -145,9 +155,27 @@ def test_load_delegate_and_interpreter_take_upstream_names():
     interpreter = delegate.Interpreter(
         model, inference_priority1="MIN_LATENCY", experimental_flags="ENABLE_QUANT", program_cache="none"
     )
-    assert interpreter.opencl.options.precision.name == "F16"
+    assert interpreter.opencl.options.precision.name == _fastest_half()
     # an upstream option replaces the precision the settings chose
     settings = pb.TFLiteSettings(delegate=pb.GPU, gpu_settings=pb.GPUSettings(inference_priority1=1))
     over = delegate.Interpreter(model, settings=settings, is_precision_loss_allowed=1, program_cache="none")
-    assert over.opencl.options.precision.name == "F16"
+    assert over.opencl.options.precision.name == _fastest_half()
     assert delegate.load_delegate(is_precision_loss_allowed="0", program_cache="none") is not None
+
+
+@pytest.mark.parametrize("text", ["UNKNOWN", "single_texture_2d"])
+def test_storage_types_that_cannot_hold_every_tensor_are_refused_and_never_offered(text):
+    with pytest.raises(OptionsError, match="cannot hold every tensor") as info:
+        DelegateOptions.parse({"storage_type": text})
+    offered = str(info.value).split("use one of ", 1)[1]
+    assert "BUFFER" in offered and "UNKNOWN" not in offered and "SINGLE_TEXTURE_2D" not in offered
+    with pytest.raises(OptionsError) as typo:
+        DelegateOptions.parse({"storage_type": "BUFER"})
+    assert "UNKNOWN" not in str(typo.value) and "SINGLE_TEXTURE_2D" not in str(typo.value)
+
+
+@pytest.mark.opencl
+def test_cli_takes_a_device_index(tmp_path):
+    model = str(shared_path("models", "small_cnn.tflite"))
+    result = _run("run", model, "--option", "device=0", "--option", "program_cache=none", "--runs", "1", "--json")
+    assert result.returncode == 0, result.stderr

@@ -26,30 +26,41 @@ Float32 = Annotated[float, "float32"]
 ByteData = bytes | memoryview
 
 
-class AccessType(IntEnum):
+class SchemaEnum(IntEnum):
+    """An enum of the schema: an int in the file, its name when printed (``print(rt.precision)``
+    says F32_F16, not 1); a format spec formats the number (``f"{x:d}"``)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return self.name if not spec else format(int(self), spec)
+
+
+class AccessType(SchemaEnum):
     READ = 0
     WRITE = 1
     READ_WRITE = 2
 
 
-class DataType(IntEnum):
+class DataType(SchemaEnum):
     UNKNOWN = 0
     FLOAT32 = 1
     FLOAT16 = 2
 
 
-class MemoryType(IntEnum):
+class MemoryType(SchemaEnum):
     GLOBAL = 0
     CONSTANT = 1
     LOCAL = 2
 
 
-class LinearStorageType(IntEnum):
+class LinearStorageType(SchemaEnum):
     BUFFER = 0
     TEXTURE_2D = 1
 
 
-class TensorStorageType(IntEnum):
+class TensorStorageType(SchemaEnum):
     UNKNOWN = 0
     BUFFER = 1
     IMAGE_BUFFER = 2
@@ -59,7 +70,7 @@ class TensorStorageType(IntEnum):
     SINGLE_TEXTURE_2D = 6
 
 
-class Layout(IntEnum):
+class Layout(SchemaEnum):
     UNKNOWN = 0
     HWC = 1
     BHWC = 2
@@ -67,13 +78,13 @@ class Layout(IntEnum):
     BHWDC = 4
 
 
-class CalculationsPrecision(IntEnum):
+class CalculationsPrecision(SchemaEnum):
     F32 = 0
     F32_F16 = 1
     F16 = 2
 
 
-class TensorToGrid(IntEnum):
+class TensorToGrid(SchemaEnum):
     CUSTOM = 0
     WB_TO_X_HD_TO_Y_S_TO_Z = 1
     WB_TO_X_HD_TO_Y_Z_IS_1 = 2
@@ -81,7 +92,7 @@ class TensorToGrid(IntEnum):
     B_TO_X_Y_IS_1_Z_IS_1 = 4
 
 
-class CompilerOptions(IntEnum):
+class CompilerOptions(SchemaEnum):
     ADRENO_FULL_SIMD_LINE = 0
     ADRENO_MORE_WAVES = 1
     POWERVR_FP16 = 2

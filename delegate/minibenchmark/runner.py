@@ -78,7 +78,7 @@ def default_settings_to_test() -> list[pb.TFLiteSettings]:
 
 def describe(settings: pb.TFLiteSettings) -> str:
     """A short label: delegate, priorities / precision-loss flag, backend."""
-    if settings.delegate in (pb.NONE, pb.XNNPACK) and settings.HasField("delegate"):
+    if settings.HasField("delegate") and settings.delegate != pb.GPU:  # NONE, XNNPACK, or one refused (NNAPI ...)
         return pb.Delegate.Name(settings.delegate)
     gpu = settings.gpu_settings
     parts = ["GPU"]
@@ -111,7 +111,10 @@ def _model_path(model_file: pb.ModelFile, scratch: Path) -> str:
         path = scratch / "model.tflite"
         path.write_bytes(data)
         return str(path)
-    raise SettingsError("model_file needs a filename, or fd + offset + length")
+    raise SettingsError(
+        "no model to benchmark: give the model (python -m delegate minibenchmark MODEL), or "
+        "model_file { filename: ... } (or fd, offset and length) in the MinibenchmarkSettings"
+    )
 
 
 def _metrics(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[float, float, float | None]:

@@ -13,23 +13,31 @@ import logging
 import threading
 import time
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import cancel
 from .._native import ffi, lib
-from ..cache import SerializationCache, partition_key, program_cache_dir, write_cache_entry
-from ..compiler.claim import NO_KERNEL, carries_non_float, claimed_nodes, edge_dtype_problems
+from .._warnings import warn
+from ..cache import SerializationCache, entry_seal, partition_key, program_cache_dir
+from ..compiler.claim import NO_KERNEL, claimed_nodes
 from ..compiler.device_policy import compile_options, cpu_when_faster
 from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
 from ..compiler.partition import CompileOptions, compile_partition
 from ..compiler.shapes import StaticShapes, resolve
-from ..errors import CacheIntegrityError, ContextFormatError, DelegateError, PartitionTooLargeError
+from ..errors import (
+    CacheIntegrityError,
+    CompileCancelled,
+    ContextFormatError,
+    DelegateError,
+    PartitionTooLargeError,
+)
 from ..progress import report_progress
 from ..runtime import Runtime, Tuning
 from ..runtime.device import DeviceInfo, describe, select_device
 from .binding import bind_kernel, tensor_dims
+from .cache_keys import weights_sample
 from .capture import (
     capture_graph,
     capture_tensors,
@@ -42,13 +50,14 @@ from .capture import (
     undo_unsafe_reason,
 )
 from .choice_record import decide
+from .claim_rules import float_edges, propagation_blocker
 from .options import DelegateOptions
-from .propagation import propagation_blocker
 from .report import DelegateState, PartitionInfo, SubgraphReport
 
 log = logging.getLogger(__name__)
 
 _PLUGIN = "tflite-opencl-delegate"
+_INTERRUPTS = (KeyboardInterrupt, SystemExit, CompileCancelled)  # not errors: Ctrl-C, exit, a cancelled build
 
 
 @dataclass
@@ -151,6 +160,14 @@ def dlg_py_destroy(ident: int) -> None:
         _delegates.pop(ident, None)
 
 
+def _interrupted(exc: BaseException, error: Any = None) -> int:
+    """Fail without fallback; ``exc`` cannot pass through C: the host's caller raises it (cancel.host_call)."""
+    cancel.remember(exc)
+    if error is not None:
+        _copy_error(f"{_PLUGIN}: interrupted ({type(exc).__name__})", error, ffi.sizeof(error))
+    return 1
+
+
 def _report(context: Any, message: str) -> None:
     lib.dlg_report(context, message.encode("utf-8", "replace"))
 
@@ -194,6 +211,7 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
     for number, (nodes, inputs, outputs) in enumerate(previews):
         start = time.perf_counter()
         report_progress("compiling partitions", number, len(previews), f"{len(nodes)} nodes")
+        cancel.checkpoint()
         try:
             runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
         except PartitionTooLargeError as exc:  # over the runtime's bounds (compiler/bounds.py)
@@ -215,7 +233,7 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
                     continue
                 raise DelegateError(message) from exc
             log.warning("%s fall back to CPU: %s", _shown(names), cause)
-            warnings.warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}", stacklevel=1)
+            warn(f"{_PLUGIN}: {_shown(names)} fall back to CPU: {cause}")
             prep.report.fallbacks.append({"nodes": names, "cause": cause})
             for name in names:
                 prep.report.unsupported[name] = f"compile fallback: {cause}"
@@ -233,22 +251,6 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
         )
     report_progress("compiling partitions", len(previews), len(previews))
     return [n for n in chosen if n in keep]
-
-
-def _float_edges(context: Any, graph: Any, nodes: list[int], unsupported: dict[str, str]) -> list[int]:
-    """``nodes`` less those that would pass a bool or int32 tensor across the edge of the
-    partitions TFLite makes of them (compiler/claim.py ``edge_dtype_problems``), partitioning
-    again after each removal (which can put other such tensors on an edge) until none is left."""
-    while nodes and carries_non_float(graph, nodes):
-        problems: dict[int, str] = {}
-        for members, inputs, outputs in preview_partitions(context, nodes):
-            problems.update(edge_dtype_problems(graph, members, inputs, outputs))
-        if not problems:
-            break
-        for index, why in problems.items():
-            unsupported[graph.nodes[index].name] = why
-        nodes = [n for n in nodes if n not in problems]
-    return nodes
 
 
 def _faster_on_cpu(
@@ -283,13 +285,11 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
     report, options = prep.report, state.options
     plan = prep.plan
     graph = prep.graph = capture_graph(context, plan)
-    blocker = propagation_blocker(graph, plan)
-    if blocker is not None:  # for this delegate: TFLite reads the flag per allocation
-        log.debug("subgraph %d: shapes are not propagated after a resize: %s", report.index, blocker)
+    if propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
         native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
     prep.static = resolve(graph, plan)
     supported, unsupported = _supported_nodes(graph, plan, options, prep.static)
-    supported = _float_edges(context, graph, supported, unsupported)
+    supported = float_edges(context, graph, supported, unsupported)
     chosen = largest_partitions(context, supported, options.max_delegated_partitions)
     for index in set(supported) - set(chosen):
         unsupported[graph.nodes[index].name] = "outside the largest max_delegated_partitions partitions"
@@ -298,7 +298,7 @@ def _claim(context: Any, native_delegate: Any, state: DelegateState, prep: Prepa
     report.unsupported = unsupported
     for name, why in unsupported.items():
         if NO_KERNEL in why:
-            warnings.warn(f"{_PLUGIN}: {name} stays on CPU: {why}", stacklevel=1)
+            warn(f"{_PLUGIN}: {name} stays on CPU: {why}")
     chosen = _precompile(context, prep, chosen, state, undo_unsafe_reason(context, plan) is not None)
     report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
     shown = list(report.unsupported.items())[:5]
@@ -329,12 +329,15 @@ def dlg_py_prepare(context: Any, native_delegate: Any, ident: int) -> int:
         return 1
     prep: Preparing | None = None
     try:
-        state.prepares += 1
+        with _lock:  # interpreters sharing the delegate prepare at once: += is a read and a write
+            state.prepares += 1
         plan = execution_plan(context)
         prep = Preparing(None, state.report_for(_address(context)), plan)
         with _lock:
             state.preparing[_address(context)] = prep
         return _claim(context, native_delegate, state, prep)
+    except _INTERRUPTS as exc:
+        return _interrupted(exc)
     except Exception as exc:
         return _failed_prepare(context, native_delegate, state, prep, exc)
     finally:
@@ -368,7 +371,7 @@ def _failed_prepare(
         prep.report.delegated_nodes = []
     if state.options.compile_fallback:
         log.warning("%s; the graph runs on TFLite's CPU kernels", message)
-        warnings.warn(f"{message}; the graph runs on TFLite's CPU kernels", stacklevel=1)
+        warn(f"{message}; the graph runs on TFLite's CPU kernels")
         if prep is not None:
             prep.report.fallbacks.append({"nodes": ["(all)"], "cause": cause})
         return 0
@@ -417,22 +420,27 @@ def _load_partition(
         return compiled(), "off"
     model_id = options.model_token.encode() if options.model_token else prep.constants_digest(context)
     extra = [options.enable_quantized_inference, options.tuning.value, compiler_fingerprint()]
-    path = store.entry(partition_key(graph, nodes, compile_opts, device_key=info.key, extra=extra, model_id=model_id))
+    key = partition_key(graph, nodes, compile_opts, device_key=info.key, extra=extra, model_id=model_id)
+    path = store.entry(key)
+    # the token stands for the weights: a sample of them turns a stale token into a rebuild (cache_keys.py)
+    sealed = entry_seal(
+        "partition", key, **({"weights": weights_sample(context, graph)} if options.model_token else {})
+    )
     try:
-        payload = store.read(path)
+        payload = store.read(path, sealed)
         if payload is not None:
             log.info("serialization cache hit: %s", path)
             return _ready(_load_runtime(payload, device, programs, options), options, tune=False), "hit"
         log.info("serialization cache miss: no entry %s (model, options, device or package version differ)", path)
     except ContextFormatError as exc:
         log.warning("cache entry %s is unreadable (%s); rebuilding it", path, exc.detail)
-        warnings.warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it", stacklevel=1)
+        warn(f"{_PLUGIN}: cache entry {path} is unreadable ({exc.detail}); rebuilding it")
     except CacheIntegrityError as exc:
         log.warning("%s; rebuilding it", exc)
-        warnings.warn(f"{_PLUGIN}: {exc}; rebuilding it", stacklevel=1)
+        warn(f"{_PLUGIN}: {exc}; rebuilding it")
     runtime = compiled()
     try:
-        write_cache_entry(runtime.model, path)  # with the tuned work-group sizes
+        store.write_context(runtime.model, path, sealed)  # with the tuned work-group sizes
     except BaseException:
         runtime.close()
         raise
@@ -492,6 +500,8 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
         state.storage_type = state.options.storage_type.name
         prep.report.partitions.append(_partition_info(runtime, nodes, cache_state, start))
         return 0
+    except _INTERRUPTS as exc:
+        return _interrupted(exc, kernel.error)
     except Exception as exc:
         detail = str(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, DelegateError):
@@ -512,7 +522,7 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
     compiled for; after a resize (TFLite has propagated the new shapes through the original nodes,
     kTfLiteDelegateFlagsRequirePropagatedShapes), the partition is compiled again for them. Where
     TFLite could not propagate them (``propagated`` 0: the delegate cleared the flag, see
-    plugin/propagation.py) the shapes inside the partition are stale, and it refuses."""
+    ``claim_rules.propagation_blocker``) the shapes inside the partition are stale, and it refuses."""
     try:
         entry = _kernels.get(int(kernel.handle))
         if entry is None:
@@ -523,13 +533,15 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
             return 0
         if not propagated:
             raise DelegateError(
-                "TFLite does not propagate shapes through this graph for the delegate (it has a custom op that only "
-                "a delegate runs, or nodes that run other subgraphs: IF, WHILE, CALL_ONCE), so a resize after the "
-                "delegate was applied is not followed: create the interpreter again "
-                "and resize before its first allocate_tensors(), or run on CPU"
+                "TFLite does not propagate shapes through this graph for the delegate (it has a custom op that "
+                "only a delegate runs, or nodes that run other subgraphs: IF, WHILE, CALL_ONCE), and the delegate "
+                "is applied when the interpreter is created, so this model's inputs keep the shapes it was "
+                "converted with: convert it with the input shape you need"
             )
         _recompile(context, entry, kernel)
         return 0
+    except _INTERRUPTS as exc:
+        return _interrupted(exc, kernel.error)
     except Exception as exc:
         cause = _cause(exc) if isinstance(exc, DelegateError) else f"{type(exc).__name__}: {_cause(exc)}"
         message = f"{_PLUGIN}: the partition's tensors changed shape and it could not be compiled again: {cause}"

@@ -4,17 +4,18 @@ With a serialization folder each candidate partition's figures and decision are 
 JSON record (cache.py, ``SerializationCache.record``) the first time it is prepared, and read back,
 not estimated again, by later processes: the decision and its figures are kept with the partition,
 whether it was delegated (its context lies beside the record) or left on CPU (it has no context). A
-record that is unreadable, tampered with or for other nodes is replaced, with a warning.
+record that is unreadable, tampered with, sealed for another key or for other nodes is replaced, with
+a warning; a folder that cannot be written is reported once and the decision is estimated each time.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..cache import SerializationCache, partition_key, write_record
+from .._warnings import warn
+from ..cache import SerializationCache, entry_seal, partition_key
 from ..compiler.cpu_choice import POCL_CPU, CpuChoice, estimate
 from ..compiler.fingerprint import compiler_fingerprint
 from ..errors import CacheIntegrityError
@@ -41,14 +42,15 @@ def decide(
     extra = ["cpu_when_faster", applied, compiler_fingerprint()]
     key = partition_key(graph, members, POCL_CPU, device_key=device_key, extra=extra, model_id=model_id())
     path = store.record(key)
+    sealed = entry_seal("record", key)
     names = tuple(graph.nodes[i].name for i in members)
     try:
-        record = store.read_record(path)
+        record = store.read_record(path, sealed)
         if record is not None:
             return CpuChoice.from_record(record, members, names)
     except (CacheIntegrityError, ValueError) as exc:
         log.warning("cache record %s is unusable (%s); estimating again", path, exc)
-        warnings.warn(f"{_PLUGIN}: cache record {path} is unusable ({exc}); estimating again", stacklevel=1)
+        warn(f"{_PLUGIN}: cache record {path} is unusable ({exc}); estimating again")
     choice = estimate(graph, members, applied=applied)
-    write_record({k: v for k, v in choice.as_dict().items() if k != "source"}, path)
+    store.write_record({k: v for k, v in choice.as_dict().items() if k != "source"}, path, sealed)
     return choice

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from ..cache import warn_unusable
 from ..compiler.graph import Builtin
 from ..context.model import CalculationsPrecision, TensorStorageType
 from ..errors import DelegateError
@@ -82,10 +83,7 @@ class DelegateOptions:
             if key == "precision":
                 values[key] = _enum(CalculationsPrecision, text, key)
             elif key == "storage_type":
-                storage = _enum(TensorStorageType, text, key)
-                if storage == TensorStorageType.UNKNOWN or storage == TensorStorageType.SINGLE_TEXTURE_2D:
-                    raise OptionsError(f"storage_type {text} cannot hold every tensor; use BUFFER or a texture")
-                values[key] = storage
+                values[key] = _enum(TensorStorageType, text, key, refused=_STORAGE_REFUSED)
             elif key == "max_delegated_partitions":
                 try:
                     values[key] = int(text)
@@ -128,14 +126,22 @@ class DelegateOptions:
         if opts.serialization_dir and not os.path.isdir(opts.serialization_dir):
             try:
                 Path(opts.serialization_dir).mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise OptionsError(f"serialization_dir {opts.serialization_dir!r}: {exc.strerror}") from None
+            except OSError as exc:  # the cache is an optimisation: reported, and the model runs without it
+                warn_unusable(opts.serialization_dir, exc, "serialization_dir")
         return opts
 
 
-def _enum(kind: type, text: str, key: str) -> object:
+#: storage types of the schema that cannot hold every tensor (UNKNOWN is no storage; a single
+#: texture holds one slice), so no option may ask for them
+_STORAGE_REFUSED = frozenset({"UNKNOWN", "SINGLE_TEXTURE_2D"})
+
+
+def _enum(kind: type, text: str, key: str, refused: frozenset[str] = frozenset()) -> object:
+    """The member of ``kind`` named ``text`` (any case); the error lists only the names taken."""
+    names = ", ".join(m.name for m in kind if m.name not in refused)
+    if text.upper() in refused:
+        raise OptionsError(f"{key} {text} cannot hold every tensor; use one of {names}")
     try:
         return kind[text.upper()]
     except KeyError:
-        names = ", ".join(m.name for m in kind)
         raise OptionsError(f"{key} must be one of {names}, not {text!r}") from None

@@ -19,9 +19,13 @@ upstream option that contradicts one of this delegate's options given with it is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .._generated import configuration_pb2 as pb
 from .options import OptionsError
+
+if TYPE_CHECKING:
+    from ..settings.mapping import DeviceKind
 
 #: TfLiteGpuDelegateOptionsV2 fields that are not this delegate's own names
 STRUCT_NAMES = (
@@ -130,22 +134,24 @@ def _gl_refused(because: str) -> OptionsError:
     )
 
 
-def _device_kind(device: str) -> tuple[str, str, bool]:
-    """(vendor, name, is_gpu) of the device the options select; empty without any OpenCL device."""
+def device_kind(device: str) -> DeviceKind | None:
+    """The facts the settings mapping reads of the device ``device`` selects; None without any
+    OpenCL device."""
     from ..errors import DeviceNotFoundError
     from ..runtime.device import describe, select_device
+    from ..settings.mapping import DeviceKind
 
     try:
         info = describe(select_device(device or None))
     except DeviceNotFoundError:
-        return "", "", False
-    return info.vendor, info.name, info.is_gpu
+        return None
+    return DeviceKind(info.vendor, info.name, info.is_gpu, info.fp16, info.images)
 
 
 def _priorities(given: dict[str, str], out: dict[str, str]) -> None:
     """precision (and storage_type unless given) from the upstream precision and priority options."""
     from ..errors import SettingsError
-    from ..settings.mapping import latency_outranks_memory, precision_for, priorities, storage_for
+    from ..settings.mapping import latency_outranks_memory, precision_for, priorities, storage_for, upstream_precision
 
     loss_keys = [k for k in ("is_precision_loss_allowed", "gpu_precision_loss_allowed") if k in given]
     losses = {k: given[k] for k in loss_keys if given[k].strip() != "-1"}  # -1: upstream's "not set"
@@ -181,10 +187,15 @@ def _priorities(given: dict[str, str], out: dict[str, str]) -> None:
         prios = priorities(gpu)
     except SettingsError as exc:
         raise OptionsError(str(exc)) from None
-    _set(out, "precision", precision_for(prios), because)
+    # the device matters only where the priorities allow a loss, or latency outranks memory
+    allowed = upstream_precision(prios)
+    device = device_kind(out.get("device", "")) if allowed != "F32" or latency_outranks_memory(prios) else None
+    explicit = "precision" in out
+    _set(out, "precision", allowed, because)  # a precision given with them must mean the same
+    if not explicit:  # what the priorities allow, narrowed to what is fastest on the device
+        out["precision"] = precision_for(prios, device)
     if "storage_type" not in out:
-        device = _device_kind(out.get("device", "")) if latency_outranks_memory(prios) else ("", "", False)
-        out["storage_type"] = storage_for(prios, *device)
+        out["storage_type"] = storage_for(prios, device)
 
 
 def translate(pairs: Mapping[str, object]) -> dict[str, str]:

@@ -111,7 +111,8 @@ def select_device(request: str | int | object | None = None) -> Device:
     """Pick a device.
 
     ``None``: the first GPU of any platform, else the first PoCL device, else the first device.
-    ``"P:D"``: platform index P, device index D. ``int``: index into the flat list of devices.
+    ``"P:D"``: platform index P, device index D. ``int``, or a string of digits (options arrive as
+    strings): index into the flat list of devices.
     Any other string: the first device whose "platform / device" name contains it (case-insensitive).
     A ``Device``, or a pyopencl ``Device`` (the same driver object, matched by its handle).
     """
@@ -141,6 +142,8 @@ def select_device(request: str | int | object | None = None) -> Device:
         if found:
             return found[0][2]
         raise DeviceNotFoundError(f"no OpenCL device found; {_listing(found)}")
+    if isinstance(request, str) and request.strip().isdigit():
+        request = int(request)
     if isinstance(request, int):
         if 0 <= request < len(found):
             return found[request][2]

@@ -30,6 +30,7 @@ CL_HALF_FLOAT, CL_FLOAT = 0x10DD, 0x10DE
 CL_MEM_OBJECT_IMAGE2D, CL_MEM_OBJECT_IMAGE3D = 0x10F1, 0x10F2
 CL_MEM_OBJECT_IMAGE2D_ARRAY, CL_MEM_OBJECT_IMAGE1D_BUFFER = 0x10F3, 0x10F6
 CL_PROGRAM_BINARY_SIZES, CL_PROGRAM_BINARIES = 0x1165, 0x1166
+CL_PROGRAM_KERNEL_NAMES = 0x1168
 CL_PROGRAM_BUILD_LOG = 0x1183
 CL_BUFFER_CREATE_TYPE_REGION = 0x1220
 CL_KERNEL_WORK_GROUP_SIZE = 0x11B0
@@ -364,6 +365,11 @@ class Program(_Released):
             "clGetProgramInfo(BINARIES)",
         )
         return ffi.buffer(data, size)[:]
+
+    def kernel_names(self) -> frozenset[str]:
+        """The kernels of the built program (what clCreateKernel can make)."""
+        raw = _query("clGetProgramInfo", cl_api().get_program_info, self.handle, CL_PROGRAM_KERNEL_NAMES)
+        return frozenset(name for name in _decode(raw, "str").split(";") if name)
 
 
 def _kernel_work_group_info(kernel: Any, device: Device, param: int, count: int) -> tuple[int, ...]:

@@ -1,8 +1,9 @@
-"""A context's graph checked before anything is allocated: tensors, nodes, schedule.
+"""A context's graph checked before anything is allocated: tensors, storage, schedule.
 
-A context file is input like any other: every id a node or the graph names must be declared,
-every tensor must have a shape and storage the runtime can hold, and the node order must be a
-valid schedule. A violation is a ``ContextFormatError`` of kind "semantic".
+A context file is input like any other. ``context.semantics.check_semantics`` (which the Runtime
+runs first) holds its values to what they mean (sizes, ids, work-groups); here every tensor must
+also have a data type and storage the runtime can hold, and the node order must be a valid
+schedule. A violation is a ``ContextFormatError`` of kind "semantic".
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from ..context import ContextFile, model
 from ..context.model import TensorStorageType
 from ..context.schedule import schedule_violation
+from ..context.semantics import semantic_error
 from ..errors import ContextFormatError
 from . import memory
 from .limits import check_native
@@ -51,7 +53,7 @@ class RuntimeTensor:
 
 def semantic(message: str) -> ContextFormatError:
     """The error of a context that is well-formed but inconsistent."""
-    return ContextFormatError(message, kind="semantic", source="context")
+    return semantic_error(message)
 
 
 def load_model(source: Any) -> tuple[model.InferenceContext, ContextFile | None]:
@@ -86,39 +88,11 @@ def _tensor(t: model.TensorDescWithId, padded: bool) -> RuntimeTensor:
     return RuntimeTensor(t.id, t.desc, shape, padded)
 
 
-def _check_node(index: int, node: model.CLNode, tensors: dict[int, RuntimeTensor]) -> None:
-    op = node.gpu_op
-    if op is None:
-        raise semantic(f"node {index} ({node.name}) has no gpu_op")
-    for i in [*node.input_ids, *node.output_ids]:
-        if i not in tensors:
-            raise semantic(f"node {index} ({node.name}) uses tensor {i}, which is not declared")
-    if len(op.src_tensors_names) != len(node.input_ids):
-        raise semantic(
-            f"node {index} ({node.name}): {len(node.input_ids)} inputs but "
-            f"{len(op.src_tensors_names)} src_tensors_names"
-        )
-    if len(op.dst_tensors_names) != len(node.output_ids):
-        raise semantic(
-            f"node {index} ({node.name}): {len(node.output_ids)} outputs but "
-            f"{len(op.dst_tensors_names)} dst_tensors_names"
-        )
-
-
 def check_graph(ctx: model.InferenceContext, padded: bool = False) -> dict[int, RuntimeTensor]:
-    """The context's tensors by id, after checking that the graph is consistent; ``padded``: with
-    their slice planes padded (``RuntimeTensor.padded``)."""
-    tensors: dict[int, RuntimeTensor] = {}
-    for t in ctx.tensors:
-        if t.id in tensors:
-            raise semantic(f"tensor id {t.id} is declared twice")
-        tensors[t.id] = _tensor(t, padded)
-    for where, ids in [("input_ids", ctx.input_ids), ("output_ids", ctx.output_ids)]:
-        for i in ids:
-            if i not in tensors:
-                raise semantic(f"{where} names tensor {i}, which is not declared")
-    for index, node in enumerate(ctx.nodes):
-        _check_node(index, node, tensors)
+    """The context's tensors by id, after checking that the runtime can hold them and that the
+    schedule is valid (on a context ``check_semantics`` passed); ``padded``: with their slice
+    planes padded (``RuntimeTensor.padded``)."""
+    tensors = {t.id: _tensor(t, padded) for t in ctx.tensors}
     problem = schedule_violation(ctx)
     if problem is not None:
         raise semantic(problem)

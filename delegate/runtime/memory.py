@@ -35,10 +35,10 @@ class Shape:
         s = desc.shape
         if s is None:
             raise ValueError("tensor has no shape")
-        dims = [max(v, 1) for v in (s.b, s.h, s.w, s.d)]
-        if s.c < 1:
-            raise ValueError(f"tensor has {s.c} channels")
-        return cls(*dims, s.c)
+        for dim in ("b", "h", "w", "d", "c"):  # never taken as 1: context/semantics.py refuses them first
+            if getattr(s, dim) < 1:
+                raise ValueError(f"shape.{dim} is {getattr(s, dim)}, not a size")
+        return cls(s.b, s.h, s.w, s.d, s.c)
 
 
 def element_bytes(desc: TensorDescriptor) -> int:

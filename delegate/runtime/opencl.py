@@ -9,23 +9,24 @@ if imported later, loads the same library, so handles pass between the two.
 Initialising the loader (``loader()``, once per process) is also when PoCL's CPU devices get a CPU
 name their LLVM knows (pocl_cpu.py), before any program is built, and when the name each one
 compiles for is read; nothing later rescans the driver's memory. Just before it, PoCL is asked to
-pin its worker threads one per CPU where that is sound (pocl_affinity.py).
+pin its worker threads one per CPU where that is sound (pocl_affinity.py), and pointed at a
+writable kernel cache folder where its default one cannot be written (pocl_cache.py).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from .._native import ffi, lib
 from ..errors import DelegateError
-from . import pocl_affinity, pocl_cpu
+from . import pocl_affinity, pocl_cache, pocl_cpu
 
 # cl.h constants (OpenCL 1.2) the platform listing needs; driver.py has the rest
 CL_DEVICE_TYPE_ALL = 0xFFFFFFFF
@@ -217,11 +218,36 @@ class Loader:
         return self.compiler_cpus.get(int(ffi.cast("uintptr_t", device)), "")
 
 
-@cache
+class _Once:
+    """The process's Loader, made by the first caller under ``lock``: two first callers at once
+    would both start PoCL, repair its devices and set ``POCL_AFFINITY`` (PoCL then crashed in
+    clGetDeviceInfo); a caller that finds it made reads it without the lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: Loader | None = None
+
+
+_LOADER = _Once()
+
+
 def loader() -> Loader:
-    """Load the OpenCL API table and repair PoCL's CPU devices (pocl_cpu.py), once per process."""
+    """Load the OpenCL API table and repair PoCL's CPU devices (pocl_cpu.py), once per process;
+    safe to call from any thread."""
+    made = _LOADER.value
+    if made is not None:
+        return made
+    with _LOADER.lock:  # held while PoCL starts (C only: it never waits for the GIL)
+        if _LOADER.value is None:
+            _LOADER.value = _initialise()
+        return _LOADER.value
+
+
+def _initialise() -> Loader:
+    """What ``loader`` makes once (an error leaves nothing made: the next caller tries again)."""
     preloaded = _loaded_loader() is not None
     affinity = pocl_affinity.request()
+    kernel_cache = pocl_cache.request()  # PoCL finds no device when it cannot write its cache folder
     if affinity.requested and preloaded:  # pyopencl (or another library) may have started PoCL already
         affinity = pocl_affinity.WorkerAffinity(
             True, affinity.reason + "; the OpenCL loader was in the process before, so only if PoCL had not started"
@@ -235,6 +261,7 @@ def loader() -> Loader:
         devices = [(int(ffi.cast("uintptr_t", d)), name) for _, _, name, ids in platforms(api) for d in ids]
     finally:
         pocl_affinity.withdraw(affinity)  # PoCL's workers have started: child processes get the caller's environment
+        pocl_cache.withdraw(kernel_cache)
     return Loader(path, api, pocl_cpu.repair_devices(devices), affinity)
 
 

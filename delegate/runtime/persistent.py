@@ -6,7 +6,7 @@ launches one work-group per compute unit, and each work-group walks the nodes in
 it takes its node's work-groups ("virtual" groups) one after another, emulating their
 work-items with loops, and waits on a counter in global memory until every group of a node is
 done before it starts the next node. On MobileNetV2 (two cores) that was 7-12% faster than the
-same kernels launched one by one (benchmarks/RESULTS.md, session 10).
+same kernels launched one by one (benchmarks/RESULTS.md).
 
 Scheduling: a node's groups are split along its longest grid axis into one contiguous range per
 work-group, so a core keeps working on the same part of the image from layer to layer (its

@@ -7,7 +7,9 @@ runs the same model up to 1.9x slower than the next (MediaPipe's face landmark, 
 1.1-1.4 ms per process; pinned, 0.69-0.71 ms in every process: benchmarks/RESULTS.md, "PoCL's
 workers pinned"). PoCL 3.0 pins worker ``i`` to CPU ``i`` when ``POCL_AFFINITY`` is set while it
 starts its threads, which is when the OpenCL loader first lists the devices (``opencl.loader()``);
-the variable is removed again after that, so child processes do not inherit it.
+the variable is removed again after that, so child processes do not inherit it. The environment
+is the process's: ``request`` and ``withdraw`` run once, in the loader's initialisation, under its
+lock, so no two threads set and remove the variable at once.
 
 The delegate sets it only where that placement is sound: the caller has not set
 ``POCL_AFFINITY`` (``POCL_AFFINITY=0`` keeps the OS's placement), the process may run on every

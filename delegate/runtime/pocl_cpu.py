@@ -41,6 +41,7 @@ import os
 import platform
 import re
 import struct
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -200,6 +201,12 @@ def target_name(device_address: int, platform_name: str) -> str:
     return (names.pop() or "") if len(names) == 1 else ""
 
 
+#: held from reading a device's CPU name to writing the new one: two repairs of one device at once
+#: would each find ``generic`` and write over a name the other is writing (opencl.loader() makes
+#: its repair once, under its own lock; this one keeps direct callers safe too)
+_REPAIRING = threading.Lock()
+
+
 def repair_device(device_address: int, platform_name: str) -> str | None:
     """Gives a PoCL CPU device whose CPU name is ``generic`` a name its LLVM knows; or, where
     ``DELEGATE_POCL_CPU`` names one, that name over whatever name the device holds (where it fits).
@@ -216,6 +223,12 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
         raise ValueError(
             f"DELEGATE_POCL_CPU={setting!r}: give 'off' or an LLVM CPU name of at most {MAX_NAME} characters"
         )
+    with _REPAIRING:
+        return _rewrite_name(device_address, setting)
+
+
+def _rewrite_name(device_address: int, setting: str) -> str | None:
+    """``repair_device``'s read and write of the name (under ``_REPAIRING``)."""
     reader = _MemoryReader()
     try:
         found = _find_name(reader, device_address)

@@ -8,11 +8,14 @@ A merged program the driver rejects is split again, so a failing kernel is repor
 
 The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
 this package's version, the build options and the source; entries (delegate/cache.py,
-``ProgramBinaries``) are written atomically with a SHA-256 trailer, and a binary that fails that
-check or that the driver rejects is rebuilt from source and replaced. Programs are made through the C API table
-(driver.py), so no other cache stands between this one and the driver and the build count is
-exact. A driver's remarks on a build that succeeded are shown, as a ``CompilerWarning``, only
-when ``PYOPENCL_COMPILER_OUTPUT`` is set (the variable pyopencl reads for the same purpose).
+``ProgramBinaries``) are written atomically with a SHA-256 trailer that holds the key, and a binary
+that fails that check, was sealed for another key (another program's, copied over), or that the
+driver rejects (clCreateProgramWithBinary, the build, or kernels missing from it) is reported,
+rebuilt from source and replaced; a folder that cannot be used is reported once and skipped.
+Programs are made through the C API table (driver.py), so no other cache stands between this one
+and the driver and the build count is exact. A driver's remarks on a build that succeeded are
+shown, as a ``CompilerWarning``, only when ``PYOPENCL_COMPILER_OUTPUT`` is set (the variable
+pyopencl reads for the same purpose).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import cancel
 from .._version import __version__
+from .._warnings import warn
 from ..cache import ProgramBinaries
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
 from ..progress import report_progress
@@ -41,6 +46,9 @@ _MACRO = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
 #: a function defined at the top level of a kernel's code (a return type, a name, parameters, a
 #: body on a line that starts unindented; not the kernel itself, not a statement)
 _HELPER = re.compile(r"^(?!__kernel)[A-Za-z_]\w*[\w \t*]*?[ \t*]+(\w+)\s*\([^;{)]*\)\s*\{", re.M)
+#: the kernel functions a program's source defines (attributes may stand between __kernel and void)
+_KERNEL = re.compile(r"__kernel\b[^{;]*?\bvoid\s+(\w+)\s*\(")
+_INVALID_KERNEL_NAME = -46
 _KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "else", "do", "sizeof"})
 
 
@@ -68,8 +76,9 @@ class ProgramBuilder:
         self._binaries = None if cache_dir is None else ProgramBinaries.open(cache_dir)
 
     def release(self) -> None:
-        for program in self._programs.values():
-            program.release()
+        if not cancel.driver_call_abandoned():  # else left to the process's exit: a release would wait
+            for program in self._programs.values():
+                program.release()
         self._programs = {}
 
     def _key(self, source: str, options: str) -> str:
@@ -81,7 +90,8 @@ class ProgramBuilder:
 
     def _build(self, program: Program, options: str, node: str) -> None:
         """Build ``program`` (from source or a binary) for the device."""
-        log = program.build(options).strip()
+        # The main thread waits instead of building: Ctrl-C is seen during a build of seconds.
+        log = cancel.call_interruptibly(lambda: program.build(options)).strip()
         # A driver's remarks on a build that succeeded (NVIDIA's say its kernels are not
         # inlined) are not the user's business; PYOPENCL_COMPILER_OUTPUT=1 shows them.
         if log and os.environ.get("PYOPENCL_COMPILER_OUTPUT"):
@@ -89,13 +99,16 @@ class ProgramBuilder:
                 f"the OpenCL compiler's remarks on the kernels of {node}:\n{log}", CompilerWarning, stacklevel=3
             )
 
-    def _from_cache(self, key: str, options: str, node: str) -> Program | None:
+    def _from_cache(self, key: str, source: str, options: str, node: str) -> Program | None:
+        """The program stored under ``key``, built from its binary; None (reported, the entry
+        removed) when it is bad or the driver rejects it: at clCreateProgramWithBinary, at the
+        build, or without the kernels ``source`` defines (clCreateKernel would fail)."""
         if self._binaries is None:
             return None
         try:
             binary = self._binaries.read(key)
         except CacheIntegrityError as exc:
-            warnings.warn(f"{exc}: rebuilding it from source", stacklevel=2)
+            warn(f"{exc}: rebuilding it from source")
             self._binaries.discard(key)
             return None
         if binary is None:
@@ -104,30 +117,36 @@ class ProgramBuilder:
         try:
             program = Program(self.context, binary=bytes(binary))
             self._build(program, options, node)
+            missing = sorted(set(_KERNEL.findall(source)) - program.kernel_names())
+            if missing:
+                raise OpenCLError("clCreateKernel", _INVALID_KERNEL_NAME, f"the binary has no kernel {missing[0]}")
             return program
-        except OpenCLError:
+        except OpenCLError as exc:
             if program is not None:
                 program.release()
-            self._binaries.discard(key)  # stale or corrupt: rebuild from source
+            where = self._binaries.path(key)
+            warn(f"program binary {where} is rejected by the driver ({exc}): rebuilding it from source")
+            self._binaries.discard(key)
             return None
 
     def _store(self, key: str, program: Program) -> None:
         if self._binaries is None:
             return
         try:
-            binary = program.binary()
+            binary = cancel.call_interruptibly(program.binary)  # PoCL compiles here too: seconds
         except OpenCLError:
             return  # the cache is an optimisation; a driver without binaries must not fail the load
         self._binaries.write(key, binary)
 
     def build(self, source: str, options: str, node: str) -> Program:
         """The built program of ``source``: from this context, the disk cache, or the compiler."""
+        cancel.checkpoint()  # between builds: a cancelled background compile stops here
         key = self._key(source, options)
         program = self._programs.get(key)
         if program is not None:
             self.stats.reused_in_context += 1
             return program
-        program = self._from_cache(key, options, node)
+        program = self._from_cache(key, source, options, node)
         if program is not None:
             self.stats.loaded_from_cache += 1
         else:

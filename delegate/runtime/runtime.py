@@ -20,7 +20,8 @@ from .._native import ffi, lib
 from ..cache import default_program_dir
 from ..context import model
 from ..context.model import CalculationsPrecision
-from ..errors import ExecutionError
+from ..context.semantics import check_semantics
+from ..errors import ContextFormatError, ExecutionError
 from . import driver
 from .allocation import Allocation, MemoryReport, TensorAllocator
 from .device import DeviceInfo, describe, select_device
@@ -89,6 +90,10 @@ class Runtime:
             return cls(
                 ctx_model, device, cache_dir=cache_dir, profiling=profiling, zero_copy=zero_copy, persistent=persistent
             )
+        except ContextFormatError as exc:
+            if file is None or exc.source != "context":
+                raise
+            raise ContextFormatError(exc.detail, offset=exc.offset, kind=exc.kind, source=file.source) from None
         finally:
             if file is not None:
                 file.close()  # the weights are on the device now
@@ -107,6 +112,7 @@ class Runtime:
         self._closed = True  # until the load is complete: a failed load releases what it made here
         self._resources = owned = Resources()
         try:
+            check_semantics(ctx)  # before a device is touched
             dev = device if isinstance(device, Device) else select_device(device)
             self.device_info = info = describe(dev)
             check_context(ctx, info)  # resource bounds, before anything is allocated or built

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .. import cancel
 from ..context import model
 from ..progress import report_progress
 from . import driver
@@ -74,6 +75,7 @@ class _Timer:
         self._repeats = repeats
 
     def __call__(self, kernel: Any, launch: tuple[tuple[int, ...], tuple[int, ...]]) -> float:
+        cancel.checkpoint()  # exhaustive tuning runs many trials, each a compile on PoCL
         self._queue.timed_launch(kernel, *launch)
         return min(self._queue.timed_launch(kernel, *launch) for _ in range(self._repeats))
 

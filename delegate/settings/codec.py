@@ -1,12 +1,14 @@
 """Read and write settings messages as binary protobuf, text format or JSON.
 
-Text and JSON are typed by their content (``message_types.type_for_fields``) unless the caller
-names a type; binary protos say nothing of their type and are read as the type the caller names,
-``ComputeSettings`` (``message_types.BINARY_DEFAULT``) by default. Bytes that do not decode cleanly
-as that type (fields it does not have, wire types that do not match, enum values it does not
-define, string fields that are not text) are refused rather than read as a different
-configuration. Strings holding control characters (what a nested message read as a string looks
-like) are refused in every format.
+A file's format (binary, text, JSON) comes from its content, not its name. Text and JSON are
+typed by their content (``message_types.type_for_fields``) unless the caller names a type; binary
+protos say nothing of their type and are read as the type the caller names, else as
+``ComputeSettings`` (``message_types.BINARY_DEFAULT``) when they decode cleanly as it, else as the
+one other candidate they decode cleanly as. Bytes that do not decode cleanly as the type asked
+for (fields it does not have, wire types that do not match, enum values it does not define,
+string fields that are not text) are refused rather than read as a different configuration.
+Strings holding control characters (what a nested message read as a string looks like) are
+refused in every format.
 """
 
 from __future__ import annotations
@@ -24,6 +26,21 @@ from google.protobuf.message import DecodeError, Message
 from ..errors import SettingsError
 from .message_types import BINARY_DEFAULT, RUNNABLE, message_type, top_level_text_fields, type_for_fields
 
+#: extensions that name a format, for files written (files read are typed by their content)
+_EXTENSIONS = {
+    ".textproto": "text",
+    ".pbtxt": "text",
+    ".txtpb": "text",
+    ".txt": "text",
+    ".json": "json",
+    ".pb": "binary",
+    ".bin": "binary",
+    ".binpb": "binary",
+}
+#: control characters never found in text or JSON settings; a binary message's tags and lengths
+#: almost always include one
+_CONTROL = set(range(0x20)) - {0x09, 0x0A, 0x0D}
+
 
 class SettingsFormat(Enum):
     BINARY = "binary"
@@ -32,13 +49,32 @@ class SettingsFormat(Enum):
 
     @classmethod
     def for_path(cls, path: Path) -> SettingsFormat:
-        """By extension: .textproto/.pbtxt/.txtpb/.txt are text, .json is JSON, anything else binary."""
-        suffix = path.suffix.lower()
-        if suffix in {".textproto", ".pbtxt", ".txtpb", ".txt"}:
-            return cls.TEXT
-        if suffix == ".json":
-            return cls.JSON
-        return cls.BINARY
+        """The format a file to be written gets from its extension (``_EXTENSIONS``); SettingsError
+        for an extension that names none, rather than writing a form the name does not say."""
+        fmt = _EXTENSIONS.get(path.suffix.lower())
+        if fmt is None:
+            known = ", ".join(sorted(_EXTENSIONS))
+            raise SettingsError(
+                f"{path}: the extension {path.suffix or '(none)'!r} names no settings format; use one of {known}"
+            )
+        return cls(fmt)
+
+    @classmethod
+    def of_content(cls, data: bytes, source: str) -> SettingsFormat:
+        """The format of ``data`` by its content: JSON when its first character is ``{``, text when
+        it is UTF-8 without control characters, else binary. A TFLite model is refused by name."""
+        if data[4:8] == b"TFL3":
+            raise SettingsError(
+                f"{source} is a TFLite model (its header says TFL3), not acceleration settings: "
+                "give it as the model, and settings as a .textproto, .json or binary settings file"
+            )
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return cls.BINARY
+        if any(ord(c) in _CONTROL for c in text):
+            return cls.BINARY
+        return cls.JSON if text.lstrip().startswith("{") else cls.TEXT
 
 
 def _pass_the_type(name: str) -> str:
@@ -76,7 +112,9 @@ def parse_settings(
     by their content among ``candidates`` and binary is read as ``BINARY_DEFAULT``.
     """
     if fmt is SettingsFormat.BINARY:
-        return _parse_binary(data, message_type(kind) if kind is not None else BINARY_DEFAULT, source)
+        if kind is not None:
+            return _parse_binary(data, message_type(kind), source)
+        return _parse_untyped_binary(data, candidates, source)
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
     except UnicodeDecodeError as exc:
@@ -105,6 +143,26 @@ def parse_settings(
     if bad:  # as in binary: these strings are names, paths and tokens
         raise SettingsError(f"{source}: not a valid {fmt.value} {chosen.DESCRIPTOR.name}: string field {bad}")
     return message
+
+
+def _parse_untyped_binary(data: bytes | str, candidates: Sequence[type[Message]], source: str) -> Message:
+    """Binary settings without a type given: ``BINARY_DEFAULT`` when they decode cleanly as it (two
+    types can both decode the same bytes cleanly, so the default wins), else the one other candidate
+    they decode cleanly as; else the default's error."""
+    try:
+        return _parse_binary(data, BINARY_DEFAULT, source)
+    except SettingsError as default_error:
+        clean = []
+        for kind in candidates:
+            if kind is BINARY_DEFAULT:
+                continue
+            try:
+                clean.append(_parse_binary(data, kind, source))
+            except SettingsError:
+                continue
+        if len(clean) == 1:
+            return clean[0]
+        raise default_error
 
 
 def _parse_binary(data: bytes | str, kind: type[Message], source: str) -> Message:
@@ -191,12 +249,12 @@ def load_settings_file(
     *,
     candidates: Sequence[type[Message]] = RUNNABLE,
 ) -> Message:
-    """Read a settings file; the format comes from the extension unless ``fmt`` is given, the type
-    as ``parse_settings`` finds it."""
+    """Read a settings file; the format comes from its content unless ``fmt`` is given (a name says
+    nothing of what a file holds), the type as ``parse_settings`` finds it."""
     file_path = Path(path)
     try:
         data = file_path.read_bytes()
     except OSError as exc:
         raise SettingsError(f"{file_path}: cannot read settings file: {exc.strerror}") from exc
-    chosen_fmt = fmt or SettingsFormat.for_path(file_path)
+    chosen_fmt = fmt or SettingsFormat.of_content(data, str(file_path))
     return parse_settings(data, chosen_fmt, kind, source=str(file_path), candidates=candidates)

@@ -4,13 +4,18 @@ The rules are upstream's GPU delegate rules (shared/reference/gpu-cl-serializati
   - inference priorities: AUTO only after fully specified higher priorities, no repeats; when all
     three are AUTO, is_precision_loss_allowed picks MIN_LATENCY (true) or MAX_PRECISION (false)
     as the first;
-  - precision: MAX_PRECISION first -> F32, second -> F32_F16, third or absent -> F16 (a device
-    without cl_khr_fp16 then runs F16 as F32_F16);
+  - precision: MAX_PRECISION first -> F32, second -> F32_F16, third or absent -> F16;
   - storage: MIN_LATENCY ranked above MIN_MEMORY_USAGE -> the vendor's fastest storage, else the
     one with least memory (BUFFER);
   - ComputeSettings.preference LOW_LATENCY -> the FAST work-group search when a partition is
     compiled (upstream tuned every model; here it is opt-in because on PoCL each size tried is a
     kernel compilation).
+
+Upstream's rules name what a mobile GPU does fastest. Where the device is known (``DeviceKind``),
+the precision they allow is narrowed to what is fastest on it: a CPU device computes in float32
+whatever the storage, so half storage only adds a conversion at every load and store, and the
+allowed loss buys nothing (F32); a GPU without cl_khr_fp16 keeps half storage with float math
+(F32_F16); image storage needs a device with images. docs/settings.md has the table.
 """
 
 from __future__ import annotations
@@ -87,7 +92,21 @@ def priorities(gpu: pb.GPUSettings) -> tuple[int, int, int]:
     return given  # type: ignore[return-value]
 
 
-def precision_for(prios: tuple[int, int, int]) -> str:
+@dataclass(frozen=True)
+class DeviceKind:
+    """The facts of an OpenCL device that the mapping reads (runtime.DeviceInfo has them)."""
+
+    vendor: str
+    name: str
+    is_gpu: bool
+    #: cl_khr_fp16: half arithmetic
+    fp16: bool
+    #: image support (CL_DEVICE_IMAGE_SUPPORT)
+    images: bool
+
+
+def upstream_precision(prios: tuple[int, int, int]) -> str:
+    """The precision upstream's rule gives: MAX_PRECISION first F32, second F32_F16, else F16."""
     if prios[0] == P.GPU_PRIORITY_MAX_PRECISION:
         return "F32"
     if prios[1] == P.GPU_PRIORITY_MAX_PRECISION:
@@ -95,15 +114,27 @@ def precision_for(prios: tuple[int, int, int]) -> str:
     return "F16"
 
 
+def precision_for(prios: tuple[int, int, int], device: DeviceKind | None = None) -> str:
+    """The precision for ``prios`` on ``device``: upstream's rule, narrowed to what is fastest on
+    the device when it is known (module doc); upstream's name without a device."""
+    allowed = upstream_precision(prios)
+    if device is None or allowed == "F32":
+        return allowed
+    if not device.is_gpu:
+        return "F32"  # float math either way: half storage would only add conversions
+    return allowed if device.fp16 else "F32_F16"
+
+
 def _rank(prios: tuple[int, int, int], which: int) -> int:
     return prios.index(which) if which in prios else 3
 
 
-def fastest_storage(vendor: str, device_name: str, is_gpu: bool) -> str:
-    """Upstream's fastest tensor storage per GPU vendor; BUFFER for CPU devices and the unknown."""
-    text = f"{vendor} {device_name}".lower()
-    if not is_gpu:
+def fastest_storage(device: DeviceKind | None) -> str:
+    """Upstream's fastest tensor storage per GPU vendor; BUFFER for CPU devices, devices without
+    images and the unknown."""
+    if device is None or not device.is_gpu or not device.images:
         return "BUFFER"
+    text = f"{device.vendor} {device.name}".lower()
     if "qualcomm" in text or "adreno" in text:
         return "TEXTURE_2D"
     if "nvidia" in text or "amd" in text or "advanced micro devices" in text:
@@ -116,9 +147,9 @@ def latency_outranks_memory(prios: tuple[int, int, int]) -> bool:
     return _rank(prios, P.GPU_PRIORITY_MIN_LATENCY) < _rank(prios, P.GPU_PRIORITY_MIN_MEMORY_USAGE)
 
 
-def storage_for(prios: tuple[int, int, int], vendor: str = "", device_name: str = "", is_gpu: bool = False) -> str:
+def storage_for(prios: tuple[int, int, int], device: DeviceKind | None = None) -> str:
     if latency_outranks_memory(prios):
-        return fastest_storage(vendor, device_name, is_gpu)
+        return fastest_storage(device)
     return "BUFFER"
 
 
@@ -141,8 +172,9 @@ def tuning_for_usage(usage: int) -> str:
     return "none"
 
 
-def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: bool = False) -> Effective:
-    """Map settings onto this project. Raises SettingsError for settings it cannot honour."""
+def resolve(settings: Message, device: DeviceKind | None = None) -> Effective:
+    """Map settings onto this project on ``device`` (None: no device known, upstream's names).
+    Raises SettingsError for settings it cannot honour."""
     tfl, force_cpu = _tflite_settings(settings)
     threads = tfl.cpu_settings.num_threads if tfl.HasField("cpu_settings") else -1
     num_threads = threads if threads > 0 else None
@@ -177,8 +209,8 @@ def resolve(settings: Message, vendor: str = "", device_name: str = "", is_gpu: 
             "OPENCL or UNSET, or allow compilation fallback to run on CPU"
         )
     options = {
-        "precision": precision_for(prios),
-        "storage_type": storage_for(prios, vendor, device_name, is_gpu),
+        "precision": precision_for(prios, device),
+        "storage_type": storage_for(prios, device),
         "enable_quantized_inference": str(gpu.enable_quantized_inference).lower(),
         "compile_fallback": str(compile_fb).lower(),
     }

@@ -5,8 +5,10 @@ Run by tests/fuzz/fuzz_python.py under atheris (scripts/fuzz.sh) and replayed on
 inputs of tests/fuzz/regressions/<target>/ by tests/test_fuzz_regressions.py.
 
 - ``context``: ``ContextFile`` on the bytes; a file it accepts is converted to the model,
-  summarized (as ``python -m delegate inspect`` does), checked against the runtime's resource
-  bounds for a fake device, and written back with the writer, which the reader must accept.
+  summarized (as ``python -m delegate inspect`` does), held to the semantic rules (refused with a
+  ``semantic`` error, or else every value the runtime reads is what the rules promise: shapes and
+  work-groups of at least 1, every id declared), checked against the runtime's resource bounds for
+  a fake device, and written back with the writer, which the reader must accept.
 - ``settings``: the first byte picks format (binary, text, JSON) and message (ComputeSettings,
   TFLiteSettings); what parses is mapped onto the delegate's options, formatted in every format
   and parsed back, and read again through ``load_settings`` as a dict.
@@ -29,8 +31,11 @@ from google.protobuf import json_format
 
 from delegate import ContextFile, ContextFormatError, DeviceResourceError, SettingsError, serialize_context
 from delegate._generated import configuration_pb2 as pb
+from delegate.context import model as m
 from delegate.context.schedule import schedule_violation
+from delegate.context.semantics import check_semantics
 from delegate.context.summary import format_summary, summarize
+from delegate.runtime import memory
 from delegate.runtime.device import DeviceInfo
 from delegate.runtime.limits import check_context
 from delegate.settings.codec import SettingsFormat, format_settings, parse_settings
@@ -39,6 +44,32 @@ from delegate.settings.mapping import load_settings, resolve
 
 _DEVICE = DeviceInfo("fuzz", "fuzz device", "fuzz", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+
+
+def _semantic_invariants(ctx: m.InferenceContext) -> None:
+    """``check_semantics`` refuses ``ctx`` by name, or the runtime may take its values as they are."""
+    try:
+        check_semantics(ctx)
+    except ContextFormatError as exc:
+        assert exc.kind == "semantic" and exc.detail and "byte offset" not in str(exc), exc
+        return
+    declared = {t.id for t in ctx.tensors}
+    assert len(declared) == len(ctx.tensors) and min(declared, default=0) >= 0
+    for t in ctx.tensors:
+        assert t.desc is not None and t.desc.shape is not None
+        s = t.desc.shape
+        assert memory.Shape.of(t.desc) == memory.Shape(s.b, s.h, s.w, s.d, s.c)  # nothing clamped
+    assert set(ctx.input_ids) <= declared and set(ctx.output_ids) <= declared
+    assert len(set(ctx.input_ids)) == len(ctx.input_ids) and len(set(ctx.output_ids)) == len(ctx.output_ids)
+    assert {p.first for p in ctx.variable_ids_and_refs} <= declared
+    assert not (ctx.flush_periodically and ctx.flush_period < 1) and ctx.flush_period >= 0
+    for node in ctx.nodes:
+        op = node.gpu_op
+        assert op is not None and set(node.input_ids) | set(node.output_ids) <= declared
+        assert len(set(node.output_ids)) == len(node.output_ids)
+        assert len(op.src_tensors_names) == len(node.input_ids) and len(op.dst_tensors_names) == len(node.output_ids)
+        wg = op.work_group_size
+        assert wg is None or min(wg.x, wg.y, wg.z) >= 1
 
 
 def fuzz_context(data: bytes) -> None:
@@ -56,6 +87,7 @@ def fuzz_context(data: bytes) -> None:
             check_context(ctx, _DEVICE)
         except (ContextFormatError, DeviceResourceError) as exc:
             assert str(exc)
+        _semantic_invariants(ctx)
         problem = schedule_violation(ctx)  # the loader's check: must not raise on any file
         assert problem is None or isinstance(problem, str)
         again = serialize_context(ctx, check_schedule=False)

@@ -1,0 +1,91 @@
+"""The README as a newcomer meets it: its code runs as written, its commands parse, its
+performance table is RESULTS.md's, and no development history is left in docs or code."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from delegate.cli import build_parser
+
+from .helpers import shared_path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+#: the pytest plugin's example runs under pytest (tests/test_pytest_plugin.py)
+PYTEST_EXAMPLE = "<!-- readme-example: pytest-plugin -->"
+#: numbered rounds of work and issue numbers: history, which belongs in the tracker
+HISTORY = re.compile(r"\b(issue|session)s? ?#?[0-9]+", re.IGNORECASE)
+#: where the product is described: docs, code, scripts, tests (the benchmark log is dated history)
+CHECKED = ["README.md", "docs/*.md", "tests/RELIABILITY.md", "delegate/**/*.py", "csrc/*.[ch]", "scripts/*",
+           "tests/*.py", "benchmarks/*.py", "examples/**/*", ".ci/run", "pyproject.toml", "setup.py"]  # fmt: skip
+
+
+def _blocks(language: str) -> list[str]:
+    text = README.split(PYTEST_EXAMPLE)[0] + README.split(PYTEST_EXAMPLE)[1].split("```", 2)[2]
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("index", range(len(_blocks("python"))))
+def test_every_python_block_runs_as_written(index, tmp_path):
+    # "model.tflite" is the reader's own model: a shared one stands in for it; caches go to tmp_path
+    code = _blocks("python")[index].replace('"model.tflite"', repr(str(shared_path("models", "small_cnn.tflite"))))
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), HOME=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, f"README block {index}:\n{code}\n{result.stderr[-3000:]}"
+
+
+def _delegate_commands() -> list[list[str]]:
+    commands = []
+    for block in _blocks("sh"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("python -m delegate ") and "|" not in line and "[" not in line:
+                commands.append(shlex.split(line)[3:])
+    return commands
+
+
+def test_the_readmes_commands_parse_and_its_scripts_exist():
+    commands = _delegate_commands()
+    assert len(commands) >= 3
+    parser = build_parser()
+    for args in commands:
+        parser.parse_args(args)  # SystemExit on an unknown command or option
+    for script in re.findall(r"^(scripts/\S+\.sh)", "\n".join(_blocks("sh")), flags=re.M):
+        assert os.access(ROOT / script, os.X_OK), script
+
+
+def test_the_performance_table_is_results_mds():
+    result = subprocess.run(
+        [sys.executable, "benchmarks/readme_table.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_quick_start_is_two_commands():
+    section = README[README.index("## Quick start") :]
+    block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert block and [line.split()[0] for line in block.group(1).strip().splitlines()] == [
+        "scripts/demo.sh",
+        "scripts/test.sh",
+    ]
+
+
+def test_no_development_history_in_docs_or_code():
+    found = []
+    for pattern in CHECKED:
+        for path in sorted(ROOT.glob(pattern)):
+            if path.is_file() and ".venv" not in path.parts and path.name != "test_readme.py":
+                for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                    if HISTORY.search(line):
+                        found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not found, "development history belongs in the tracker, not here:\n" + "\n".join(found)
