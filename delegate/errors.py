@@ -65,6 +65,17 @@ class ProgramBuildError(DelegateError):
         super().__init__(f"kernel of node {node!r} failed to build:\n{log.strip()}")
 
 
+class PartitionTooLargeError(DelegateError):
+    """A partition would compile into a context over the runtime's bounds (context/bounds.py);
+    ``node`` is the TFLite node from which on it does not fit (the plugin leaves it on CPU, which
+    splits the partition there) and ``reason`` which bound it passes."""
+
+    def __init__(self, message: str, *, node: int, reason: str) -> None:
+        self.node = node
+        self.reason = reason
+        super().__init__(message)
+
+
 class DeviceResourceError(DelegateError):
     """A context needs more of the device (memory, image size, extensions) than it has."""
 

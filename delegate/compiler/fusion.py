@@ -13,6 +13,7 @@ before the writes (so before any op linked after it).
 from __future__ import annotations
 
 from ..context import model
+from .bounds import takes_another_link
 from .graph import Builtin, Graph, Node
 from .kernel import KernelNode
 from .ops.base import EmitContext, activation_code, constant_tensor
@@ -34,8 +35,8 @@ def linkable(node: Node, graph: Graph, fused_input: int, producer: KernelNode) -
             bool(out) and ops is not None and not kernel.links
             and accepts_pixel_softmax(ops, out[-1], node.op == Builtin.LOG_SOFTMAX)
         )  # fmt: skip
-    if not kernel.accepts_links:
-        return False
+    if not kernel.accepts_links or not takes_another_link(kernel):
+        return False  # no write hooks, or a kernel as long as it should grow (bounds.py)
     if node.op in UNARY:
         return True
     if node.op in BINARY:

@@ -130,6 +130,21 @@ class Kernel:
         """How many ops are linked into the kernel."""
         return len(self.linked) + (self.pixel_code is not None)
 
+    def source_size(self) -> int:
+        """The length of ``render()``'s text, without rendering it."""
+        linked = sum(len(code) for code in self.linked)
+        size = 0
+        for piece in self.body:
+            if isinstance(piece, str):
+                size += len(piece)
+            elif isinstance(piece, WriteHook):
+                size += linked + len(piece.text)
+            elif isinstance(piece, PixelOps):
+                size += len(piece.marker() if self.pixel_code is None else self.pixel_code)
+            else:
+                size += len(self.work_group.entry() if self.work_group else "MAIN_FUNCTION($0) {\n")
+        return size
+
     def render(self) -> str:
         """The kernel's OpenCL text."""
         linked = "".join(self.linked)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
+from .bounds import check_bounds
 from .fusion import link, linkable
 from .graph import FLOAT32, Builtin, Graph, Node
 from .kernel import KernelNode
@@ -77,9 +78,12 @@ def _schedule_after_operands(
     Moving is always valid: ``producer``'s own inputs are written before its old place, and its
     output (``fused``) has no reader but ``node``, which is compiled now, after every kernel so far.
     """
-    position = kernels.index(producer)
-    later = {i for k in kernels[position + 1 :] for i in k.output_ids}
     others = [i for i in node.inputs if i >= 0 and i != fused and graph.tensor(i).constant is None]
+    if not others:
+        return
+    # from the end: the producer is mostly the last kernel (a chain), so linking stays linear
+    position = next(k for k in range(len(kernels) - 1, -1, -1) if kernels[k] is producer)
+    later = {i for k in kernels[position + 1 :] for i in k.output_ids}
     if any(i in later and i not in inputs for i in others):
         kernels.append(kernels.pop(position))
 
@@ -201,6 +205,7 @@ def compile_partition(
     graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int], options: CompileOptions
 ) -> model.InferenceContext:
     """The context running ``nodes`` (in execution order) from partition ``inputs`` to ``outputs``."""
+    captured, claimed = graph, nodes  # before the PAD merge: what check_bounds names
     pad_names: dict[int, str] = {}
     if options.fuse:  # zero PADs run inside their readers: convolutions, elementwise ops (pad_merge.py)
         merged = merge_pads(graph, nodes, outputs)
@@ -225,14 +230,15 @@ def compile_partition(
     # Tensors only ever written by a kernel that fused their reader away are not runtime tensors.
     written = {i for n in ctx.nodes for i in n.output_ids}
     read = {i for n in ctx.nodes for i in n.input_ids}
-    used = [i for i in used if i in written or i in read or i in inputs]
+    partition_inputs = set(inputs)
+    used = {i: None for i in used if i in written or i in read or i in partition_inputs}
     # Integer values folded at compile time (shapes.py) that another partition reads: every reader is
     # delegated and folds them too, so nothing reads what TFLite holds there and they are not written.
     outputs = [i for i in outputs if i in used or graph.tensor(i).dtype == FLOAT32]
     for i in outputs:
         if i not in used:  # a folded constant the host still wants as an output
             ctx.nodes.append(_constant_output(graph, i, emit))
-            used.append(i)
+            used[i] = None
     edge = [i for i in (*outputs, *(i for i in inputs if i in used)) if graph.tensor(i).dtype != FLOAT32]
     if edge:  # claim.edge_dtype_problems keeps such nodes on CPU; the runtime converts float32 only
         raise ValueError(f"partition input or output tensor {edge[0]} is not float32")
@@ -242,6 +248,7 @@ def compile_partition(
         ctx.tensors.append(model.TensorDescWithId(desc, i))
     ctx.input_ids = [i for i in inputs if i in used]
     ctx.output_ids = list(outputs)
+    check_bounds(ctx, captured, claimed)
     return ctx
 
 
@@ -258,10 +265,10 @@ def _kernels(
 ) -> tuple[list[KernelNode], list[int]]:
     """The partition's kernels in launch order, and the tensors they use (in order of first use)."""
     kernels: list[KernelNode] = []
-    used: list[int] = []
+    used: dict[int, None] = {}  # in order of first use (a dict: linear in the partition's size)
 
     def use(tensors: list[int]) -> None:
-        used.extend(i for i in dict.fromkeys(tensors) if i not in used)
+        used.update(dict.fromkeys(tensors))
 
     producer_of: dict[int, KernelNode] = {}  # runtime tensor -> the kernel that writes it, open to links
     merged_names: dict[int, str] = {}  # concatenations read in place: output -> node name
@@ -313,4 +320,4 @@ def _kernels(
         kernels.append(placed)
         producer_of[placed.output_ids[0]] = placed  # linkable() decides whether ops can join it
         use([*placed.input_ids, *placed.output_ids])
-    return kernels, used
+    return kernels, list(used)

@@ -26,7 +26,13 @@ from ..compiler.fingerprint import compiler_fingerprint
 from ..compiler.kernel_names import fused_ops
 from ..compiler.partition import CompileOptions, compile_partition
 from ..compiler.shapes import StaticShapes, resolve
-from ..errors import CacheIntegrityError, CompileCancelled, ContextFormatError, DelegateError
+from ..errors import (
+    CacheIntegrityError,
+    CompileCancelled,
+    ContextFormatError,
+    DelegateError,
+    PartitionTooLargeError,
+)
 from ..progress import report_progress
 from ..runtime import Runtime, Tuning
 from ..runtime.device import DeviceInfo, describe, select_device
@@ -208,6 +214,13 @@ def _precompile(context: Any, prep: Preparing, chosen: list[int], state: Delegat
         cancel.checkpoint()
         try:
             runtime, cache_state = _load_partition(context, nodes, inputs, outputs, state, prep)
+        except PartitionTooLargeError as exc:  # over the runtime's bounds (compiler/bounds.py)
+            if exc.node not in nodes:
+                raise DelegateError(f"compiling a partition failed: {exc}") from exc
+            keep.discard(exc.node)  # that node on CPU: the rest is partitioned and compiled again
+            prep.report.unsupported[prep.graph.nodes[exc.node].name] = exc.reason
+            previews += preview_partitions(context, [n for n in nodes if n != exc.node])
+            continue
         except Exception as exc:  # any stage: capture of weights, compile, build, allocation
             names = [prep.graph.nodes[n].name for n in nodes]
             cause = _cause(exc)
@@ -520,9 +533,10 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
             return 0
         if not propagated:
             raise DelegateError(
-                "TFLite cannot propagate shapes through this graph (it has a custom op that only a delegate "
-                "runs), and the delegate is applied when the interpreter is created, so this model's inputs keep "
-                "the shapes it was converted with: convert it with the input shape you need"
+                "TFLite does not propagate shapes through this graph for the delegate (it has a custom op that "
+                "only a delegate runs, or nodes that run other subgraphs: IF, WHILE, CALL_ONCE), and the delegate "
+                "is applied when the interpreter is created, so this model's inputs keep the shapes it was "
+                "converted with: convert it with the input shape you need"
             )
         _recompile(context, entry, kernel)
         return 0

@@ -53,6 +53,8 @@ def largest_partitions(context: Any, nodes: list[int], limit: int) -> list[int]:
 
 def preview_partitions(context: Any, nodes: list[int]) -> list[tuple[list[int], list[int], list[int]]]:
     """The partitions the runtime will make of ``nodes``: (nodes, inputs, outputs) each."""
+    if not nodes:
+        return []
     array = ffi.new("int[]", [len(nodes), *nodes])
     params = ffi.new("TfLiteDelegateParams **")
     count = ffi.new("int *")

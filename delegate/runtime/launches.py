@@ -26,7 +26,7 @@ from .device import DeviceInfo
 from .driver import CL_MEM_READ_WRITE, Context, MemObject
 from .geometry import Grid, grid_of, launch_of, required_work_group
 from .graph import RuntimeTensor, semantic
-from .plan import Launch, PlanMode, Schedule, Transfer, persistent_runs
+from .plan import MAX_PERSISTENT_SOURCE, Launch, PlanMode, Schedule, Transfer, persistent_runs
 from .programs import ProgramBuilder
 from .resources import Resources
 from .source import SourceError, assemble
@@ -162,6 +162,12 @@ class ContextLaunches:
         """The launches a run enqueues: runs of consecutive nodes a persistent kernel can take
         become one launch each when persistent kernels are on (constants in an arena) and have
         not failed to build; every other launch by itself."""
+        source = sum(len(bound.src.body) for bound in self._nodes)
+        if source > MAX_PERSISTENT_SOURCE and self.persistent_error is None:
+            self.persistent_error = (
+                f"the context's kernels have {source} bytes of source, over the {MAX_PERSISTENT_SOURCE} "
+                "persistent kernels take (each inlines its nodes' code with their own constants, built anew)"
+            )
         if self.constants.has_arena and self.persistent_error is None:
             try:
                 return self._persistent_schedule()

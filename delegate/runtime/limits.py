@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import model
+from ..context import bounds, model
 from ..context.model import DataType, LinearStorageType, TensorToGrid
 from ..errors import ContextFormatError, DeviceResourceError
 from . import memory
@@ -25,13 +25,13 @@ class RuntimeLimits:
     """Bounds a context must keep before the runtime allocates or builds anything."""
 
     #: nodes (kernels) in one context
-    max_nodes: int = 4096
+    max_nodes: int = bounds.MAX_NODES
     #: tensors declared in one context (memory planning is quadratic in them)
-    max_tensors: int = 8192
+    max_tensors: int = bounds.MAX_TENSORS
     #: kernel source of one node (code plus elementwise_code), in bytes
-    max_node_source_bytes: int = 1 << 20
+    max_node_source_bytes: int = bounds.MAX_NODE_SOURCE_BYTES
     #: kernel source of all nodes together, in bytes
-    max_total_source_bytes: int = 32 << 20
+    max_total_source_bytes: int = bounds.MAX_TOTAL_SOURCE_BYTES
     #: work items of one launch (the product of its grid)
     max_work_items: int = 1 << 30
     #: any axis of a stored work_group_size (devices allow at most a few thousand)

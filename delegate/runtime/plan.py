@@ -55,6 +55,14 @@ class Transfer:
     arg_index: int
 
 
+#: a context whose node kernels have more source than this runs node by node: a persistent kernel
+#: inlines its nodes' code with their own constants, so it is built anew, and the OpenCL compiler's
+#: time grows faster than a program's length (PoCL, 2 cores: the persistent kernel of a 20,000-op
+#: chain, 600 nodes and 8 MB, did not build in 15 minutes), where node kernels of one text are
+#: built once (MobileNetV2's context has 1.1 MB)
+MAX_PERSISTENT_SOURCE = 2 << 20
+
+
 def persistent_runs(eligible: Sequence[bool], preludes: Sequence[str]) -> list[range]:
     """The nodes in runs, in order: a run of two or more consecutive eligible nodes of one
     prelude becomes a persistent kernel; every other node is a run of one, launched by itself."""
