@@ -37,7 +37,9 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _median_seconds(fn: object, repeats: int) -> float:
+def _median_seconds(fn: object, repeats: int) -> float | None:
+    if repeats == 0:
+        return None
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -73,7 +75,8 @@ def _run_on_device(path: Path, device: str | None, repeats: int, profile: bool) 
             f"memory: tensors {mem.tensor_bytes / 2**20:.1f} MiB (lower bound {mem.lower_bound_bytes / 2**20:.1f},"
             f" unshared {mem.unshared_bytes / 2**20:.1f}), constants {mem.constant_bytes / 2**20:.1f} MiB"
         )
-        print(f"run: {run_s * 1e3:.1f} ms (median of {repeats}); outputs {[o.shape for o in outputs]}")
+        timed = f"{run_s * 1e3:.1f} ms (median of {repeats})" if run_s is not None else "not timed (--runs 0)"
+        print(f"run: {timed}; outputs {[o.shape for o in outputs]}")
         if profile:
             _, times = rt.run_profiled(inputs)
             slowest = sorted(times, key=lambda t: -t[1])[:3]
@@ -354,12 +357,20 @@ _CONTEXT_TRUST = (
 )
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (a count of runs: none would leave nothing to report)."""
+def _runs(text: str) -> int:
+    """argparse type: a count of timed runs, 0 or more (0: compare only, no latency)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _positive_runs(text: str) -> int:
+    """argparse type: a count of timed runs, 1 or more (a benchmark of none has nothing to rank)."""
+    value = _runs(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
@@ -403,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("file", type=Path, help="a .tflite model, or an InferenceContext file")
     run.add_argument("--device", help="OpenCL device: 'P:D', an index, or part of its name")
-    run.add_argument("--runs", type=_positive_int, default=10, help="timed runs after a warm-up (default 10)")
+    run.add_argument("--runs", type=_runs, default=10, help="timed runs after a warm-up (default 10)")
     run.add_argument("--serialization-dir", type=Path, help="cache compiled partitions here (fast second start)")
     run.add_argument(
         "--option",
@@ -445,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--settings-type", choices=_RUNNABLE_TYPES, help=_SETTINGS_TYPE_HELP)
     mb.add_argument("--minibenchmark-settings", type=Path, help="a MinibenchmarkSettings file")
     mb.add_argument("--storage", type=Path, help="events file (the decision goes to STORAGE.best.fb)")
-    mb.add_argument("--runs", type=_positive_int, default=10, help="timed invokes per settings (default 10)")
+    mb.add_argument("--runs", type=_positive_runs, default=10, help="timed invokes per settings (default 10)")
     mb.add_argument(
         "--timeout", type=_positive_seconds, default=600.0, help="seconds each settings may take (default 600)"
     )

@@ -78,8 +78,8 @@ def seeded_inputs(interpreter: Any, seed: int = 0) -> list[tuple[int, np.ndarray
 
 def _first_call_and_latency_ms(
     interpreter: Any, inputs: list[tuple[int, np.ndarray]], runs: int
-) -> tuple[float, list[np.ndarray]]:
-    """The outputs of the first invoke, then the median time of ``runs`` more.
+) -> tuple[float | None, list[np.ndarray]]:
+    """The outputs of the first invoke, then the median time of ``runs`` more (None for none).
 
     Both interpreters are fresh, get the same inputs and are compared on their first invoke:
     a stateful model (resource variables set by CALL_ONCE and ASSIGN_VARIABLE, a streaming
@@ -96,7 +96,7 @@ def _first_call_and_latency_ms(
         start = time.perf_counter()
         interpreter.invoke()
         times.append((time.perf_counter() - start) * 1e3)
-    return (statistics.median(times) if times else float("nan")), outputs
+    return (statistics.median(times) if times else None), outputs
 
 
 def _relative(error: float, scale: float) -> float | None:
@@ -437,9 +437,10 @@ def _cpu_nodes_lines(cpu_nodes: dict[str, str]) -> list[str]:
 
 
 def format_result(r: dict[str, Any]) -> str:
-    latency = f"latency (median): delegate {r['latency_ms']['delegate']:.2f} ms"
-    if r["latency_ms"]["cpu"] is not None:
-        latency += f", CPU {r['latency_ms']['cpu']:.2f} ms"
+    timed = {k: v for k, v in r["latency_ms"].items() if v is not None}
+    latency = "latency (median): " + (
+        ", ".join(f"{'CPU' if k == 'cpu' else k} {v:.2f} ms" for k, v in timed.items()) or "not timed (--runs 0)"
+    )
     lines = [
         f"model: {r['model']}",
         f"host: {r['host']['name']} {r['host']['version']} (numpy {r['host']['numpy']})",

@@ -40,7 +40,7 @@ from delegate.runtime.device import DeviceInfo
 from delegate.runtime.limits import check_context
 from delegate.settings.codec import SettingsFormat, format_settings, parse_settings
 from delegate.settings.decisions import append_event, read_decision, read_events
-from delegate.settings.mapping import load_settings, resolve
+from delegate.settings.mapping import DeviceKind, load_settings, resolve
 
 _DEVICE = DeviceInfo("fuzz", "fuzz device", "fuzz", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
@@ -110,7 +110,7 @@ def fuzz_settings(data: bytes) -> None:
         assert str(exc).startswith("<settings>: ")
         return
     try:
-        resolve(message, "NVIDIA Corporation", "fuzz", True)
+        resolve(message, DeviceKind("NVIDIA Corporation", "fuzz", is_gpu=True, fp16=True, images=True))
     except SettingsError as exc:
         assert str(exc)
     message.DiscardUnknownFields()
