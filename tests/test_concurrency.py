@@ -77,9 +77,12 @@ def test_threads_sharing_a_delegate_interpreter_are_refused_not_crashed(unet, ca
 def test_the_delegate_kernel_refuses_a_second_invoke_of_one_host_interpreter(unet, cache):
     """Threads invoking one host interpreter through its C++ interpreter (no Python check first):
     the delegate's kernel refuses the overlapping invokes with a message, never runs them at once."""
-    counts = _drive(unet, 4, "kernel", "--cache", cache, "--invokes", "40")
-    assert counts.get("match", 0) + counts.get("busy", 0) == 160 and set(counts) <= {"match", "busy"}
-    assert counts.get("match", 0) > 0 and counts.get("busy", 0) > 0
+    for _ in range(3):  # on a loaded machine (or under ASan) the threads may happen not to overlap
+        counts = _drive(unet, 4, "kernel", "--cache", cache, "--invokes", "40")
+        assert counts.get("match", 0) + counts.get("busy", 0) == 160 and set(counts) <= {"match", "busy"}, counts
+        if counts.get("busy", 0) > 0:
+            break
+    assert counts.get("match", 0) > 0 and counts.get("busy", 0) > 0, counts
 
 
 @pytest.mark.opencl
