@@ -2,6 +2,11 @@
 processes (outputs equal to TFLite's CPU kernels, no signal), and one interpreter shared by
 threads refusing the second caller instead of crashing.
 
+The delegate kernel's own refusal (a second invoke reaching it while one runs) is checked
+deterministically in C, tests/test_leaks.py's overlap check: a host interpreter invoked by two
+threads also races in TFLite's own code (its error reporter, which ASan catches), so that case is
+not driven through a real host here.
+
 The races of a process's first OpenCL use (the loader, PoCL's start) only show in a process that
 never touched OpenCL, so each case runs tests/thread_driver.py in a subprocess. The serialization
 cache is filled once, by threads compiling at the same time (the cold case); the other processes
@@ -71,18 +76,6 @@ def test_threads_sharing_a_delegate_interpreter_are_refused_not_crashed(unet, ca
     counts = _drive(unet, 4, "shared", "--cache", cache, "--invokes", "30")
     assert counts.get("match", 0) + counts.get("busy", 0) == 120 and set(counts) <= {"match", "busy"}
     assert counts.get("match", 0) > 0 and counts.get("busy", 0) > 0
-
-
-@pytest.mark.opencl
-def test_the_delegate_kernel_refuses_a_second_invoke_of_one_host_interpreter(unet, cache):
-    """Threads invoking one host interpreter through its C++ interpreter (no Python check first):
-    the delegate's kernel refuses the overlapping invokes with a message, never runs them at once."""
-    for _ in range(3):  # on a loaded machine (or under ASan) the threads may happen not to overlap
-        counts = _drive(unet, 4, "kernel", "--cache", cache, "--invokes", "40")
-        assert counts.get("match", 0) + counts.get("busy", 0) == 160 and set(counts) <= {"match", "busy"}, counts
-        if counts.get("busy", 0) > 0:
-            break
-    assert counts.get("match", 0) > 0 and counts.get("busy", 0) > 0, counts
 
 
 @pytest.mark.opencl

@@ -25,7 +25,7 @@ def test_plugin_c_cycles_leak_nothing_under_lsan(tmp_path):
     assert cc is not None, "a C compiler is required (the package itself needs one to build)"
     out = tmp_path / "plugin_mock"
     sources = [str(ROOT / "tests/native/plugin_mock.c"), str(ROOT / "csrc/plugin.c")]
-    subprocess.run([cc, *FLAGS, f"-I{ROOT / 'csrc'}", *sources, "-o", str(out)], check=True)
+    subprocess.run([cc, *FLAGS, "-pthread", f"-I{ROOT / 'csrc'}", *sources, "-o", str(out)], check=True)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1", UBSAN_OPTIONS="print_stacktrace=1")
     env.pop("LD_PRELOAD", None)  # scripts/sanitize.sh preloads the runtime for Python; the driver links its own
     result = subprocess.run([str(out), str(CYCLES)], capture_output=True, text=True, env=env)
@@ -38,3 +38,5 @@ def test_plugin_c_cycles_leak_nothing_under_lsan(tmp_path):
     assert int(counts["creates"]) == int(counts["destroys"]) == CYCLES - per_mode
     assert int(counts["inits"]) == int(counts["frees"]) == 4 * per_mode
     assert int(counts["invokes_ok"]) == 3 * per_mode and int(counts["invokes_failed"]) == 9 * per_mode
+    # a second thread's invoke while the first is inside the run: refused with a report, never run
+    assert counts["overlap_refused"] == "1"

@@ -9,16 +9,26 @@
  * a run failing, a tensor of the right size whose shape changed). Built with -fsanitize=address,undefined and run with LeakSanitizer by
  * tests/test_leaks.py: any leak, overflow or UB aborts. Prints the counts at the end.
  *
+ * Then one overlap check: a thread's invoke is held inside the run while the main thread invokes
+ * the same kernel; the second invoke must be refused with a report (never run), and the kernel
+ * must take invokes again once the first returns.
+ *
  *   plugin_mock CYCLES
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plugin.h"
 
 static long creates, destroys, inits, kernel_frees, invokes_ok, invokes_failed, reports;
 static int fail_init, fail_run;
+/* the overlap check: a run waits inside while `hold_run` is set, saying so in `run_inside` */
+static atomic_bool hold_run, run_inside;
+static atomic_long runs_at_once;
 
 /* ------------------------------------------------------------ Python stubs */
 
@@ -93,7 +103,11 @@ int32_t dlg_run(const dlg_plan *plan, const void *const *host_inputs, void *cons
         status->stage = 2;
         return -5;
     }
+    if (atomic_fetch_add(&runs_at_once, 1) != 0) abort(); /* two runs of one plan at once */
+    atomic_store(&run_inside, true);
+    while (atomic_load(&hold_run)) nanosleep(&(struct timespec){0, 100000}, NULL);
     memcpy(host_outputs[0], host_inputs[0], 64); /* both must be the 64-byte tensors */
+    atomic_fetch_sub(&runs_at_once, 1);
     return 0;
 }
 
@@ -104,11 +118,19 @@ static float tensor_data[2][16];
 static int square_dims[] = {2, 4, 4};
 static int wide_dims[] = {2, 2, 8};
 
+static atomic_long reports_seen;
+
 static void report(TfLiteContext *context, const char *format, ...) {
     (void)context;
     (void)format;
     reports++;
+    atomic_fetch_add(&reports_seen, 1);
 }
+
+/* the overlap check keeps the kernel TFLite would hold instead of cycling it */
+static int keep_node;
+static TfLiteRegistration kept_registration;
+static TfLiteNode kept_node;
 
 static TfLiteStatus replace(TfLiteContext *context, TfLiteRegistration registration, const TfLiteIntArray *nodes,
                             TfLiteDelegate *delegate) {
@@ -125,6 +147,15 @@ static TfLiteStatus replace(TfLiteContext *context, TfLiteRegistration registrat
     memset(&node, 0, sizeof node);
     node.user_data = registration.init(context, (const char *)&params, 0);
     TfLiteStatus status = registration.prepare(context, &node);
+    if (keep_node) {
+        if (status != kTfLiteOk) abort();
+        kept_registration = registration;
+        kept_node = node;
+        free(copy);
+        free(ins);
+        free(outs);
+        return kTfLiteOk;
+    }
     if (status == kTfLiteOk) {
         for (int i = 0; i < 3; i++) {
             if (registration.invoke(context, &node) == kTfLiteOk)
@@ -138,6 +169,42 @@ static TfLiteStatus replace(TfLiteContext *context, TfLiteRegistration registrat
     free(ins);
     free(outs);
     return kTfLiteOk;
+}
+
+static TfLiteContext *overlap_context;
+
+static void *invoke_held(void *status) {
+    *(TfLiteStatus *)status = kept_registration.invoke(overlap_context, &kept_node);
+    return NULL;
+}
+
+/* A second invoke while one is inside the run is refused (reported, not run); afterwards the
+   kernel runs again. Aborts otherwise. */
+static void overlap_check(TfLiteContext *context) {
+    const char *keys[] = {"precision"};
+    const char *values[] = {"F32"};
+    TfLiteDelegate *d = tflite_plugin_create_delegate(keys, values, 1, NULL);
+    if (!d) abort();
+    fail_init = fail_run = 0;
+    keep_node = 1;
+    if (d->Prepare(context, d) != kTfLiteOk) abort();
+    keep_node = 0;
+    overlap_context = context;
+    atomic_store(&run_inside, false);
+    atomic_store(&hold_run, true);
+    TfLiteStatus first = kTfLiteError;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, invoke_held, &first) != 0) abort();
+    while (!atomic_load(&run_inside)) nanosleep(&(struct timespec){0, 100000}, NULL);
+    long reports_before = atomic_load(&reports_seen);
+    if (kept_registration.invoke(context, &kept_node) != kTfLiteError) abort();
+    if (atomic_load(&reports_seen) != reports_before + 1) abort();
+    atomic_store(&hold_run, false);
+    if (pthread_join(thread, NULL) != 0 || first != kTfLiteOk) abort();
+    if (kept_registration.invoke(context, &kept_node) != kTfLiteOk) abort();
+    kept_registration.free(context, kept_node.user_data);
+    tflite_plugin_destroy_delegate(d);
+    printf("overlap_refused=1\n");
 }
 
 int main(int argc, char **argv) {
@@ -184,5 +251,8 @@ int main(int argc, char **argv) {
     printf("cycles=%ld creates=%ld destroys=%ld refused=%ld inits=%ld frees=%ld invokes_ok=%ld invokes_failed=%ld "
            "reports=%ld\n",
            cycles, creates, destroys, refused, inits, kernel_frees, invokes_ok, invokes_failed, reports);
+    tensors[1].bytes = 64;
+    tensors[0].dims = (TfLiteIntArray *)(void *)square_dims;
+    overlap_check(&context);
     return 0;
 }
