@@ -1,5 +1,6 @@
 /* The TFLite external-delegate plugin. See plugin.h. */
 #include "plugin.h"
+#include "python_side.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -303,6 +304,11 @@ TfLiteDelegate *tflite_plugin_create_delegate(const char *const *options_keys, c
                                               size_t num_options, void (*report_error)(const char *)) {
     char error[1024] = {0};
     if (num_options > 4096) num_options = 0; /* the count arrives as a C int from ctypes */
+    if (dlg_python_side_ready(error, sizeof error) != 0) {
+        if (report_error) report_error(error);
+        fprintf(stderr, "%s\n", error); /* a host may pass no report_error: the reason must show */
+        return NULL;
+    }
     int64_t id = dlg_py_create(options_keys, options_values, (int)num_options, error, sizeof error);
     if (id <= 0) {
         if (report_error) report_error(error[0] ? error : PLUGIN_NAME ": creating the delegate failed");

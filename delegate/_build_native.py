@@ -7,15 +7,18 @@ build with AddressSanitizer and UndefinedBehaviorSanitizer.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
+import sysconfig
 from pathlib import Path
 
 from cffi import FFI
 
 CSRC = Path("csrc")
 HEADERS = ["ctxfile.h", "runtime.h", "pocl_repair.h", "tflite_abi.h", "plugin.h", "tflmodel.h"]
-SOURCES = ["ctxfile.c", "runtime.c", "pocl_repair.c", "plugin.c", "fbverify.c", "tflmodel_verify.c", "tflmodel.c"]
+SOURCES = ["ctxfile.c", "runtime.c", "pocl_repair.c", "plugin.c", "fbverify.c", "tflmodel_verify.c", "tflmodel.c", "python_side.c"]
 WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 
@@ -34,6 +37,15 @@ def _compile_args() -> tuple[list[str], list[str]]:
         compile_args += [*SANITIZERS, "-O1", "-g"]
         link_args += SANITIZERS
     return compile_args, link_args
+
+
+def _build_facts() -> list[tuple[str, str]]:
+    """What the library needs to import its package in a process that did not (csrc/python_side.c):
+    the site folders of the environment it is built in and the Python version, as C strings."""
+    paths = sysconfig.get_paths()
+    sites = os.pathsep.join(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return [("DLG_BUILD_SITES", json.dumps(sites)), ("DLG_BUILD_PYTHON", json.dumps(version))]
 
 
 #: The plugin's callbacks into Python (delegate/plugin/callbacks.py); "+C" makes them callable from plugin.c.
@@ -60,6 +72,7 @@ ffibuilder.set_source(
     extra_compile_args=_compile,
     extra_link_args=_link,
     libraries=["dl"],
+    define_macros=_build_facts(),
 )
 
 if __name__ == "__main__":

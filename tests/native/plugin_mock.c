@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "plugin.h"
+#include "python_side.h"
 
 static long creates, destroys, inits, kernel_frees, invokes_ok, invokes_failed, reports;
 static int fail_init, fail_run;
@@ -31,6 +32,12 @@ static atomic_bool hold_run, run_inside;
 static atomic_long runs_at_once;
 
 /* ------------------------------------------------------------ Python stubs */
+
+int dlg_python_side_ready(char *error, size_t error_size) {
+    (void)error;
+    (void)error_size;
+    return 0;
+}
 
 int64_t dlg_py_create(const char *const *keys, const char *const *values, int count, char *error, size_t error_size) {
     for (int i = 0; i < count; i++)

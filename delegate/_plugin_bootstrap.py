@@ -1,0 +1,44 @@
+"""Imports the package for a host that loaded the plugin library without it.
+
+csrc/python_side.c runs this file by path (``runpy.run_path``) the first time TFLite calls the
+library in a process, before any callback into Python, giving ``library`` (the library's own path),
+``build_sites`` (the site folders of the environment it was built in, os.pathsep-separated) and
+``build_python`` ("3.11"). It must not import the package before placing it on the path, so it uses
+the standard library only. Whatever it raises becomes the plugin's error message.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+
+
+def _python_side(library: str, build_sites: str, build_python: str) -> None:
+    if "delegate._native" not in sys.modules:
+        running = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        if build_python and build_python != running:
+            raise ImportError(f"the plugin library {library} was built for Python {build_python}, this process runs {running}")
+        # the package that holds this library, ahead of any other of its name; its own imports then
+        # go through the package's __path__, so the entry is only needed for this import
+        root = os.path.dirname(os.path.dirname(library))
+        sys.path.insert(0, root)
+        # its dependencies: the host's own come first, then those of the environment it was built in
+        for folder in build_sites.split(os.pathsep):
+            if folder and os.path.isdir(folder) and folder not in sys.path:
+                site.addsitedir(folder)
+        try:
+            import delegate.plugin.callbacks  # noqa: F401  (attaches the callbacks the library calls)
+        finally:
+            if root in sys.path:
+                sys.path.remove(root)
+    native = sys.modules["delegate._native"]
+    if not os.path.samefile(str(native.__file__), library):
+        raise ImportError(
+            f"this process already runs the package from {os.path.dirname(str(native.__file__))}; "
+            f"load that package's plugin (delegate.plugin_path()) instead of {library}"
+        )
+    import delegate.plugin.callbacks  # noqa: F401,F811  (imported with the package, made sure here)
+
+
+_python_side(library, build_sites, build_python)  # type: ignore[name-defined]  # noqa: F821  (given by the library)
