@@ -18,7 +18,16 @@ from cffi import FFI
 
 CSRC = Path("csrc")
 HEADERS = ["ctxfile.h", "runtime.h", "pocl_repair.h", "tflite_abi.h", "plugin.h", "tflmodel.h"]
-SOURCES = ["ctxfile.c", "runtime.c", "pocl_repair.c", "plugin.c", "fbverify.c", "tflmodel_verify.c", "tflmodel.c", "python_side.c"]
+SOURCES = [
+    "ctxfile.c",
+    "runtime.c",
+    "pocl_repair.c",
+    "plugin.c",
+    "python_side.c",
+    "fbverify.c",
+    "tflmodel_verify.c",
+    "tflmodel.c",
+]
 WARNINGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 SANITIZERS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 

@@ -18,7 +18,7 @@ def _python_side(library: str, build_sites: str, build_python: str) -> None:
     if "delegate._native" not in sys.modules:
         running = f"{sys.version_info[0]}.{sys.version_info[1]}"
         if build_python and build_python != running:
-            raise ImportError(f"the plugin library {library} was built for Python {build_python}, this process runs {running}")
+            raise ImportError(f"the plugin library {library} was built for Python {build_python}; this is {running}")
         # the package that holds this library, ahead of any other of its name; its own imports then
         # go through the package's __path__, so the entry is only needed for this import
         root = os.path.dirname(os.path.dirname(library))
@@ -28,7 +28,7 @@ def _python_side(library: str, build_sites: str, build_python: str) -> None:
             if folder and os.path.isdir(folder) and folder not in sys.path:
                 site.addsitedir(folder)
         try:
-            import delegate.plugin.callbacks  # noqa: F401  (attaches the callbacks the library calls)
+            import delegate.plugin.callbacks  # (attaches the callbacks the library calls)
         finally:
             if root in sys.path:
                 sys.path.remove(root)
@@ -38,7 +38,7 @@ def _python_side(library: str, build_sites: str, build_python: str) -> None:
             f"this process already runs the package from {os.path.dirname(str(native.__file__))}; "
             f"load that package's plugin (delegate.plugin_path()) instead of {library}"
         )
-    import delegate.plugin.callbacks  # noqa: F401,F811  (imported with the package, made sure here)
+    import delegate.plugin.callbacks  # noqa: F401  (imported with the package, made sure here)
 
 
 _python_side(library, build_sites, build_python)  # type: ignore[name-defined]  # noqa: F821  (given by the library)
