@@ -30,7 +30,7 @@ from .interpreter import DelegatedInterpreter
 
 if TYPE_CHECKING:
     from . import api as api
-    from .api import Interpreter, delegate_state, load_delegate, plugin_path
+    from .api import Interpreter, c_plugin_path, delegate_state, load_delegate, plugin_path
     from .context.writer import serialize_context, write_context
 
 
@@ -44,7 +44,7 @@ def __getattr__(name: str) -> object:
         from . import context
 
         return getattr(context, name)
-    if name in ("load_delegate", "Interpreter", "delegate_state", "plugin_path", "api"):
+    if name in ("load_delegate", "Interpreter", "delegate_state", "plugin_path", "c_plugin_path", "api"):
         # import_module, not `from . import api`: that asks this function for "api" again
         api = import_module(f"{__name__}.api")
         return api if name == "api" else getattr(api, name)
@@ -70,6 +70,7 @@ __all__ = [
     "Runtime",
     "SettingsError",
     "__version__",
+    "c_plugin_path",
     "delegate_state",
     "load_delegate",
     "plugin_path",

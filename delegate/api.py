@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -36,8 +37,19 @@ def current_host() -> HostInfo:
 
 
 def plugin_path() -> str:
-    """The shared library to give ``load_delegate``: this package's native module is the plugin."""
+    """The shared library to give a Python host's ``load_delegate``: this package's native module is
+    the plugin. A process that has not imported the package may load it too: it imports the package
+    itself."""
     return os.fspath(_native.__file__)
+
+
+def c_plugin_path() -> str:
+    """The plugin library for any host, C and C++ programs included: it links no Python, starts the
+    Python the package was built with when its host has none, then forwards to ``plugin_path()``."""
+    spec = importlib.util.find_spec(f"{__package__}._c_host")  # found, never imported: it has no module init
+    if spec is None or not spec.origin:
+        raise DelegateError("the package was installed without its C-host plugin library (_c_host); reinstall it")
+    return os.fspath(spec.origin)
 
 
 def _decision(settings: Any) -> Any:

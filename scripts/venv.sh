@@ -12,7 +12,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 fi
-stamp=$( (echo "$EXTRAS"; cat pyproject.toml setup.py delegate/_build_native.py csrc/*.c csrc/*.h) | sha256sum | cut -d' ' -f1)
+stamp=$( (echo "$EXTRAS"; cat pyproject.toml setup.py delegate/_build_native.py delegate/_build_c_host.py csrc/*.c csrc/*.h) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$VENV/.delegate-install" 2>/dev/null)" != "$stamp" ]; then
     echo "installing the package and its test dependencies into $VENV ..." >&2
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$EXTRAS]" 2>"$VENV/install.log" \
