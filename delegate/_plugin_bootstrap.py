@@ -19,19 +19,21 @@ def _python_side(library: str, build_sites: str, build_python: str) -> None:
         running = f"{sys.version_info[0]}.{sys.version_info[1]}"
         if build_python and build_python != running:
             raise ImportError(f"the plugin library {library} was built for Python {build_python}; this is {running}")
-        # the package that holds this library, ahead of any other of its name; its own imports then
-        # go through the package's __path__, so the entry is only needed for this import
         root = os.path.dirname(os.path.dirname(library))
-        sys.path.insert(0, root)
-        # its dependencies: the host's own come first, then those of the environment it was built in
-        for folder in build_sites.split(os.pathsep):
+        # its dependencies: the host's own come first, then those installed beside it (an installed
+        # package's root is a site folder), then those of the environment it was built in (an
+        # editable install's)
+        beside = [] if os.path.isfile(os.path.join(root, "pyproject.toml")) else [root]
+        for folder in [*beside, *build_sites.split(os.pathsep)]:
             if folder and os.path.isdir(folder) and folder not in sys.path:
                 site.addsitedir(folder)
+        # the package that holds this library, ahead of any other of its name; its own imports then
+        # go through the package's __path__, so this first entry is only needed for this import
+        sys.path.insert(0, root)
         try:
             import delegate.plugin.callbacks  # (attaches the callbacks the library calls)
         finally:
-            if root in sys.path:
-                sys.path.remove(root)
+            sys.path.remove(root)  # the first entry, the one inserted above
     native = sys.modules["delegate._native"]
     if not os.path.samefile(str(native.__file__), library):
         raise ImportError(

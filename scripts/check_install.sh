@@ -6,7 +6,8 @@
 #   tflite-runtime: tflite-runtime + numpy 1 -> with the [tflite-runtime] extra numpy stays 1.x and
 #                                               tflite-runtime keeps working
 # and in each, `python -m delegate run` on a quantized model from a current converter (TensorFlow
-# 2.21, which tflite-runtime 2.14 cannot load: it runs a float model there), naming its host.
+# 2.21, which tflite-runtime 2.14 cannot load: it runs a float model there), naming its host; in the
+# fresh one, a C program (tests/native/c_host.c) also makes a delegate through delegate.c_plugin_path().
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -41,6 +42,12 @@ pip_q "$work/fresh" "$root"
 check fresh "numpy major" 2 "$(major "$(version "$work/fresh" numpy)")"
 check fresh tflite-runtime absent "$(version "$work/fresh" tflite-runtime)"
 run_named "$work/fresh" ai-edge-litert "$models/quant/small_cnn_dynamic.tflite"
+# a C program with no Python loads the installed package's C-host plugin library
+cc -std=c11 -Wall -Wextra -Werror tests/native/c_host.c -o "$work/c_host" -ldl
+made=$(cd "$work" && env -u VIRTUAL_ENV -u PYTHONPATH -u PYTHONHOME ./c_host \
+    "$("$work/fresh/bin/python" -c 'import delegate; print(delegate.c_plugin_path())')" precision=F32 2>>"$work/fresh.log" \
+    | tail -1) || true
+check fresh "a C host's delegate" created "$made"
 
 echo "beside ai-edge-litert and numpy 2"
 "$PYTHON" -m venv "$work/litert"
