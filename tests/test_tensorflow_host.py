@@ -26,7 +26,9 @@ def tensorflow_python() -> str:
     python = os.environ.get("DELEGATE_TENSORFLOW_PYTHON")
     if not python:
         pytest.skip("no TensorFlow environment given (scripts/test_tensorflow.sh makes one and runs this file)")
-    done = subprocess.run([python, "-c", "import tensorflow as tf; print(tf.__version__)"], capture_output=True, text=True)
+    done = subprocess.run(
+        [python, "-c", "import tensorflow as tf; print(tf.__version__)"], capture_output=True, text=True
+    )
     assert done.returncode == 0, f"{python} cannot import tensorflow:\n{done.stderr[-2000:]}"
     return python
 
