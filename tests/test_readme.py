@@ -32,16 +32,35 @@ def _blocks(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
 
 
-@pytest.mark.opencl
-@pytest.mark.parametrize("index", range(len(_blocks("python"))))
-def test_every_python_block_runs_as_written(index, tmp_path):
+def _python_blocks(host: str) -> list[str]:
+    """The README's Python blocks for a host: those that import TensorFlow run in its environment."""
+    return [b for b in _blocks("python") if ("import tensorflow" in b) == (host == "tensorflow")]
+
+
+def _run_block(python: str, code: str, tmp_path: Path) -> None:
     # "model.tflite" is the reader's own model: a shared one stands in for it; caches go to tmp_path
-    code = _blocks("python")[index].replace('"model.tflite"', repr(str(shared_path("models", "small_cnn.tflite"))))
+    code = code.replace('"model.tflite"', repr(str(shared_path("models", "small_cnn.tflite"))))
+    import delegate
+
+    code = code.replace('"/path/from/delegate.plugin_path()"', repr(delegate.plugin_path()))
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), HOME=str(tmp_path))
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, f"README block {index}:\n{code}\n{result.stderr[-3000:]}"
+    result = subprocess.run([python, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"README block:\n{code}\n{result.stderr[-3000:]}"
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("index", range(len(_python_blocks("litert"))))
+def test_every_python_block_runs_as_written(index, tmp_path):
+    _run_block(sys.executable, _python_blocks("litert")[index], tmp_path)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("index", range(len(_python_blocks("tensorflow"))))
+def test_every_tensorflow_block_runs_as_written(index, tmp_path):
+    python = os.environ.get("DELEGATE_TENSORFLOW_PYTHON")
+    if not python:
+        pytest.skip("no TensorFlow environment given (scripts/test_tensorflow.sh makes one and runs this test)")
+    _run_block(python, _python_blocks("tensorflow")[index], tmp_path)
 
 
 def _delegate_commands() -> list[list[str]]:
