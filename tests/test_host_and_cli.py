@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import pty
 import shutil
 import subprocess
@@ -157,6 +158,16 @@ def test_a_cold_start_shows_progress_on_a_terminal(tmp_path):
     assert any("building OpenCL programs" in line for line in lines), shown
     assert any("tuning work-group sizes (fast)" in line for line in lines), shown
     assert any(line.startswith("[") and " s] " in line for line in lines), shown  # elapsed time
+    # the elapsed time ticks while one step runs: the same step shown at two different seconds
+    frames = [re.match(r"\[ *(\d+) s\] (.*\S)", line) for line in lines]
+    seconds_by_step: dict[str, set[str]] = {}
+    for frame in filter(None, frames):
+        seconds_by_step.setdefault(frame.group(2), set()).add(frame.group(1))
+    assert max(len(seconds) for seconds in seconds_by_step.values()) >= 2, shown
+    # whatever else reached stderr (TFLite's C++ INFO line, the CLI's notes) starts a line of its own
+    for text in ("INFO: Created TensorFlow Lite XNNPACK delegate", "first output on CPU"):
+        if text in shown:
+            assert all(line.startswith(text) for line in lines if text in line), shown
     code, quiet = _run_on_a_terminal([*cold, "--quiet"], tmp_path)
     assert code == 0 and "compiling partitions" not in quiet and "loading" not in quiet
 
