@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from . import _native, cancel, warm_start
+from .effective import Effective
 from .errors import DelegateError
 from .fallback import FallbackInterpreter
 from .host import HostInfo, describe_host, host_module
@@ -20,7 +21,6 @@ from .warm_start import BackgroundCompile, WarmStartInterpreter, not_applicable,
 
 if TYPE_CHECKING:  # the settings (protobuf) load only when settings are given: a faster warm start
     from .interpreter import DelegatedInterpreter
-    from .settings.mapping import Effective
 
 
 def host_runtime() -> ModuleType:
@@ -157,7 +157,8 @@ def Interpreter(
     ``preference: FORCE_CPU`` give TFLite's builtin kernels with no delegate at all, XNNPACK the
     XNNPACK path (with its threads), OPENGL with compilation fallback TFLite's default CPU plan.
     The delegate object is at ``interpreter.opencl_delegate`` (None on CPU), its state at
-    ``interpreter.opencl`` and the mapping of the settings at ``interpreter.effective``.
+    ``interpreter.opencl`` and what it runs with at ``interpreter.effective`` (the mapping of the
+    settings, or this delegate with the options given).
 
     ``num_threads`` (TFLite's, for the nodes TFLite runs): when neither it nor the settings choose,
     an interpreter whose delegate runs on a CPU device (PoCL) takes that device's compute units,
@@ -230,7 +231,7 @@ def Interpreter(
                 ),
                 grace_s=warm_start.AUTO_GRACE_S if mode == "auto" else 0.0,
             )
-            warm.opencl_delegate, warm.effective = delegate, effective
+            warm.opencl_delegate, warm.effective = delegate, effective or _from_options(kwargs, interpreter_args)
             return ExclusiveInterpreter(warm)
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
@@ -239,8 +240,19 @@ def Interpreter(
     interpreter = make_delegated()
     interpreter.opencl_delegate = delegate
     interpreter.opencl = state if state is not None else delegate_state(delegate)
-    interpreter.effective = effective
+    interpreter.effective = effective or _from_options(kwargs, interpreter_args)
     return ExclusiveInterpreter(interpreter)
+
+
+def _from_options(options: dict[str, Any], interpreter_args: dict[str, Any]) -> Effective:
+    """What an interpreter made from keyword options alone runs with: this delegate, those options."""
+    given = {key: str(value) for key, value in options.items()}
+    return Effective(
+        engine="gpu",
+        options=given,
+        num_threads=interpreter_args.get("num_threads"),
+        compile_fallback=DelegateOptions.parse(given).compile_fallback,
+    )
 
 
 def _check_model(model_path: str | None, model_content: Any) -> None:

@@ -20,8 +20,8 @@ from .errors import InterpreterBusyError
 if TYPE_CHECKING:
     import numpy as np
 
+    from .effective import Effective
     from .plugin import DelegateState
-    from .settings.mapping import Effective
 
 TensorDetails = dict[str, Any]
 

@@ -38,8 +38,8 @@ from .errors import CompileCancelled, DelegateError
 if TYPE_CHECKING:
     import numpy as np
 
+    from .effective import Effective
     from .plugin import DelegateState
-    from .settings.mapping import Effective
 
 MODES = ("auto", "on", "off")
 #: the environment variable that sets the mode when ``background_compile`` is not given

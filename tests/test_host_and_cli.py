@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -228,3 +228,13 @@ def test_mypy_types_the_interpreter_in_a_user_script(tmp_path):
     ), out
     assert 'Too many arguments for "invoke"' in out, out
     assert "Incompatible types in assignment" in out, out
+
+
+@pytest.mark.opencl
+def test_an_interpreter_made_from_options_reports_what_it_runs_with():
+    model = str(shared_path("models", SMALL_CNN))
+    interpreter = delegate.Interpreter(model, precision="F32", compile_fallback=True, background_compile="off")
+    assert interpreter.effective is not None
+    assert interpreter.effective.engine == "gpu"
+    assert interpreter.effective.options == {"precision": "F32", "compile_fallback": "True"}
+    assert interpreter.effective.compile_fallback and not interpreter.effective.execution_fallback

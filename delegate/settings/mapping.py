@@ -21,7 +21,7 @@ allowed loss buys nothing (F32); a GPU without cl_khr_fp16 keeps half storage wi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from .._generated import configuration_pb2 as pb
+from ..effective import Effective
 from ..errors import SettingsError
 from .codec import SettingsFormat, load_settings_file, parse_settings
 from .message_types import BINARY_DEFAULT, RUNNABLE, message_type, type_for_fields
@@ -41,24 +42,6 @@ _NAMES = {
     P.GPU_PRIORITY_MIN_MEMORY_USAGE: "MIN_MEMORY_USAGE",
 }
 _UNAVAILABLE = {pb.NNAPI: "NNAPI", pb.HEXAGON: "HEXAGON", pb.EDGETPU: "EDGETPU", pb.EDGETPU_CORAL: "EDGETPU_CORAL"}
-
-
-@dataclass(frozen=True)
-class Effective:
-    """What a settings message asks of this project: run with the delegate (``options``) or on CPU."""
-
-    #: "gpu" (this delegate), "cpu" (TFLite's default CPU path, XNNPACK included), "builtin"
-    #: (TFLite's builtin kernels, no delegate at all) or "xnnpack"
-    engine: str
-    #: why it is not the GPU, when it is not
-    reason: str = ""
-    #: delegate options (strings, as load_delegate takes them) when engine == "gpu"
-    options: dict[str, str] = field(default_factory=dict)
-    #: threads for TFLite's CPU kernels (None: the runtime's default)
-    num_threads: int | None = None
-    compile_fallback: bool = False
-    execution_fallback: bool = False
-    priorities: tuple[str, str, str] = ("AUTO", "AUTO", "AUTO")
 
 
 def _tflite_settings(settings: Message) -> tuple[pb.TFLiteSettings, bool]:
