@@ -70,6 +70,7 @@ def _run_on_device(path: Path, device: str | None, repeats: int, profile: bool) 
         print(
             f"load: {load_s * 1e3:.0f} ms, programs built {stats.built_from_source}, from cache"
             f" {stats.loaded_from_cache}, shared {stats.reused_in_context}; precision {rt.precision.name}"
+            + (f" (stored {rt.stored_precision.name})" if rt.stored_precision != rt.precision else "")
         )
         print(
             f"memory: tensors {mem.tensor_bytes / 2**20:.1f} MiB (lower bound {mem.lower_bound_bytes / 2**20:.1f},"

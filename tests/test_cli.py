@@ -36,6 +36,15 @@ def test_inspect_text(mobilenet_file, capsys):
     assert "weights 13." in out  # MiB, MobileNetV2-sized
 
 
+def test_inspect_says_what_a_stored_f16_runs_as(tmp_path, capsys):
+    """The file stores F16; on a device without cl_khr_fp16 it runs as F32_F16, which run reports."""
+    from delegate.context.model import CalculationsPrecision
+
+    path = write_context(synthetic_mobilenet(image_size=32, precision=CalculationsPrecision.F16), tmp_path / "f16.ctx")
+    assert main(["inspect", str(path)]) == 0
+    assert "precision F16 (runs as F32_F16 on a device without cl_khr_fp16" in capsys.readouterr().out
+
+
 def test_inspect_json(mobilenet_file, capsys):
     assert main(["inspect", str(mobilenet_file), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -324,8 +333,9 @@ def test_run_on_a_serialized_partition_uses_the_program_binaries_beside_it(tmp_p
     model = str(shared_path("models", "small_cnn.tflite"))
     folder = tmp_path / "serialized"
     made = _run_cli(
-        "run", model, "--runs", "1", "--serialization-dir", str(folder), "--option", "cpu_when_faster=false"
-    )
+        "run", model, "--runs", "1", "--serialization-dir", str(folder), "--option", "cpu_when_faster=false",
+        "--option", "precision=F16",
+    )  # fmt: skip
     assert made.returncode == 0, made.stderr
     (context,) = folder.glob("*.ctx")
     env = {"XDG_CACHE_HOME": str(tmp_path / "empty-cache"), "POCL_CACHE_DIR": str(tmp_path / "empty-pocl")}
@@ -335,6 +345,8 @@ def test_run_on_a_serialized_partition_uses_the_program_binaries_beside_it(tmp_p
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "programs built 0, from cache" in result.stdout, result.stdout  # the binaries the plugin stored
+    # what the stored F16 ran as: F32_F16 on a device without cl_khr_fp16 (PoCL), saying so
+    assert "precision F32_F16 (stored F16)" in result.stdout or "precision F16\n" in result.stdout, result.stdout
 
 
 @pytest.mark.opencl

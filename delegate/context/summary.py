@@ -128,13 +128,18 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+#: what a stored precision runs as where the device decides (run reports the one it got)
+_AS_RUN = {"F16": " (runs as F32_F16 on a device without cl_khr_fp16, such as PoCL)"}
+
+
 def format_summary(summary: dict[str, Any], source: str) -> str:
     """The summary as readable text."""
     s = summary
     yes = {True: "yes", False: "no"}
     lines = [
         f"{source}: InferenceContext, {s['file_bytes']} bytes" if s["file_bytes"] is not None else source,
-        f"precision {s['precision']}, storage {s['storage_type']}, flush {yes[s['need_flush']]}"
+        f"precision {s['precision']}{_AS_RUN.get(str(s['precision']), '')}, storage {s['storage_type']},"
+        f" flush {yes[s['need_flush']]}"
         f" (periodic {yes[s['flush_periodically']]}, period {s['flush_period']}),"
         f" manual release {yes[s['need_manual_release']]}",
         f"inputs {s['input_ids']}  outputs {s['output_ids']}  variables {s['variable_ids_and_refs'] or 'none'}",

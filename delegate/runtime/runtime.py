@@ -50,6 +50,8 @@ class Runtime:
 
     device_info: DeviceInfo
     precision: CalculationsPrecision
+    #: the context file's precision; ``precision`` is what it runs as on this device
+    stored_precision: CalculationsPrecision
     build_stats: BuildStats
     memory: MemoryReport
     #: where each tensor lives (buffers, offsets, images, staging), for tools
@@ -117,7 +119,8 @@ class Runtime:
             self.device_info = info = describe(dev)
             check_context(ctx, info)  # resource bounds, before anything is allocated or built
             self.zero_copy = info.host_unified_memory if zero_copy is None else zero_copy
-            self.precision = effective_precision(CalculationsPrecision(ctx.precision), info)
+            self.stored_precision = CalculationsPrecision(ctx.precision)
+            self.precision = effective_precision(self.stored_precision, info)
             self._model = ctx
             self._profiling = profiling
             self._keep_wrapped = False
