@@ -2,10 +2,11 @@
 
 ``delegate.Interpreter(model, settings=..., **options)`` is the TFLite host's Interpreter
 (ai-edge-litert, or tflite-runtime) with the delegate attached; ``delegate.load_delegate`` gives
-the delegate object for an interpreter of your own. Under them: a compiler from TFLite graphs to
-OpenCL kernels, the InferenceContext file format (schemas/serialization.fbs) it writes and a
-verifying native reader, and the OpenCL runtime. TFLite's acceleration settings protos
-(schemas/configuration.proto) configure it.
+the delegate object for an interpreter of your own; ``delegate.litert_environment(**options)``
+an ai-edge-litert Environment whose CompiledModel GPU accelerator is the delegate. Under them: a
+compiler from TFLite graphs to OpenCL kernels, the InferenceContext file format
+(schemas/serialization.fbs) it writes and a verifying native reader, and the OpenCL runtime.
+TFLite's acceleration settings protos (schemas/configuration.proto) configure it.
 """
 
 from importlib import import_module
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from . import api as api
     from .api import Interpreter, c_plugin_path, delegate_state, load_delegate, plugin_path
     from .context.writer import serialize_context, write_context
+    from .litert import litert_environment
 
 
 def __getattr__(name: str) -> object:
@@ -44,6 +46,10 @@ def __getattr__(name: str) -> object:
         from . import context
 
         return getattr(context, name)
+    if name == "litert_environment":  # imports ai-edge-litert's Environment only when called
+        from .litert import litert_environment
+
+        return litert_environment
     if name in ("load_delegate", "Interpreter", "delegate_state", "plugin_path", "c_plugin_path", "api"):
         # import_module, not `from . import api`: that asks this function for "api" again
         api = import_module(f"{__name__}.api")
@@ -72,6 +78,7 @@ __all__ = [
     "__version__",
     "c_plugin_path",
     "delegate_state",
+    "litert_environment",
     "load_delegate",
     "plugin_path",
     "read_context",

@@ -11,9 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "delegate"
 DOC = ROOT / "docs" / "architecture.md"
-#: not part of the installed package's import graph: the build scripts run at build time, and the
-#: plugin's bootstrap is run by path (runpy) by the library, to import the package
-NOT_UNITS = {"_build_native", "_build_c_host", "_plugin_bootstrap"}
+#: not part of the installed package's import graph: the build scripts run at build time
+NOT_UNITS = {"_build_native", "_build_c_host"}
 
 
 def _layer_table() -> tuple[dict[str, int], set[tuple[str, str]]]:

@@ -79,6 +79,7 @@ def test_the_wheel_is_abi3_typed_and_licensed(dists):
     names = zipfile.ZipFile(wheel).namelist()
     assert "delegate/py.typed" in names
     assert "delegate/_native.abi3.so" in names
+    assert "delegate/_litert_accelerator.abi3.so" in names  # LiteRT's GPU accelerator (delegate/litert.py)
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith("tests/") for n in names)
 
