@@ -3,7 +3,7 @@
 # in .venv-tflite-runtime, created if needed with the package's `tflite-runtime` extra (the main
 # suite, scripts/test.sh, runs under the default host, ai-edge-litert with numpy 2). The op tests
 # (tests/test_ops.py: kernel variants, the same whatever the host) run there only; the model
-# corpus, quantized models and shapes here compare with tflite-runtime's own CPU kernels.
+# corpus, shapes and plugin tests here compare with tflite-runtime's own CPU kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-tflite-runtime EXTRAS=test,tflite-runtime source scripts/venv.sh
