@@ -3,6 +3,7 @@ shared model through CompiledModel on it, checked against CompiledModel on LiteR
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,12 @@ from delegate.plugin.options import OptionsError
 from .helpers import shared_path
 
 pytestmark = pytest.mark.opencl
+if "libasan" in os.environ.get("LD_PRELOAD", ""):
+    # scripts/sanitize.sh: the accelerator's C runs under the sanitizers in tests/test_leaks.py
+    pytest.skip(
+        "LiteRT's CompiledModel loads its vendor plugins with RTLD_DEEPBIND, which ASan's runtime refuses",
+        allow_module_level=True,
+    )
 compiled_model = pytest.importorskip("ai_edge_litert.compiled_model")
 if ".".join(litert.litert_distribution()[1].split(".")[:2]) not in litert.SUPPORTED_LITERT:
     pytest.skip("the installed ai-edge-litert is not a version the accelerator supports", allow_module_level=True)
