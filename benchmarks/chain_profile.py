@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a whole call's time goes: each kernel in the model's chain against the same kernel alone.
 
-The model is compiled as the delegate compiles it (``kernel_profile.compiled_context``) and
+The model is compiled as the delegate compiles it (``harness.contexts.compiled_context``) and
 loaded with profiling on. Each round, in one process:
 
 - ``call``: one ``Runtime.run`` (host wall time: transfers, every launch, the final wait);
@@ -28,11 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import kernel_profile
+from harness import cli
+from harness.contexts import compiled_context, random_inputs
 
 from delegate.runtime import Runtime
 
@@ -63,7 +60,7 @@ def measure(payload: bytes, rounds: int) -> ChainProfile:
 
     with Runtime.load(payload, profiling=True) as rt:
         queue, launches = rt.queue, rt.launches()
-        inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
+        inputs = random_inputs(rt.input_shapes)
         for _ in range(3):
             rt.run(inputs)
         count = len(launches)
@@ -104,13 +101,13 @@ def report(name: str, profile: ChainProfile, nodes: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
-    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    cli.add_option(parser)
     parser.add_argument("--runs", type=int, default=20, help="rounds (default 20)")
     parser.add_argument("--nodes", action="store_true", help="also print every launch")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    profile = measure(kernel_profile.compiled_context(args.model, args.option), args.runs)
+    profile = measure(compiled_context(args.model, args.option), args.runs)
     print(report(args.model.name, profile, args.nodes))
     return 0
 

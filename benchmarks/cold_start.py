@@ -23,16 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_MODEL = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models" / "mobilenet_v2.tflite"
+from harness import cli, paths
+from harness.child import python_env, run_json
+
+DEFAULT_MODEL = paths.shared_model("mobilenet_v2")
 FIRST_OUTPUT_TARGET_S = 3.0
 BACK_TO_WARM_TARGET_S = 30.0
 WINDOW = 15
@@ -74,14 +73,9 @@ print(json.dumps({"import_s": imported - start, "first_output_s": first, "sample
 
 
 def _start(model: Path, mode: str, folder: Path, seconds: float) -> dict:
-    env = dict(os.environ, XDG_CACHE_HOME=str(folder), POCL_CACHE_DIR=str(folder / "pocl"))
-    env.pop("DELEGATE_BACKGROUND_COMPILE", None)
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(model), mode, str(seconds)], capture_output=True, text=True, env=env
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{mode} start failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    env = python_env(XDG_CACHE_HOME=str(folder), POCL_CACHE_DIR=str(folder / "pocl"))
+    env.pop("DELEGATE_BACKGROUND_COMPILE", None)  # each path sets it explicitly: this measures it
+    return run_json(["-c", _CHILD, str(model), mode, str(seconds)], f"{mode} start", env)
 
 
 def back_to_warm_s(samples: list[list], warm_ms: float) -> float | None:
@@ -153,7 +147,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     r = measure(args.model, args.rounds, args.seconds, tuple(args.paths))
-    print(f"model: {args.model.name}; {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    print(f"model: {args.model.name}; {cli.cpu_name()}")
     print(f"warm delegate median latency ('off', warm start): {r['warm_delegate_median_ms']:.1f} ms")
     for mode, runs in r["paths"].items():
         for run in runs:

@@ -48,76 +48,26 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
-os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
-MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
-CHART = ROOT / "benchmarks" / "compare.png"
+from harness import cli
+from harness.child import invoke_run, python_env
+from harness.paths import BENCHMARKS, MODELS, model_name, shared_model, shared_models
+from harness.timing import median, percentile
+
+__all__ = ["MODELS", "main", "shared_models"]  # the models' folder and list, for readers and tests
+
+RESULTS = BENCHMARKS / "RESULTS.md"
+CHART = BENCHMARKS / "compare.png"
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 MAX_RATIO_TO_XNNPACK = 1.25
 TARGET_MODELS = ("mobilenet_v2", "unet_small")
 MIN_SPEEDUP_OVER_LITERT = 20.0
 MIN_WARM_START_OVER_LITERT_FIRST_CALL = 50.0
-
-_CHILD = """
-import json, os, sys, time
-import numpy as np
-path, kind, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
-options = json.loads(sys.argv[4])
-start = time.perf_counter()
-if kind.startswith("xnnpack"):
-    from delegate.api import host_runtime
-    threads = 1 if kind == "xnnpack-1thread" else os.cpu_count()
-    it = host_runtime().Interpreter(model_path=path, num_threads=threads)
-else:
-    import delegate
-    # the delegate's own latency, also where the rule cpu_when_faster would leave a partition on CPU
-    it = delegate.Interpreter(path, **{"cpu_when_faster": "false", **options})
-it.allocate_tensors()
-init = time.perf_counter() - start
-from delegate.model_run import seeded_inputs
-for index, value in seeded_inputs(it, 0):  # each input's dtype and range, as `delegate run` feeds them
-    it.set_tensor(index, value)
-start = time.perf_counter()
-it.invoke()
-first = time.perf_counter() - start
-for _ in range(3):
-    it.invoke()
-times = []
-for _ in range(runs):
-    start = time.perf_counter()
-    it.invoke()
-    times.append((time.perf_counter() - start) * 1e3)
-state = getattr(it, "opencl", None)
-print(json.dumps({"init_ms": init * 1e3, "first_call_ms": first * 1e3, "latency_ms": times,
-                  "cache": [p.cache for p in state.partitions] if state else [],
-                  "device": state.device if state else ""}))
-"""
-
-
-#: the folders of ../shared/models whose models the comparison covers: float, trained, quantized
-FOLDERS = ("", "real", "quant")
-
-
-def shared_models() -> list[Path]:
-    """Every model of ../shared/models, real/ and quant/."""
-    return sorted(p for folder in FOLDERS for p in (MODELS / folder).glob("*.tflite"))
-
-
-def _name(model: Path) -> str:
-    """The model's name in the report: its path under ../shared/models, without the suffix."""
-    try:
-        return model.relative_to(MODELS).with_suffix("").as_posix()
-    except ValueError:
-        return model.stem
 
 
 @dataclass
@@ -135,28 +85,21 @@ class PathResult:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.latency_ms) if self.latency_ms else float("nan")
+        return median(self.latency_ms)
 
     @property
     def p90(self) -> float:
-        if not self.latency_ms:
-            return float("nan")
-        ordered = sorted(self.latency_ms)
-        return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+        return percentile(self.latency_ms, 0.9)
 
 
-def _child(model: Path, kind: str, runs: int, options: dict[str, str], env: dict[str, str]) -> dict:
-    # Python's bytecode cache as an installed application has it (some sandboxes turn it off).
-    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(model), kind, str(runs), json.dumps(options)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{kind} on {model.name} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+#: the CPU paths: the host's XNNPACK with one thread per core, and with one thread
+XNNPACK_THREADS = {"xnnpack": str(os.cpu_count() or 1), "xnnpack-1thread": "1"}
+
+
+def _child(model: Path, kind: str, runs: int, options: dict[str, str], env: dict[str, str] | None = None) -> dict:
+    if kind in XNNPACK_THREADS:
+        return invoke_run(model, "xnnpack", runs, {"num_threads": XNNPACK_THREADS[kind]}, env)
+    return invoke_run(model, "delegate", runs, options, env)
 
 
 #: delegate options both delegate paths take on top of their own (``--option KEY=VALUE``, e.g.
@@ -172,7 +115,7 @@ def _delegate_options(model: Path, kind: str, folder: str) -> dict[str, str]:
 
 
 def _delegate_start(model: Path, kind: str, runs: int, folder: str, result: PathResult, *, cold: bool) -> None:
-    env = dict(os.environ, POCL_CACHE_DIR=str(Path(folder) / "pocl"), CUDA_CACHE_PATH=str(Path(folder) / "nv"))
+    env = python_env(POCL_CACHE_DIR=str(Path(folder) / "pocl"), CUDA_CACHE_PATH=str(Path(folder) / "nv"))
     env.pop("POCL_KERNEL_CACHE", None)
     sample = _child(model, kind, runs, _delegate_options(model, kind, folder), env)
     expected = "miss" if cold else "hit"
@@ -198,7 +141,7 @@ def _litert(model: Path, runs: int, result: PathResult) -> None:
     if python is None:
         result.note = f"$LITERT_PYTHON ({os.environ.get('LITERT_PYTHON')}) does not exist"
         return
-    script = ROOT / "benchmarks" / "litert_gpu.py"
+    script = BENCHMARKS / "litert_gpu.py"
     with tempfile.TemporaryDirectory() as shader_cache:
         env = dict(os.environ, MESA_SHADER_CACHE_DIR=shader_cache)
         out = subprocess.run(
@@ -218,14 +161,14 @@ def measure(models: list[Path], runs: int, rounds: int, litert: bool) -> list[Pa
     results: list[PathResult] = []
     kinds = ("delegate", "delegate-tuned")
     for model in models:
-        by_path = {kind: PathResult(_name(model), kind) for kind in (*kinds, "xnnpack", "xnnpack-1thread")}
+        by_path = {kind: PathResult(model_name(model), kind) for kind in (*kinds, "xnnpack", "xnnpack-1thread")}
         with tempfile.TemporaryDirectory() as plain, tempfile.TemporaryDirectory() as tuned:
             folders = {"delegate": plain, "delegate-tuned": tuned}
             for kind in kinds:
                 _delegate_start(model, kind, runs, folders[kind], by_path[kind], cold=True)
             for _ in range(rounds):  # alternate, so that a change in load hits every path alike
                 for cpu in ("xnnpack", "xnnpack-1thread"):
-                    sample = _child(model, cpu, runs, {}, dict(os.environ))
+                    sample = _child(model, cpu, runs, {})
                     xnn = by_path[cpu]
                     xnn.init_ms.append(sample["init_ms"])
                     xnn.first_call_ms.append(sample["first_call_ms"])
@@ -234,7 +177,7 @@ def measure(models: list[Path], runs: int, rounds: int, litert: bool) -> list[Pa
                     _delegate_start(model, kind, runs, folders[kind], by_path[kind], cold=False)
         results += by_path.values()
         if litert:
-            gpu = PathResult(_name(model), "litert-gpu")
+            gpu = PathResult(model_name(model), "litert-gpu")
             _litert(model, max(3, runs // 5), gpu)
             results.append(gpu)
     return results
@@ -242,10 +185,6 @@ def measure(models: list[Path], runs: int, rounds: int, litert: bool) -> list[Pa
 
 def _fmt(value: float, digits: int = 1) -> str:
     return "-" if value != value else f"{value:,.{digits}f}"  # NaN -> "-"
-
-
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
 
 
 def best_cpu(results: list[PathResult]) -> dict[str, float]:
@@ -270,8 +209,8 @@ def table(results: list[PathResult]) -> str:
             continue
         ratio = r.median / xnn[r.model] if xnn.get(r.model) else float("nan")
         rows.append(
-            f"| {r.model} | {r.path} | {_fmt(_median(r.init_ms))} | {_fmt(_median(r.first_call_ms))} | "
-            f"{_fmt(_median(r.warm_init_ms))} | {_fmt(_median(r.warm_first_call_ms))} | {_fmt(r.median, 2)} | "
+            f"| {r.model} | {r.path} | {_fmt(median(r.init_ms))} | {_fmt(median(r.first_call_ms))} | "
+            f"{_fmt(median(r.warm_init_ms))} | {_fmt(median(r.warm_first_call_ms))} | {_fmt(r.median, 2)} | "
             f"{_fmt(r.p90, 2)} | {_fmt(ratio, 2)} |"
         )
     return "\n".join(rows)
@@ -293,8 +232,8 @@ def targets(results: list[PathResult]) -> list[tuple[str, float, str, bool]]:
             continue
         speedup = g.median / d.median
         out.append((f"{model}: LiteRT GPU / delegate per call", speedup, ">= 20", speedup >= MIN_SPEEDUP_OVER_LITERT))
-        warm = _median(d.warm_init_ms) + _median(d.warm_first_call_ms)
-        start = _median(g.first_call_ms) / warm
+        warm = median(d.warm_init_ms) + median(d.warm_first_call_ms)
+        start = median(g.first_call_ms) / warm
         out.append(
             (
                 f"{model}: LiteRT GPU first call / delegate warm start (init + first call)",
@@ -313,8 +252,8 @@ def targets(results: list[PathResult]) -> list[tuple[str, float, str, bool]]:
 def start_ms(r: PathResult, *, warm: bool) -> float:
     """Init plus first call (ms); the warm start of a path without caches (XNNPACK, LiteRT) is its start."""
     if warm and r.warm_init_ms:
-        return _median(r.warm_init_ms) + _median(r.warm_first_call_ms)
-    return _median(r.init_ms) + _median(r.first_call_ms)
+        return median(r.warm_init_ms) + median(r.warm_first_call_ms)
+    return median(r.init_ms) + median(r.first_call_ms)
 
 
 def chart(results: list[PathResult], path: Path) -> str:
@@ -350,7 +289,8 @@ def chart(results: list[PathResult], path: Path) -> str:
     axes[0].legend(fontsize=8)
     devices = sorted({r.device for r in results if r.device})
     fig.suptitle(
-        f"{_cpu_name()}; delegate on {', '.join(devices) or 'no OpenCL device'}; {datetime.date.today()}", fontsize=10
+        f"{cli.cpu_name()}; delegate on {', '.join(devices) or 'no OpenCL device'}; {datetime.date.today()}",
+        fontsize=10,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -358,20 +298,10 @@ def chart(results: list[PathResult], path: Path) -> str:
     return f"chart: {path}"
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{os.cpu_count()} cores of {line.split(':', 1)[1].strip()}"
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}"
-
-
 def _machine(results: list[PathResult] | None = None) -> str:
     devices = sorted({r.device for r in results or [] if r.device})
     where = f", OpenCL device {', '.join(devices)}" if devices else ""
-    return f"{_cpu_name()}{where}, Python {platform.python_version()}"
+    return f"{cli.cpu_name()}{where}, Python {platform.python_version()}"
 
 
 def report(results: list[PathResult], command: str) -> str:
@@ -427,13 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a delegate option for both delegate paths (repeatable), e.g. kernel_family=gpu",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    for pair in args.option:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            parser.error(f"--option takes KEY=VALUE, not {pair!r}")
-        EXTRA_OPTIONS[key.strip()] = value.strip()
-    names = args.models or [p.relative_to(MODELS).with_suffix("").as_posix() for p in shared_models()]
-    models = [MODELS / f"{name}.tflite" for name in names]
+    EXTRA_OPTIONS.update(cli.options(args.option))
+    names = args.models or [model_name(p) for p in shared_models()]
+    models = [shared_model(name) for name in names]
     missing = [str(m) for m in models if not m.exists()]
     if missing:
         parser.error(f"no such model(s): {', '.join(missing)}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Race what two compilers make of a model, in one process: this tree's against another checkout's.
 
-Each MODEL is compiled by both trees as the delegate compiles it (``kernel_profile.compiled_context``,
+Each MODEL is compiled by both trees as the delegate compiles it (``harness.contexts.compiled_context``,
 run in each tree), both contexts are loaded by this tree's runtime at once, and they are called in
 alternating blocks of ``--block`` calls, a block counting as its fastest call (on a machine other
 processes load, the slower ones measure those). Differences between processes (where the arenas
@@ -25,24 +25,23 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from harness import cli, races
+from harness.contexts import compiled_context, random_inputs
+from harness.paths import BENCHMARKS, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import kernel_profile  # noqa: E402
-from race_runtime import fastest_call  # noqa: E402
-
-from delegate.runtime import Runtime  # noqa: E402
+from delegate.runtime import Runtime
 
 
 def context_of(tree: Path, model: Path, options: list[str]) -> bytes:
-    """The context ``tree``'s compiler makes of ``model`` (kernel_profile.compiled_context run there)."""
+    """The context ``tree``'s compiler makes of ``model``: ``compiled_context``, whose child process
+    (``python -m delegate run``) imports the ``delegate`` of ``tree`` when ``tree`` is another checkout."""
     if tree.resolve() == ROOT:
-        return kernel_profile.compiled_context(model, options)
+        return compiled_context(model, options)
+    # this harness, run with the other tree first on PYTHONPATH and as the working folder
     code = (
-        "import sys; sys.path.insert(0, 'benchmarks'); import kernel_profile; from pathlib import Path; "
-        f"sys.stdout.buffer.write(kernel_profile.compiled_context(Path({str(model.resolve())!r}), {options!r}))"
+        f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); from pathlib import Path; "
+        "from harness.contexts import compiled_context; "
+        f"sys.stdout.buffer.write(compiled_context(Path({str(model.resolve())!r}), {options!r}))"
     )
     env = dict(os.environ, PYTHONPATH=str(tree))
     return subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True, capture_output=True).stdout
@@ -51,26 +50,22 @@ def context_of(tree: Path, model: Path, options: list[str]) -> bytes:
 def race(model: Path, base: Path, options: list[str], blocks: int, calls: int) -> dict[str, float]:
     new_ctx, old_ctx = context_of(ROOT, model, options), context_of(base, model, options)
     with Runtime.load(new_ctx) as new, Runtime.load(old_ctx) as old:
-        rng = np.random.default_rng(0)
-        inputs = [rng.random(s, dtype=np.float32) for s in new.input_shapes]
+        inputs = random_inputs(new.input_shapes)
         for got, want in zip(new.run(inputs), old.run(inputs), strict=True):
             scale = max(float(np.abs(want).max()), 1e-6)
             error = float(np.abs(got - want).max()) / scale
             if error > 1e-4:
                 raise SystemExit(f"{model.name}: outputs differ by {error:.2e} of their largest value")
-        for rt in (new, old):
-            fastest_call(rt.run, calls, inputs)  # warm up
-        pairs = []
-        for _ in range(blocks):
-            pairs.append((fastest_call(new.run, calls, inputs), fastest_call(old.run, calls, inputs)))
-    ratios = sorted(a / b for a, b in pairs)
-    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        sides = [lambda: new.run(inputs), lambda: old.run(inputs)]
+        races.blocks(sides, 1, calls)  # warm up
+        rows = races.blocks(sides, blocks, calls)
+    q1, ratio, q3 = races.quartiles(races.ratios(rows))
     return {
-        "new_ms": statistics.median(a for a, _ in pairs) * 1e3,
-        "old_ms": statistics.median(b for _, b in pairs) * 1e3,
-        "ratio": q[1],
-        "q1": q[0],
-        "q3": q[2],
+        "new_ms": statistics.median(races.column(rows, 0)) * 1e3,
+        "old_ms": statistics.median(races.column(rows, 1)) * 1e3,
+        "ratio": ratio,
+        "q1": q1,
+        "q3": q3,
     }
 
 
@@ -78,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", type=Path)
     parser.add_argument("--base", type=Path, required=True, help="checkout of the other commit")
-    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    cli.add_option(parser)
     parser.add_argument("--blocks", type=int, default=15)
     parser.add_argument("--block", type=int, default=10, help="calls per block")
     args = parser.parse_args(argv)

@@ -23,16 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import paths
+from harness.timing import median_s
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+paths.importable()  # tests.tflite_builder
 
 import delegate  # noqa: E402
 from delegate.api import host_runtime  # noqa: E402
@@ -81,12 +79,7 @@ def _median_us(interpreter: Any, runs: int) -> float:
         interpreter.set_tensor(d["index"], input_value(d, rng))
     for _ in range(5):
         interpreter.invoke()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        interpreter.invoke()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
+    return median_s(interpreter.invoke, runs) * 1e6
 
 
 def delegate_us(model: bytes, runs: int) -> tuple[float, Any]:

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from harness import cli, paths
+from harness.child import python_env, run_json
+
 MIN_SPEEDUP = 10.0
-ROOT = Path(__file__).resolve().parent.parent
-# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
-os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
-DEFAULT_MODEL = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models" / "mobilenet_v2.tflite"
+DEFAULT_MODEL = paths.shared_model("mobilenet_v2")
 
 _CHILD = """
 import json, sys, time
@@ -48,13 +46,8 @@ print(json.dumps({"init_ms": init * 1e3, "first_invoke_ms": first * 1e3,
 
 def _start(model: Path, folder: Path) -> dict:
     # No driver-side kernel cache (PoCL's, NVIDIA's): the warm start has only the serialized context.
-    env = dict(os.environ, POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1")
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(model), str(folder)], capture_output=True, text=True, env=env
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"the delegate's start failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    env = python_env(POCL_KERNEL_CACHE="0", CUDA_CACHE_DISABLE="1")
+    return run_json(["-c", _CHILD, str(model), str(folder)], "the delegate's start", env)
 
 
 def measure(model: Path, warm_runs: int = 3) -> dict:
@@ -90,10 +83,7 @@ def main() -> int:
         print(
             f"first invoke, cold / warm:         {r['cold_first_invoke_ms']:8.0f} / {r['warm_first_invoke_ms']:.0f} ms"
         )
-    if args.check and r["speedup"] < MIN_SPEEDUP:
-        print("FAILED: warm start is not 10x faster than cold", file=sys.stderr)
-        return 1
-    return 0
+    return cli.check(r["speedup"] >= MIN_SPEEDUP, args.check, f"warm start is not {MIN_SPEEDUP:.0f}x faster than cold")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Device time per op type of a model's delegated kernels, from OpenCL profiling events.
 
-The model is compiled as the delegate compiles it (``python -m delegate run`` into a temporary
-serialization folder, with ``--option`` passed on), the partition is loaded with profiling on,
-and each node's device time is the minimum over ``--runs`` runs (the minimum is what a kernel
-costs; the machine's noise only adds). Times are summed per op type (a fused node counts under
-its first op).
+The model is compiled as the delegate compiles it (``harness.contexts.compiled_context``: ``python
+-m delegate run`` into a temporary serialization folder, with ``--option`` passed on), the
+partition is loaded with profiling on, and each node's device time is the minimum over ``--runs``
+runs (the minimum is what a kernel costs; the machine's noise only adds). Times are summed per op
+type (a fused node counts under its first op).
 
     python benchmarks/kernel_profile.py MODEL [--option K=V ...] [--runs N] [--nodes]
 """
@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-import numpy as np
+from harness import cli
+from harness.contexts import compiled_context, random_inputs
 
-from delegate._integrity import unseal
 from delegate.runtime import Runtime
 
 
@@ -29,22 +27,9 @@ def _op_type(node_name: str) -> str:
     return node_name.split("+")[0].rstrip("0123456789_")
 
 
-def compiled_context(model: Path, options: list[str]) -> bytes:
-    """The context the delegate compiles for ``model`` (one partition) with delegate ``options``
-    (K=V), as ``python -m delegate run`` writes it into a temporary serialization folder."""
-    with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, "-m", "delegate", "run", str(model), "--serialization-dir", folder, "--json"]
-        # a small model's partition would stay on CPU by default (cpu_when_faster): profile it anyway
-        for option in ["cpu_when_faster=false", *options]:
-            command += ["--option", option]
-        subprocess.run(command, check=True, capture_output=True)
-        (context,) = Path(folder).glob("*.ctx")
-        return bytes(unseal(context.read_bytes(), str(context)))  # cache entries carry a SHA-256 trailer
-
-
 def profile(model: Path, options: list[str], runs: int) -> list[tuple[str, float]]:
     with Runtime.load(compiled_context(model, options), profiling=True) as rt:
-        inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
+        inputs = random_inputs(rt.input_shapes)
         for _ in range(3):
             rt.run_profiled(inputs)
         best: list[tuple[str, float]] = []
@@ -57,7 +42,7 @@ def profile(model: Path, options: list[str], runs: int) -> list[tuple[str, float
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
-    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    cli.add_option(parser)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--nodes", action="store_true", help="also print every node")
     args = parser.parse_args(argv)

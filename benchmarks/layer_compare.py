@@ -15,22 +15,18 @@ so these figures say where a kernel stands, not what the whole model costs.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import kernel_profile
 import numpy as np
+from harness import paths
 
-ROOT = Path(__file__).resolve().parent.parent
-# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
-os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+paths.importable()  # tests.tflite_builder
 
-import kernel_profile  # noqa: E402
 from tflite.BuiltinOperator import BuiltinOperator  # noqa: E402
 
 from delegate.api import host_runtime  # noqa: E402

@@ -27,20 +27,15 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import context_race  # noqa: E402
-import persistent_profile  # noqa: E402
+import context_race
+import persistent_profile
+from harness import cli, perf
+from harness.paths import ROOT
 
 #: run in the child under perf: load both contexts, find each one's persistent library, race them
 _CHILD = """
@@ -122,31 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
     parser.add_argument("--base", type=Path, required=True, help="the other checkout (context_race.py)")
-    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    cli.add_option(parser)
     parser.add_argument("--base-option", action="append", default=[], help="option K=V of the base side only")
     parser.add_argument("--seconds", type=float, default=8.0, help="how long the child races the two")
     parser.add_argument("--frequency", type=int, default=4000, help="samples per second per thread")
     args = parser.parse_args(argv)
-    perf = shutil.which("perf")
-    if perf is None:
-        raise SystemExit("perf is not installed (Debian/Ubuntu: apt-get install linux-perf)")
+    perf.perf_binary()  # fails before anything is compiled when there is none
     with tempfile.TemporaryDirectory() as folder:
         new, old, data = Path(folder) / "new.ctx", Path(folder) / "old.ctx", Path(folder) / "perf.data"
         new.write_bytes(context_race.context_of(ROOT, args.model, args.option))
         old.write_bytes(context_race.context_of(args.base, args.model, args.option + args.base_option))
         child = [sys.executable, "-c", _CHILD, str(new), str(old), str(args.seconds)]
-        run = subprocess.run(
-            [perf, "record", "-F", str(args.frequency), "-o", str(data), "--", *child],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
-        if run.returncode != 0:
-            raise SystemExit(f"perf record failed ({run.returncode}): {run.stderr.strip()[-2000:]}")
-        result = json.loads(run.stdout.strip().splitlines()[-1])
-        script = subprocess.run(
-            [perf, "script", "-i", str(data), "-F", "ip,sym,dso"], capture_output=True, text=True, check=True
-        ).stdout
+        result = perf.record(child, data, args.frequency, cwd=ROOT)
+        script = perf.output("script", "-i", str(data), "-F", "ip,sym,dso")
     print(f"{args.model.name}: {result['calls']} calls of each side; CPU time per call")
     for line in table(samples(script), result, args.frequency):
         print(f"  {line}")

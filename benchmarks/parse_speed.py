@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable
+
+from harness import cli
+from harness.timing import interleaved_medians_s, median_s
 
 from delegate import ContextFile, serialize_context
 from delegate._generated.serialization_generated import InferenceContextT
@@ -26,27 +25,6 @@ from delegate.context.synthetic import synthetic_mobilenet
 
 MIN_SPEEDUP = 50.0
 MAX_WEIGHT_SLOWDOWN = 1.5
-
-
-def _median_s(fn: Callable[[], object], repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def _interleaved_medians_s(fns: list[Callable[[], object]], repeats: int) -> list[float]:
-    """Median time of each of ``fns``, run in turn within every repeat, so that a change in the
-    machine's speed during the measurement hits all of them alike."""
-    samples: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, out in zip(fns, samples, strict=True):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    return [statistics.median(out) for out in samples]
 
 
 def _native(data: bytes) -> None:
@@ -57,11 +35,11 @@ def measure() -> dict[str, object]:
     files = {scale: serialize_context(synthetic_mobilenet(weight_scale=scale)) for scale in (0.0, 1.0, 4.0)}
     data = files[1.0]
     _native(data)  # warm up
-    native_s = _median_s(lambda: _native(data), 200)
-    python_s = _median_s(lambda: InferenceContextT.InitFromPackedBuf(data, 0), 5)
+    native_s = median_s(lambda: _native(data), 200)
+    python_s = median_s(lambda: InferenceContextT.InitFromPackedBuf(data, 0), 5)
     # Alternating, not one size after another: this VM's speed drifts within seconds, and a block
     # measured during a slow spell once made 4x weights look 1.56x slower than none.
-    times = _interleaved_medians_s([lambda d=d: _native(d) for d in files.values()], 200)
+    times = interleaved_medians_s([lambda d=d: _native(d) for d in files.values()], 200)
     by_weights = dict(zip(files, times, strict=True))
     return {
         "file_bytes": len(data),
@@ -71,7 +49,7 @@ def measure() -> dict[str, object]:
         "speedup": python_s / native_s,
         "native_us_by_file_bytes": {len(files[s]): t * 1e6 for s, t in by_weights.items()},
         "weight_slowdown": by_weights[4.0] / by_weights[0.0],
-        "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+        "machine": cli.machine(),
     }
 
 
@@ -92,10 +70,7 @@ def main() -> int:
             print(f"native at {size:>10} bytes: {us:9.1f} us")
         print(f"4x weights / no weights:    {r['weight_slowdown']:9.2f}x (target <= {MAX_WEIGHT_SLOWDOWN})")
     ok = r["speedup"] >= MIN_SPEEDUP and r["weight_slowdown"] <= MAX_WEIGHT_SLOWDOWN
-    if args.check and not ok:
-        print("FAILED: parse speed targets missed", file=sys.stderr)
-        return 1
-    return 0
+    return cli.check(ok, args.check, "parse speed targets missed")
 
 
 if __name__ == "__main__":

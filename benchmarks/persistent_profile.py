@@ -4,7 +4,7 @@
 OpenCL profiling times a launch, and a persistent kernel is one launch for the whole model. But
 each of its nodes is a function of its own, ``n0`` for the first (delegate/runtime/persistent.py),
 so a sampling profiler names the node every sample falls in. This script compiles MODEL as the
-delegate does (``kernel_profile.compiled_context``), runs it for ``--seconds`` in a child process
+delegate does (``harness.contexts.compiled_context``), runs it for ``--seconds`` in a child process
 under ``perf record``, and prints per node its share of the child's samples and its CPU time per
 call (all worker threads together: on two busy cores about twice its share of the wall time).
 The rest of the samples are the waits between nodes (the persistent kernel's own function), the
@@ -18,19 +18,13 @@ Needs Linux `perf` and permission to sample one's own processes (kernel.perf_eve
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import kernel_profile  # noqa: E402
+from harness import cli, perf
+from harness.contexts import compiled_context
 
 #: run in the child under perf: load the context, call it for the given seconds, report
 _CHILD = """
@@ -62,31 +56,19 @@ def persistent_nodes(launches: list[str], nodes: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
-    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    cli.add_option(parser)
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the child calls the model")
     parser.add_argument("--frequency", type=int, default=2000, help="samples per second per thread")
     args = parser.parse_args(argv)
-    perf = shutil.which("perf")
-    if perf is None:
-        raise SystemExit("perf is not installed (Debian/Ubuntu: apt-get install linux-perf)")
+    perf.perf_binary()  # fails before anything is compiled when there is none
     with tempfile.TemporaryDirectory() as folder:
         context, data = Path(folder) / "model.ctx", Path(folder) / "perf.data"
-        context.write_bytes(kernel_profile.compiled_context(args.model, args.option))
+        context.write_bytes(compiled_context(args.model, args.option))
         child = [sys.executable, "-c", _CHILD, str(context), str(args.seconds)]
-        run = subprocess.run(
-            [perf, "record", "-F", str(args.frequency), "-o", str(data), "--", *child],
-            capture_output=True,
-            text=True,
+        result = perf.record(child, data, args.frequency)
+        report = perf.output(
+            "report", "-i", str(data), "--stdio", "--no-children", "--sort", "sym", "-F", "overhead,sample,sym"
         )
-        if run.returncode != 0:
-            raise SystemExit(f"perf record failed ({run.returncode}): {run.stderr.strip()[-2000:]}")
-        result = json.loads(run.stdout.strip().splitlines()[-1])
-        report = subprocess.run(
-            [perf, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "sym", "-F", "overhead,sample,sym"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
     names = persistent_nodes(result["launches"], result["nodes"])
     calls = result["calls"]
     per_node: dict[int, tuple[float, int]] = {}

@@ -14,16 +14,13 @@ ratio to TFLite's time.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
+from harness import paths
+
+paths.importable()  # tests.graph_models
 
 import delegate  # noqa: E402
 from delegate.api import host_runtime  # noqa: E402

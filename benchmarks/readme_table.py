@@ -8,6 +8,9 @@ measure fixed costs, and by default stay on TFLite's kernels), the delegate's me
 faster XNNPACK path's and their ratio, and writes them between the README's ``performance``
 markers with that line. ``--check`` exits 1 when the README's table is not what RESULTS.md gives
 (tests/test_readme.py runs it), so the README never shows figures RESULTS.md does not have.
+``--check`` also checks RESULTS.md's table of current figures (``current`` markers): every row
+names a maintained tool of benchmarks/ in its command, a date and a machine, and each row of
+``compare.py`` has the figure the comparison's target table gives.
 
     python benchmarks/readme_table.py [--check]
 """
@@ -15,12 +18,14 @@ markers with that line. ``--check`` exits 1 when the README's table is not what 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS, README = ROOT / "benchmarks" / "RESULTS.md", ROOT / "README.md"
+from harness.paths import BENCHMARKS, ROOT
+
+RESULTS, README = BENCHMARKS / "RESULTS.md", ROOT / "README.md"
 COMPARE = ("<!-- compare:begin -->", "<!-- compare:end -->")
+CURRENT = ("<!-- current:begin -->", "<!-- current:end -->")
 PERFORMANCE = ("<!-- performance:begin -->", "<!-- performance:end -->")
 #: models whose faster XNNPACK path takes less than this stay out of the table
 MIN_XNNPACK_MS = 0.5
@@ -67,6 +72,33 @@ def table(results_text: str) -> str:
     return "\n".join([note, "", *rows])
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def current_problems(results_text: str) -> list[str]:
+    """What is wrong with the table of current figures (nothing: an empty list)."""
+    compare = _between(results_text, COMPARE, "benchmarks/RESULTS.md")
+    found = []
+    block = _between(results_text, CURRENT, "benchmarks/RESULTS.md")
+    rows = [_cells(line) for line in block.splitlines() if line.strip()]
+    for cells in rows[2:]:  # past the header and its rule
+        if len(cells) != 5:
+            found.append(f"not 5 cells: {cells}")
+            continue
+        figure, value, command, date, machine = cells
+        script = re.search(r"benchmarks/(\w+\.py)", command)
+        if script is None or not (BENCHMARKS / script.group(1)).is_file():
+            found.append(f"{figure}: the command names no maintained tool of benchmarks/: {command}")
+        if not re.fullmatch(r"\d{4}-\d\d-\d\d", date) or not machine:
+            found.append(f"{figure}: no date (YYYY-MM-DD) or machine")
+        if "compare.py --" in command and f"| {figure} | {value} |" not in compare:
+            found.append(f"{figure}: {value} is not the comparison's figure")
+    if len(rows) < 3:
+        found.append("the table of current figures has no rows")
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the README's table is stale")
@@ -75,10 +107,13 @@ def main() -> int:
     wanted = f"\n{table(RESULTS.read_text())}\n"
     current = _between(readme, PERFORMANCE, "README.md")
     if args.check:
+        problems = current_problems(RESULTS.read_text())
+        for problem in problems:
+            print(f"benchmarks/RESULTS.md, current figures: {problem}")
         if current != wanted:
             print("README.md's performance table is not RESULTS.md's: run python benchmarks/readme_table.py")
             return 1
-        return 0
+        return 1 if problems else 0
     begin, end = PERFORMANCE
     head, rest = readme.split(begin, 1)
     README.write_text(head + begin + wanted + end + rest.split(end, 1)[1])

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,41 +39,10 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
-os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
-MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
-REAL = MODELS / "real"
+from harness.child import ChildFailed, failure, invoke_run, python_env
+from harness.paths import MODELS, model_name
 
-_CHILD = """
-import json, sys, time
-import numpy as np
-from delegate.model_run import input_value
-path, kind, runs, options = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
-try:
-    if kind == "xnnpack":
-        from delegate.api import host_runtime
-        it = host_runtime().Interpreter(model_path=path, num_threads=int(options["num_threads"]))
-    else:
-        import delegate
-        # the delegate's own latency, also where the rule cpu_when_faster would leave a partition on CPU
-        it = delegate.Interpreter(path, **{"cpu_when_faster": "false", **options})
-    it.allocate_tensors()
-    rng = np.random.default_rng(0)
-    for d in it.get_input_details():
-        it.set_tensor(d["index"], input_value(d, rng))
-    for _ in range(3):
-        it.invoke()
-except Exception as exc:
-    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
-    sys.exit(1)
-times = []
-for _ in range(runs):
-    start = time.perf_counter()
-    it.invoke()
-    times.append((time.perf_counter() - start) * 1e3)
-print(json.dumps({"latency_ms": times}))
-"""
+REAL = MODELS / "real"
 
 
 @dataclass
@@ -127,30 +95,6 @@ class ModelResult:
         }
 
 
-def _env() -> dict[str, str]:
-    # Python's bytecode cache as an installed application has it (some sandboxes turn it off).
-    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
-def _failure(what: str, out: subprocess.CompletedProcess) -> str:
-    if out.returncode < 0:
-        try:
-            name = signal.Signals(-out.returncode).name
-        except ValueError:
-            name = f"signal {-out.returncode}"
-        return f"{what} crashed ({name})"
-    lines = out.stdout.strip().splitlines()
-    if lines and lines[-1].startswith('{"error"'):
-        message = json.loads(lines[-1])["error"]
-    else:  # python -m delegate run: "error: ..." on stderr, after its progress line
-        kept = [ln for ln in out.stderr.splitlines() if ln.strip() and not ln.startswith(("INFO:", "loading "))]
-        message = " ".join(kept).removeprefix("error:").strip()
-    message = " ".join(message.split())
-    if len(message) > 200:
-        message = message[:197] + "..."
-    return f"{what} failed: {message or f'an empty error message (exit status {out.returncode})'}"
-
-
 def _accuracy(model: Path, folder: str, result: ModelResult) -> bool:
     """Fills the delegated fraction and the error from ``python -m delegate run``; False when it failed."""
     options = [
@@ -162,9 +106,9 @@ def _accuracy(model: Path, folder: str, result: ModelResult) -> bool:
         folder,
     ]
     command = [sys.executable, "-m", "delegate", "run", str(model), "--json", "--runs", "0", *options]
-    out = subprocess.run(command, capture_output=True, text=True, env=_env())
+    out = subprocess.run(command, capture_output=True, text=True, env=python_env())
     if out.returncode != 0:
-        result.notes.append(_failure("delegate", out))
+        result.notes.append(failure("delegate", out))
         return False
     report = json.loads(out.stdout.strip().splitlines()[-1])
     result.delegated_nodes, result.total_nodes = report["delegated_nodes"], report["total_nodes"]
@@ -176,16 +120,11 @@ def _latency(
     model: Path, kind: str, runs: int, options: dict[str, str], result: ModelResult, one_thread: bool = False
 ) -> bool:
     """Adds ``runs`` latency samples of one fresh process (``one_thread``: the 1-thread XNNPACK column)."""
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(model), kind, str(runs), json.dumps(options)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-    )
-    if out.returncode != 0:
-        result.notes.append(_failure(kind, out))
+    try:
+        samples = invoke_run(model, kind, runs, options, what=kind)["latency_ms"]
+    except ChildFailed as failed:
+        result.notes.append(failed.reason)
         return False
-    samples = json.loads(out.stdout.strip().splitlines()[-1])["latency_ms"]
     if kind == "delegate":
         result.delegate_ms += samples
     elif options["num_threads"] == "1" and one_thread:
@@ -196,8 +135,7 @@ def _latency(
 
 
 def measure(model: Path, runs: int, rounds: int, threads: int, single_thread: bool = False) -> ModelResult:
-    name = model.relative_to(MODELS).with_suffix("").as_posix() if model.is_relative_to(MODELS) else str(model)
-    result = ModelResult(name)
+    result = ModelResult(model_name(model))
     with tempfile.TemporaryDirectory() as folder:
         delegate_ok = _accuracy(model, folder, result)  # also the cold start: compiles into the folder
         xnnpack_ok = single_ok = True

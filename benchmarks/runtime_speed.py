@@ -19,16 +19,16 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
+from harness import cli, paths
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+paths.importable()  # tests.runtime_helpers
 
-from delegate import Runtime
-from delegate.context.synthetic import synthetic_mobilenet
-from tests.runtime_helpers import chain
+from delegate import Runtime  # noqa: E402
+from delegate.context.synthetic import synthetic_mobilenet  # noqa: E402
+from tests.runtime_helpers import chain  # noqa: E402
 
 MAX_MEMORY_OVERHEAD = 1.10
 
@@ -101,11 +101,7 @@ def main() -> int:
             f"(ratio {mb['memory_ratio']:.3f}, target <= {MAX_MEMORY_OVERHEAD})"
         )
         print(f"MobileNetV2-sized context run: {mb['run_ms']:.1f} ms (plain kernels)")
-    ok = r["mobilenet"]["memory_ratio"] <= MAX_MEMORY_OVERHEAD
-    if args.check and not ok:
-        print("FAILED: memory target missed", file=sys.stderr)
-        return 1
-    return 0
+    return cli.check(r["mobilenet"]["memory_ratio"] <= MAX_MEMORY_OVERHEAD, args.check, "memory target missed")
 
 
 if __name__ == "__main__":

@@ -16,23 +16,18 @@ geometric mean of the ratios: the figure the speed targets name.
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import cli, races
+from harness.timing import geometric_mean
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from race_runtime import fastest_call  # noqa: E402
-
-import delegate  # noqa: E402
-from delegate.api import host_runtime  # noqa: E402
-from delegate.plugin.options import DelegateOptions  # noqa: E402
+import delegate
+from delegate.api import host_runtime
+from delegate.plugin.options import DelegateOptions
 
 
 def _feed(interpreter: Any) -> None:
@@ -52,13 +47,14 @@ def race(model: Path, options: dict[str, str], blocks: int, calls: int) -> dict[
     for interpreter in interpreters:
         interpreter.allocate_tensors()
         _feed(interpreter)
-        fastest_call(interpreter.invoke, 3)  # warm up
-    rounds = [[fastest_call(i.invoke, calls) for i in interpreters] for _ in range(blocks)]
+    sides = [i.invoke for i in interpreters]
+    races.blocks(sides, 1, 3)  # warm up
+    rounds = races.blocks(sides, blocks, calls)
     state = ours.opencl
     return {
-        "delegate_ms": statistics.median(r[0] for r in rounds) * 1e3,
-        "xnnpack_2_ms": statistics.median(r[1] for r in rounds) * 1e3,
-        "xnnpack_1_ms": statistics.median(r[2] for r in rounds) * 1e3,
+        "delegate_ms": statistics.median(races.column(rounds, 0)) * 1e3,
+        "xnnpack_2_ms": statistics.median(races.column(rounds, 1)) * 1e3,
+        "xnnpack_1_ms": statistics.median(races.column(rounds, 2)) * 1e3,
         "ratio": statistics.median(r[0] / min(r[1], r[2]) for r in rounds),
         "delegated": f"{len(state.delegated_nodes)}/{state.total_nodes}",
     }
@@ -69,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="+", type=Path)
     parser.add_argument("--blocks", type=int, default=12)
     parser.add_argument("--block", type=int, default=10, help="calls per block")
-    parser.add_argument("--option", action="append", default=[], help="delegate option K=V (repeatable)")
+    cli.add_option(parser)
     args = parser.parse_args(argv)
-    options = dict(o.split("=", 1) for o in args.option)
+    options = cli.options(args.option)
     DelegateOptions.parse({k: v for k, v in options.items() if k != "background_compile"})  # fails before any model
     print(f"{'model':42s} {'delegate':>9s} {'xnn 2t':>8s} {'xnn 1t':>8s} {'ratio':>6s}  delegated (ms)")
     ratios = []
@@ -83,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             f" {r['ratio']:6.3f}  {r['delegated']}",
             flush=True,
         )
-    print(f"geometric mean of delegate / XNNPACK: {math.exp(statistics.fmean(map(math.log, ratios))):.3f}")
+    print(f"geometric mean of delegate / XNNPACK: {geometric_mean(ratios):.3f}")
     return 0
 
 

@@ -178,7 +178,8 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def benchmark_module(name: str) -> ModuleType:
-    """The script ``benchmarks/<name>.py`` imported as a module (benchmarks/ is not a package)."""
+    """The script ``benchmarks/<name>.py`` imported as a module (benchmarks/ is not a package; a
+    dotted name reaches its folders: ``experiments.race_runtime``, ``harness.contexts``)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         return importlib.import_module(name)

@@ -14,13 +14,18 @@ from delegate.runtime import Runtime
 from .helpers import benchmark_module, shared_path
 
 
+def compiled_context(model: Path) -> bytes:
+    """The model's context as the benchmark tools compile it (the harness)."""
+    return benchmark_module("harness.contexts").compiled_context(model, [])
+
+
 @pytest.fixture(scope="module")
 def chain_profile():
     return benchmark_module("chain_profile")
 
 
 def test_launch_names_follow_the_launches(chain_profile):
-    payload = chain_profile.kernel_profile.compiled_context(shared_path("models", "small_cnn.tflite"), [])
+    payload = compiled_context(shared_path("models", "small_cnn.tflite"))
     with Runtime.load(payload) as rt:  # one persistent kernel runs the nodes here
         assert rt.launch_names == ["input 0", f"persistent {rt.node_names[0]} .. {rt.node_names[-1]}", "output 17"]
         assert len(rt.launches()) == 3
@@ -38,7 +43,7 @@ def test_chain_profile_reports_every_launch(chain_profile, capsys):
     model = shared_path("models", "small_cnn.tflite")
     assert chain_profile.main([str(model), "--runs", "2", "--nodes"]) == 0
     out = capsys.readouterr().out
-    payload = chain_profile.kernel_profile.compiled_context(model, [])
+    payload = compiled_context(model)
     with Runtime.load(payload, persistent=False) as rt:  # as the tool loads it (profiling: node by node)
         names = rt.launch_names
     assert out.startswith(f"small_cnn.tflite: {len(names)} launches\n")
@@ -80,7 +85,7 @@ def test_persistent_profile_names_every_node(persistent_profile, capsys):
     model = shared_path("models", "small_cnn.tflite")
     assert persistent_profile.main([str(model), "--seconds", "1"]) == 0
     out = capsys.readouterr().out
-    payload = persistent_profile.kernel_profile.compiled_context(model, [])
+    payload = compiled_context(model)
     with Runtime.load(payload) as rt:
         nodes = rt.node_names
     rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
@@ -131,7 +136,7 @@ def test_compare_writes_its_report_and_chart_elsewhere_than_results_md(tmp_path,
     assert compare.main(argv) == 0
     report = (out / "compare.md").read_text()
     assert "| elementwise_mix | delegate |" in report and "| elementwise_mix | xnnpack |" in report
-    assert compare._cpu_name() in report and "OpenCL device" in report  # names the machine and the device
+    assert compare.cli.cpu_name() in report and "OpenCL device" in report  # names the machine and the device
     samples = json.loads((out / "compare.json").read_text())
     assert {s["path"] for s in samples} == {"delegate", "delegate-tuned", "xnnpack", "xnnpack-1thread"}
     assert all(s["device"] for s in samples if s["path"].startswith("delegate"))
@@ -157,7 +162,7 @@ def test_race_runtime_runs_the_runtime_before_the_split_beside_this_one(capsys):
     each plane pitch as a constant; with equal memory, the programs are the same."""
     if shutil.which("git") is None or not (Path(__file__).resolve().parent.parent / ".git").exists():
         pytest.skip("needs the git history (a clone, not an unpacked sdist)")
-    race = benchmark_module("race_runtime")
+    race = benchmark_module("experiments.race_runtime")
     model = shared_path("models", "small_cnn.tflite")
     assert race.main([str(model), "--loads", "3", "--calls", "20", "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
@@ -233,7 +238,7 @@ def test_node_race_races_both_trees_node_by_node(capsys):
     args = [str(model), "--base", str(race.ROOT), "--base-option", "precision=F32_F16", "--seconds", "1"]
     assert race.main(args) == 0
     out = capsys.readouterr().out
-    payload = race.context_race.kernel_profile.compiled_context(model, [])
+    payload = compiled_context(model)
     with Runtime.load(payload) as rt:
         nodes = rt.node_names
     rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
@@ -242,7 +247,7 @@ def test_node_race_races_both_trees_node_by_node(capsys):
 
 
 def test_pitch_race_compares_padded_and_unpadded_planes(capsys):
-    race = benchmark_module("pitch_race")
+    race = benchmark_module("experiments.pitch_race")
     model = shared_path("models", "small_cnn.tflite")
     assert race.main([str(model), "--blocks", "2", "--block", "2"]) == 0
     (line,) = [row for row in capsys.readouterr().out.splitlines() if row.startswith("small_cnn ")]

@@ -19,7 +19,7 @@ from .runtime_helpers import chain
 
 
 def _compiled(name: str) -> bytes:
-    return benchmark_module("kernel_profile").compiled_context(shared_path("models", f"{name}.tflite"), [])
+    return benchmark_module("harness.contexts").compiled_context(shared_path("models", f"{name}.tflite"), [])
 
 
 def _inputs(rt: Runtime, seed: int) -> list[np.ndarray]:

@@ -22,9 +22,10 @@ README = (ROOT / "README.md").read_text()
 PYTEST_EXAMPLE = "<!-- readme-example: pytest-plugin -->"
 #: numbered rounds of work and issue numbers: history, which belongs in the tracker
 HISTORY = re.compile(r"\b(issue|session)s? ?#?[0-9]+", re.IGNORECASE)
-#: where the product is described: docs, code, scripts, tests (the benchmark log is dated history)
+#: where the product is described: docs, code, scripts, tests, and the benchmarks with their dated log
 CHECKED = ["README.md", "docs/*.md", "tests/RELIABILITY.md", "delegate/**/*.py", "csrc/*.[ch]", "scripts/*",
-           "tests/*.py", "benchmarks/*.py", "examples/**/*", ".ci/run", "pyproject.toml", "setup.py"]  # fmt: skip
+           "tests/*.py", "benchmarks/**/*.py", "benchmarks/*.md", "examples/**/*", ".ci/run", "pyproject.toml",
+           "setup.py"]  # fmt: skip
 
 
 def _blocks(language: str) -> list[str]:

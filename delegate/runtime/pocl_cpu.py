@@ -15,7 +15,7 @@ and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the compiler
 vectors as one register, and the compiler's matrix products use them (``vector_floats``,
 ``CompileOptions.vector_width``). A name LLVM knows is left alone: LLVM 15 calls a Zen 4 (AVX-512,
 executed as two 256-bit halves) ``znver3``, and compiling for ``skx`` there was measured neither
-faster nor slower overall (benchmarks/pocl_target_race.py, RESULTS.md "PoCL's CPU name").
+faster nor slower overall (benchmarks/experiments/pocl_target_race.py, RESULTS.md "PoCL's CPU name").
 
 Nothing is written unless the object holds exactly what is expected: the device's LLVM triple, and
 right after it a pointer to one CPU name, in writable memory, with room for the new one; every read

@@ -12,22 +12,21 @@ The partitions are not loaded (no OpenCL program is built): each compile is reco
 to fail, with ``compile_fallback`` on, so the next partition compiles. ``--dump DIR`` also writes
 each partition's kernels as text (one file per kernel), to see what a digest difference is.
 
-    PYTHONPATH=CHECKOUT python benchmarks/context_digest.py [--models NAME ...] [--dump DIR] > digests.txt
+    PYTHONPATH=CHECKOUT python benchmarks/experiments/context_digest.py [--models NAME ...] [--dump DIR] > digests.txt
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
-os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
-MODELS = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared")) / "models"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
+from harness.paths import MODELS, shared_models
+
 #: option sets compiled: the defaults, F16, and the texture storage and 8-wide vector paths
 OPTIONS: dict[str, dict[str, str]] = {
     "default": {},
@@ -38,8 +37,7 @@ OPTIONS: dict[str, dict[str, str]] = {
 
 
 def model_paths(names: list[str]) -> list[Path]:
-    paths = sorted(p for folder in (MODELS, MODELS / "real", MODELS / "quant") for p in folder.glob("*.tflite"))
-    return [p for p in paths if not names or p.stem in names]
+    return [p for p in shared_models() if not names or p.stem in names]
 
 
 class _Recorded(ValueError):

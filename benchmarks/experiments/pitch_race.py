@@ -1,32 +1,29 @@
 #!/usr/bin/env python3
 """Slice planes padded against unpadded, in one process (runtime/memory.py, ``PLANE_PAD_LINES``).
 
-Each MODEL is compiled once (``kernel_profile.compiled_context``) and loaded twice by this runtime:
+Each MODEL is compiled once (``harness.contexts.compiled_context``) and loaded twice by this runtime:
 once with ``--lines`` cache lines of padding after every slice plane that is a whole number of
 4 KiB (the CPU-device default is ``memory.PLANE_PAD_LINES``), once with none. Both are checked to
 give the same outputs, then called in alternating blocks of ``--block`` calls (a block counts as
 its fastest call); prints per model the median of the blocks' padded / unpadded and its quartiles.
 
-    python benchmarks/pitch_race.py MODEL ... [--lines N] [--blocks N] [--block N]
+    python benchmarks/experiments/pitch_race.py MODEL ... [--lines N] [--blocks N] [--block N]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
-import kernel_profile  # noqa: E402
-from race_runtime import fastest_call  # noqa: E402
+from harness import races
+from harness.contexts import compiled_context, random_inputs
 
-from delegate.runtime import Runtime, memory  # noqa: E402
+from delegate.runtime import Runtime, memory
 
 
 def _load(context: bytes, lines: int) -> Runtime:
@@ -40,19 +37,15 @@ def _load(context: bytes, lines: int) -> Runtime:
 
 def race(model: Path, lines: int, blocks: int, calls: int) -> tuple[float, float, float]:
     """Median and quartiles of padded / unpadded over ``blocks`` blocks."""
-    context = kernel_profile.compiled_context(model, [])
+    context = compiled_context(model, [])
     with _load(context, lines) as padded, _load(context, 0) as plain:
-        inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in padded.input_shapes]
+        inputs = random_inputs(padded.input_shapes)
         for got, want in zip(padded.run(inputs), plain.run(inputs), strict=True):
             if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
                 raise SystemExit(f"{model.name}: padded and unpadded planes give different outputs")
-        ratios = []
-        for _ in range(blocks):
-            a = fastest_call(lambda: padded.run(inputs), calls)
-            b = fastest_call(lambda: plain.run(inputs), calls)
-            ratios.append(a / b)
-    q1, _, q3 = statistics.quantiles(ratios, n=4)
-    return statistics.median(ratios), q1, q3
+        rows = races.blocks([lambda: padded.run(inputs), lambda: plain.run(inputs)], blocks, calls)
+    q1, median, q3 = races.quartiles(races.ratios(rows))
+    return median, q1, q3
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 
 The older ``delegate/runtime/runtime.py`` (``git show REV:...``) is loaded as a module of this
 package, so both share everything else (the other runtime modules, the C loop, the program
-cache). Each MODEL is compiled once as the delegate does (``kernel_profile.compiled_context``);
+cache). Each MODEL is compiled once as the delegate does (``harness.contexts.compiled_context``);
 each implementation then loads it ``--loads`` times (warm program cache), and both, loaded at
 once, are called ``--calls`` times each; both in blocks (3 loads, ``--block`` calls), the two
 alternating block by block, a block counting as its fastest (on a machine other processes load,
@@ -11,7 +11,7 @@ the slower ones measure those). Prints per model, for a call and for a load, the
 percentile of the blocks (ms) with new / old, and the median and quartiles of the back-to-back
 pairs' own new / old.
 
-    python benchmarks/race_runtime.py [MODEL ...] [--rev REV] [--loads N] [--calls N] [--block N] [--json]
+    python benchmarks/experiments/race_runtime.py [MODEL ...] [--rev REV] [--loads N] [--calls N] [--block N] [--json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import astuple
 from pathlib import Path
 from types import ModuleType
@@ -32,21 +31,21 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
-import kernel_profile  # noqa: E402
-from delegate._native import ffi  # noqa: E402
+from delegate._native import ffi
+from harness.contexts import compiled_context, random_inputs
+from harness.paths import MODELS, ROOT
+from harness.timing import fastest_call
 
-from delegate.context import model  # noqa: E402
-from delegate.runtime import Runtime, memory  # noqa: E402
+from delegate.context import model
+from delegate.runtime import Runtime, memory
 
 #: the last commit before the runtime was split into modules
 BEFORE_SPLIT = "e9913a9"
 #: loads per block (a block counts as its fastest load)
 _LOAD_BLOCK = 3
-MODELS = [ROOT.parent / "shared" / "models" / name for name in ("mobilenet_v2.tflite", "unet_small.tflite")]
+DEFAULT_MODELS = [MODELS / name for name in ("mobilenet_v2.tflite", "unet_small.tflite")]
 
 
 #: names the old runtime.py imports that have moved since: (module, name) -> (module, name)
@@ -152,22 +151,11 @@ def _summary(samples: dict[str, list[float]]) -> dict[str, Any]:
     return out
 
 
-def fastest_call(call: Callable[..., object], calls: int, *args: Any) -> float:
-    """Seconds of the fastest of ``calls`` calls of ``call(*args)``: on a machine other processes load,
-    the slower calls measure them rather than what is called (also context_race.py, xnnpack_race.py)."""
-    best = float("inf")
-    for _ in range(calls):
-        start = time.perf_counter()
-        call(*args)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str, Any]:
     """``loads`` warm loads of each, then both loaded at once, ``calls`` calls of each; both in
     blocks (``_LOAD_BLOCK`` loads, ``block`` calls), the two alternating block by block (ABBA);
     a block counts as its fastest."""
-    context = kernel_profile.compiled_context(model, [])
+    context = compiled_context(model, [])
     impls = {"old": old, "new": Runtime}
     load_s: dict[str, list[float]] = {k: [] for k in impls}
     run_s: dict[str, list[float]] = {k: [] for k in impls}
@@ -187,7 +175,7 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
                 load_s[key].append(min(_load_and_close(impls[key], context, cache) for _ in range(_LOAD_BLOCK)))
         rts = {key: _timed_load(impl, context, cache)[0] for key, impl in impls.items()}
         try:
-            inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rts["old"].input_shapes]
+            inputs = random_inputs(rts["old"].input_shapes)
             # the first launches specialise kernels (PoCL)
             outputs = {key: [np.array(o) for o in rt.run(inputs)] for key, rt in rts.items()}
             for b in range(max(calls // block, 2)):
@@ -215,7 +203,7 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", type=Path, default=MODELS)
+    parser.add_argument("models", nargs="*", type=Path, default=DEFAULT_MODELS)
     parser.add_argument("--rev", default=BEFORE_SPLIT, help="the commit whose runtime.py races this tree's")
     parser.add_argument("--loads", type=int, default=30, help=f"warm loads of each, in blocks of {_LOAD_BLOCK}")
     parser.add_argument("--calls", type=int, default=600, help="calls of each")

@@ -8,14 +8,13 @@ upsampled bilinearly, blobs and gradients as in a photo), the delegate runs the 
 largest error as a fraction of the output's largest magnitude, and the share of values off by more
 than 1% of it; per run, the share of the partition's output elements stored in float32.
 
-    python benchmarks/f16_storage.py MODEL [MODEL ...] [--precision F16|F32_F16]
+    python benchmarks/experiments/f16_storage.py MODEL [MODEL ...] [--precision F16|F32_F16]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -23,15 +22,14 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-# These measure the delegate itself (children inherit it): no CPU stand-in while it compiles.
-os.environ.setdefault("DELEGATE_BACKGROUND_COMPILE", "off")
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
-import delegate  # noqa: E402
-from delegate.api import host_runtime  # noqa: E402
-from delegate.compiler import partition as compiler_partition  # noqa: E402
-from delegate.plugin import callbacks  # noqa: E402
+import harness  # noqa: F401  (the delegate alone: no CPU stand-in while it compiles)
+
+import delegate
+from delegate.api import host_runtime
+from delegate.compiler import partition as compiler_partition
+from delegate.plugin import callbacks
 
 
 def smooth_image(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -10,14 +10,14 @@ repair (``skx`` there) or ``--name``, and the delegate options of ``--option``. 
 each side's median of its rounds' medians (ms), their ratio, the CPU's (XNNPACK's) median from the
 same processes, and the geometric mean of the ratios.
 
-    python benchmarks/pocl_target_race.py [MODEL ...] [--runs N] [--rounds R] [--name CPU] [--option K=V] [--json FILE]
+    python benchmarks/experiments/pocl_target_race.py [MODEL ...] [--runs N] [--rounds R] [--name CPU]
+                                                      [--option K=V] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -25,8 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared" / "models"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
+
+from harness import cli
+from harness.paths import MODELS, ROOT, model_name
+from harness.timing import geometric_mean
+
 #: float vision models of ../shared (the race's default set) when no model is named
 DEFAULT_MODELS = (
     "mobilenet_v2",
@@ -80,7 +84,7 @@ def race(model: Path, runs: int, rounds: int, name: str, options: list[str]) -> 
                 cpu.append(result["latency_ms"]["cpu"])
     llvm, repaired = statistics.median(medians["llvm"]), statistics.median(medians["repaired"])
     return {
-        "model": model.relative_to(SHARED).with_suffix("").as_posix() if model.is_relative_to(SHARED) else model.name,
+        "model": model_name(model),
         "llvm_ms": llvm,
         "repaired_ms": repaired,
         "ratio": repaired / llvm,
@@ -96,12 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20, help="timed calls per process")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--name", default="", help="the CPU name to race (default: the delegate's repair)")
-    parser.add_argument(
-        "--option", action="append", default=[], metavar="KEY=VALUE", help="a delegate option of the repaired side"
-    )
+    cli.add_option(parser, help="a delegate option of the repaired side (repeatable)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args(argv)
-    models = [Path(m) for m in args.models] or [SHARED / f"{m}.tflite" for m in DEFAULT_MODELS]
+    models = [Path(m) for m in args.models] or [MODELS / f"{m}.tflite" for m in DEFAULT_MODELS]
     results = []
     print("| model | compiles for | PoCL's name (ms) | repaired (ms) | repaired / PoCL's | XNNPACK (ms) |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = f"{r['llvm_ms']:.2f} | {r['repaired_ms']:.2f} | {r['ratio']:.3f} | {r['cpu_ms']:.2f}"
         print(f"| {r['model']} | {names} | {figures} |")
         sys.stdout.flush()
-    geomean = math.exp(statistics.fmean(math.log(r["ratio"]) for r in results))
+    geomean = geometric_mean(r["ratio"] for r in results)
     print(f"\ngeometric mean of repaired / PoCL's: {geomean:.3f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
