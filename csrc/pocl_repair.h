@@ -1,6 +1,6 @@
 /*
  * Checked reads of this process's memory, for inspecting a driver's objects without trusting
- * their layout (delegate/runtime/pocl_cpu.py repairs PoCL's CPU name with them).
+ * their layout (delegate/runtime/platforms/pocl_cpu.py repairs PoCL's CPU name with them).
  *
  * Also the cffi cdef (preprocessor lines stripped).
  */

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .compiler.cpu_choice import POCL_CPU
+from .calibration import POCL_CPU
 
 #: Estimated work per invoke (us, cpu_choice's throughputs) below which TFLite keeps one thread
 PARALLEL_MIN_WORK_US = 10.0

@@ -136,6 +136,194 @@ def test_the_rule_can_fail(tmp_path):
     assert layers["compiler"] == layers["runtime"] and ("runtime", "compiler") not in same_layer
 
 
+# ---------------------------------------------------------------- reach through duck typing
+#
+# An import is not the only way to depend on a unit: a function can take a higher layer's object
+# through a parameter typed ``Any`` (or ``object``, or not typed) and walk its attributes, and the
+# import checks above never see it. This check collects, with ast, the attribute names the classes
+# of each unit define (methods, class fields, ``self.x`` assignments); a function that reads, on
+# such a parameter (or on a name assigned from it: ``node = graph.nodes[i]``), an attribute only
+# the classes of units it may not import define (not those of units it may import, nor the names
+# of objects from outside the package: built-in types, the C API the cffi module exposes, the TFLite
+# host's interpreter) reaches across the layers.
+
+#: (module, function) -> why its reach is allowed for now; a listed function that no longer
+#: reaches must leave the list
+DUCK_TYPED_REACHES = {
+    ("delegate/cache.py", "partition_key"): "being replaced by an opaque key from the compiler",
+}
+
+
+def _class_attributes(tree: ast.AST) -> set[str]:
+    """Every attribute name the classes of ``tree`` define: methods, class-level names and fields,
+    and what their methods assign to ``self``."""
+    names: set[str] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for item in cls.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(item.name)
+                names |= {
+                    n.attr
+                    for n in ast.walk(item)
+                    if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+                    and isinstance(n.value, ast.Name) and n.value.id == "self"
+                }  # fmt: skip
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                names.add(item.target.id)
+            elif isinstance(item, ast.Assign):
+                names |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _outside_names() -> set[str]:
+    """Attribute names of objects from outside the package, which any layer may hold as ``Any``."""
+    import importlib.util
+
+    names: set[str] = set()
+    for kind in (str, bytes, dict, list, tuple, set, frozenset, int, float, object, type, BaseException, Path):
+        names |= set(dir(kind))
+    for header in (ROOT / "csrc").glob("*.h"):  # the C structs and functions of the cffi module
+        names |= set(re.findall(r"\b[A-Za-z_]\w*\b", header.read_text()))
+    for module in ("ai_edge_litert.interpreter", "tflite_runtime.interpreter"):  # the TFLite hosts
+        try:
+            spec = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            continue
+        if spec is not None and spec.origin:
+            names |= _class_attributes(ast.parse(Path(spec.origin).read_text()))
+    return names
+
+
+def _importable(unit: str, layers: dict[str, int], same_layer: set[tuple[str, str]]) -> set[str]:
+    """The units ``unit`` may import, itself included: every lower layer, and those of its own
+    layer the table allows, and theirs (``model_run`` -> ``api`` -> ``interpreter``)."""
+    allowed = {u for u in layers if layers[u] < layers[unit]} | {unit}
+    todo = [unit]
+    while todo:
+        current = todo.pop()
+        for importer, imported in same_layer:
+            if importer == current and imported not in allowed:
+                allowed.add(imported)
+                todo.append(imported)
+    return allowed
+
+
+def _root(expr: ast.expr) -> str | None:
+    """The name an attribute, subscript or call chain starts from (``graph`` of ``graph.tensor(i).shape``)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript, ast.Call, ast.Starred)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _bound_names(target: ast.expr) -> set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound_names(e) for e in target.elts))
+    return _bound_names(target.value) if isinstance(target, ast.Starred) else set()
+
+
+def _untyped(annotation: ast.expr | None) -> bool:
+    if annotation is None:
+        return True
+    if isinstance(annotation, ast.Constant):
+        return annotation.value in ("Any", "object")
+    return (isinstance(annotation, ast.Name) and annotation.id in ("Any", "object")) or (
+        isinstance(annotation, ast.Attribute) and annotation.attr == "Any"
+    )
+
+
+def _duck_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The parameters of ``function`` typed ``Any``/``object`` or not at all, and the names
+    assigned from them (``node = graph.nodes[i]``, ``for node in graph.nodes``)."""
+    args = function.args
+    ducks = {
+        a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+        if a.arg not in ("self", "cls") and _untyped(a.annotation)
+    }  # fmt: skip
+    grew = bool(ducks)
+    while grew:
+        grew = False
+        for node in ast.walk(function):
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            if isinstance(node, ast.Assign):
+                pairs = [(t, node.value) for t in node.targets]
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                pairs = [(node.target, node.value)]
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                pairs = [(node.target, node.iter)]
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                pairs = [(node.optional_vars, node.context_expr)]
+            for target, value in pairs:
+                new = _bound_names(target) - ducks if _root(value) in ducks else set()
+                ducks |= new
+                grew = grew or bool(new)
+    return ducks
+
+
+def duck_typed_reaches(package: Path = PACKAGE) -> dict[tuple[str, str], set[str]]:
+    """(module, function) -> the attributes of units it may not import that it reads through
+    parameters typed ``Any`` (see above), over the modules of ``package`` (a folder named delegate)."""
+    layers, same_layer = _layer_table()
+    trees: dict[str, tuple[str, ast.Module]] = {}
+    defined: dict[str, set[str]] = defaultdict(set)
+    for path in package.rglob("*.py"):
+        if "_generated" in path.parts or path.stem in NOT_UNITS:
+            continue
+        unit = _unit_of(_module_name(path, package.parent))
+        tree = ast.parse(path.read_text())
+        trees[path.relative_to(package.parent).as_posix()] = (unit, tree)
+        defined[unit] |= _class_attributes(tree)
+    outside = _outside_names()
+    found: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for module, (unit, tree) in sorted(trees.items()):
+        allowed = _importable(unit, layers, same_layer)
+        own = set().union(*(defined[u] for u in allowed))
+        foreign = set().union(*(defined[u] for u in layers if u not in allowed)) - own - outside
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            ducks = _duck_names(function)
+            for node in ast.walk(function) if ducks else ():
+                if isinstance(node, ast.Attribute) and node.attr in foreign and _root(node) in ducks:
+                    found[module, function.name].add(node.attr)
+    return dict(found)
+
+
+def test_no_reach_across_the_layers_through_duck_typing():
+    found = duck_typed_reaches()
+    reaches = [f"{m} {f}() reads {', '.join(sorted(names))}" for (m, f), names in sorted(found.items())]
+    unexplained = [r for r, key in zip(reaches, sorted(found), strict=True) if key not in DUCK_TYPED_REACHES]
+    assert unexplained == [], (
+        "these functions read attributes of classes of units they may not import (docs/architecture.md, "
+        "Layers), through parameters typed Any: pass plain data or an interface of a lower layer:\n"
+        + "\n".join(unexplained)
+    )
+    stale = sorted(set(DUCK_TYPED_REACHES) - set(found))
+    assert stale == [], f"no longer reach across the layers: remove from DUCK_TYPED_REACHES: {stale}"
+
+
+def test_the_duck_typing_rule_can_fail(tmp_path):
+    """A deliberate reach is seen: a cache function (layer 1) reading a compiler node's custom
+    options through an untyped parameter, and through a name assigned from one typed ``Any``."""
+    copy = tmp_path / "delegate"
+    for path in PACKAGE.rglob("*.py"):
+        target = copy / path.relative_to(PACKAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    assert not any(module.endswith("_duck_probe.py") for module, _ in duck_typed_reaches(copy))
+    (copy / "context" / "_duck_probe.py").write_text(
+        "from typing import Any\n\n\n"
+        "def untyped(node):\n    return node.custom_options\n\n\n"
+        "def walked(graph: Any, index: int) -> bytes:\n"
+        "    node = graph.nodes[index]\n    return node.custom_options\n\n\n"
+        "def typed(options: bytes) -> int:\n    return options.custom_options  # not duck typed: not flagged\n"
+    )
+    found = duck_typed_reaches(copy)
+    probe = {function: names for (module, function), names in found.items() if module.endswith("_duck_probe.py")}
+    assert probe == {"untyped": {"custom_options"}, "walked": {"custom_options"}}
+
+
 def test_the_readme_names_the_layers():
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Architecture") :]

@@ -1461,7 +1461,7 @@ def test_a_context_launching_a_pair_kernel_with_another_size_is_refused_at_load(
 
 def _device_vector_floats() -> int:
     from delegate.runtime.device import describe, select_device
-    from delegate.runtime.pocl_cpu import vector_floats
+    from delegate.runtime.platforms.cpu_models import vector_floats
 
     info = describe(select_device())
     return 8 if info.is_gpu else vector_floats(info.compiler_cpu)

@@ -1,4 +1,4 @@
-"""PoCL's worker threads pinned one per CPU (delegate/runtime/pocl_affinity.py): asked for only where
+"""PoCL's worker threads pinned one per CPU (delegate/runtime/platforms/pocl_affinity.py): asked for only where
 the process may run on every CPU and the caller has not said otherwise, done before PoCL starts
 its workers, and reported."""
 
@@ -15,10 +15,10 @@ import pytest
 import delegate
 from delegate.compiler.graph import Builtin
 from delegate.model_run import format_result, run_model
-from delegate.runtime import pocl_affinity
 from delegate.runtime.device import describe, select_device
 from delegate.runtime.opencl import loader
-from delegate.runtime.pocl_affinity import VARIABLE, choose, request
+from delegate.runtime.platforms import pocl_affinity
+from delegate.runtime.platforms.pocl_affinity import VARIABLE, choose, request
 
 from .tflite_builder import Op, T, build_model
 
@@ -123,7 +123,8 @@ def test_the_interpreter_and_the_run_report_say_where_the_workers_run(tmp_path: 
     model = tmp_path / "adds.tflite"
     model.write_bytes(build_model([T((1, 8, 8, 4)), T((1, 8, 8, 4))], [Op(Builtin.ADD, [0, 0], [1])], [0], [1]))
     interpreter = delegate.Interpreter(str(model), background_compile="off", cpu_when_faster="false")
-    assert interpreter.opencl.worker_affinity == info.worker_affinity == loader().worker_affinity.describe()
+    start = loader().device_start(select_device().handle)
+    assert interpreter.opencl.worker_affinity == info.worker_affinity == start.worker_placement
     report = run_model(str(model), {"cpu_when_faster": "false"}, 1, progress=False)
     assert report["worker_affinity"] == info.worker_affinity
     assert f"PoCL's worker threads: {info.worker_affinity}" in format_result(report)

@@ -1,4 +1,4 @@
-"""PoCL's CPU name on processors its LLVM does not know (delegate.runtime.pocl_cpu).
+"""PoCL's CPU name on processors its LLVM does not know (delegate.runtime.platforms.pocl_cpu).
 
 The repair is tested on fake device objects laid out like PoCL 3.0's (a pointer to the LLVM
 triple, then one to the CPU name), so it runs whatever processor the tests are on; the real
@@ -15,7 +15,8 @@ import struct
 
 import pytest
 
-from delegate.runtime import device, driver, opencl, pocl_cpu
+from delegate.runtime import device, driver, opencl
+from delegate.runtime.platforms import cpu_models, pocl_cpu
 
 POCL = "Portable Computing Language"
 ZEN5_FLAGS = frozenset(
@@ -56,11 +57,11 @@ def test_replacement_is_the_newest_name_the_flags_allow() -> None:
     avx512 = ZEN5_FLAGS | {"avx512cd", "avx512bw", "avx512dq", "avx512vl"}
     assert pocl_cpu.replacement_name("AuthenticAMD", avx512) == "skx"
     assert pocl_cpu.replacement_name("GenuineIntel", avx512) == "skx"
-    assert pocl_cpu.vector_floats("skx") == 16
+    assert cpu_models.vector_floats("skx") == 16
     # AVX-512 F alone (no VL, BW, DQ) is not enough for skx
     assert pocl_cpu.replacement_name("AuthenticAMD", ZEN5_FLAGS) == "znver3"
-    assert pocl_cpu.vector_floats("znver3") == 8
-    assert pocl_cpu.vector_floats("") == 8
+    assert cpu_models.vector_floats("znver3") == 8
+    assert cpu_models.vector_floats("") == 8
     # an Intel processor with the same flags gets the vendor-neutral AVX2 model
     assert pocl_cpu.replacement_name("GenuineIntel", ZEN5_FLAGS) == "haswell"
     # an AMD processor missing one of Zen 3's instruction sets

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Race the CPU models PoCL compiles for: the name PoCL's LLVM gives the host against the one the
-delegate writes in its place (delegate/runtime/pocl_cpu.py), model by model.
+delegate writes in its place (delegate/runtime/platforms/pocl_cpu.py), model by model.
 
 Each side is a fresh ``python -m delegate run MODEL --json`` process with its own warm PoCL kernel
 cache and serialization folder (one untimed start compiles first); the two sides alternate round by

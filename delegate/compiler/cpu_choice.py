@@ -16,34 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..calibration import POCL_CPU, Calibration
 from .graph import Builtin, Graph, Node
 from .ops import op_for
 from .ops.concatenation import Concatenation
 from .ops.elementwise import Binary, Unary
 from .ops.reshape import Reshape
 from .ops.softmax import Softmax
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The constants of the estimate, measured by benchmarks/cpu_choice.py."""
-
-    #: the delegate's cost of one invoke of a partition, and of each kernel in it, computing nothing
-    invoke_us: float
-    kernel_us: float
-    #: TFLite's CPU kernels: cost per node, multiply-adds and tensor elements per microsecond
-    cpu_node_us: float
-    cpu_macs_per_us: float
-    cpu_elements_per_us: float
-
-
-#: AMD EPYC (Zen 4), 2 cores, PoCL 3 and ai-edge-litert's XNNPACK with 2 threads, measured by
-#: benchmarks/cpu_choice.py (RESULTS.md, "CPU choice"): the delegate's fixed costs at the low end
-#: of what was measured, the CPU's throughputs at the low end too (a larger CPU estimate), so that
-#: errors leave a partition on the delegate.
-POCL_CPU = Calibration(
-    invoke_us=40.0, kernel_us=1.0, cpu_node_us=1.0, cpu_macs_per_us=40_000.0, cpu_elements_per_us=15_000.0
-)
 
 #: ops whose work runs inside another node's kernel or needs none (fusion.py, reshapes, concatenations read in place)
 _NO_KERNEL_OF_THEIR_OWN = (Unary, Binary, Reshape, Softmax, Concatenation)

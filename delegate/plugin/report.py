@@ -71,7 +71,7 @@ class DelegateState:
     #: the threads delegate.Interpreter gave TFLite's kernels on a CPU device (delegate.cpu_threads.TfliteThreads),
     #: None where it did not choose (a GPU, or num_threads given)
     tflite_threads: Any = None
-    #: a PoCL CPU device: how its worker threads are placed (delegate/runtime/pocl_affinity.py); "" otherwise
+    #: a PoCL CPU device: how its worker threads are placed (delegate/runtime/platforms/pocl_affinity.py); "" otherwise
     worker_affinity: str = ""
     prepares: int = 0
     #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DeviceNotFoundError
-from . import driver, pocl_cpu
+from . import driver
 from .driver import Device
 from .opencl import loader
+from .platforms import Platform, for_name
 
 
 @dataclass(frozen=True)
@@ -37,31 +38,37 @@ class DeviceInfo:
     host_unified_memory: bool = False
     #: CL_DEVICE_MAX_COMPUTE_UNITS (PoCL: its worker threads, one per core)
     compute_units: int = 1
-    #: the CPU model PoCL compiles kernels for (read once, when the loader was initialised:
-    #: opencl.loader, pocl_cpu.py); "" for other drivers
+    #: the CPU model the device's compiler targets, as its platform read it once, when the loader
+    #: was initialised (opencl.loader, platforms/: PoCL's); "" for other drivers
     compiler_cpu: str = ""
-    #: PoCL's worker placement, as asked when the loader was initialised (pocl_affinity.py);
-    #: "" for other drivers
+    #: how the driver's worker threads are placed, as its platform asked when the loader was
+    #: initialised (platforms/pocl_affinity.py); "" for other drivers
     worker_affinity: str = ""
+
+    @property
+    def platform_rules(self) -> Platform:
+        """The rules of the device's platform (platforms/): what the runtime asks instead of
+        testing for a driver by name."""
+        return for_name(self.platform)
 
     @property
     def vector_floats(self) -> int:
         """Floats per vector register of code compiled for this device: 16 on CPU devices whose
-        compiler targets AVX-512 (pocl_cpu.vector_floats), else 8, GPUs included."""
-        return 8 if self.is_gpu else pocl_cpu.vector_floats(self.compiler_cpu)
+        compiler targets AVX-512 (platforms/cpu_models.py), else 8, GPUs included."""
+        return self.platform_rules.vector_floats(self.is_gpu, self.compiler_cpu)
 
     @property
     def key(self) -> str:
-        """What identifies compiled programs for this device (platform, device, driver, and the CPU
-        model PoCL compiles for)."""
+        """What identifies compiled programs for this device (platform, device, driver, and what
+        else its platform's binaries depend on: the CPU model PoCL compiles for)."""
         key = f"{self.platform}|{self.name}|{self.vendor}|{self.driver_version}|{self.version}"
-        return f"{key}|{self.compiler_cpu}" if self.compiler_cpu else key
+        return self.platform_rules.program_key(key, self.compiler_cpu)
 
 
 def describe(device: Device) -> DeviceInfo:
     get = device.get
     extensions = str(get("extensions")).split()
-    compiler_cpu = loader().compiler_cpu(device.handle)  # "" unless a PoCL CPU device
+    start = loader().device_start(device.handle)  # what its platform read when the loader started
     images = bool(get("image_support"))
     return DeviceInfo(
         platform=device.platform_name.strip(),
@@ -89,8 +96,8 @@ def describe(device: Device) -> DeviceInfo:
         image_buffer_max_pixels=int(get("image_max_buffer_size")) if images else 0,
         host_unified_memory=bool(get("host_unified_memory")),
         compute_units=max(int(get("max_compute_units")), 1),
-        compiler_cpu=compiler_cpu,
-        worker_affinity=loader().worker_affinity.describe() if compiler_cpu else "",
+        compiler_cpu=start.compiler_cpu,
+        worker_affinity=start.worker_placement,
     )
 
 
@@ -110,7 +117,8 @@ def _listing(found: list[tuple[int, int, Device]]) -> str:
 def select_device(request: str | int | object | None = None) -> Device:
     """Pick a device.
 
-    ``None``: the first GPU of any platform, else the first PoCL device, else the first device.
+    ``None``: the first GPU of any platform, else the first device of a platform chosen without
+    a GPU (PoCL's, platforms/), else the first device.
     ``"P:D"``: platform index P, device index D. ``int``, or a string of digits (options arrive as
     strings): index into the flat list of devices.
     Any other string: the first device whose "platform / device" name contains it (case-insensitive).
@@ -137,7 +145,7 @@ def select_device(request: str | int | object | None = None) -> Device:
             if dev.is_gpu:
                 return dev
         for _, _, dev in found:
-            if "portable computing language" in dev.platform_name.lower() or "pocl" in dev.platform_name.lower():
+            if for_name(dev.platform_name).chosen_without_gpu:
                 return dev
         if found:
             return found[0][2]

@@ -6,11 +6,12 @@ application imported it first), else the one pyopencl's wheel ships beside PoCL 
 importing pyopencl, which costs 50-90 ms), else the system's ``libOpenCL``. Either way pyopencl,
 if imported later, loads the same library, so handles pass between the two.
 
-Initialising the loader (``loader()``, once per process) is also when PoCL's CPU devices get a CPU
-name their LLVM knows (pocl_cpu.py), before any program is built, and when the name each one
-compiles for is read; nothing later rescans the driver's memory. Just before it, PoCL is asked to
-pin its worker threads one per CPU where that is sound (pocl_affinity.py), and pointed at a
-writable kernel cache folder where its default one cannot be written (pocl_cache.py).
+Initialising the loader (``loader()``, once per process, under a lock) is also when each platform
+(platforms/) does what its driver needs around its start: before it, environment the driver reads
+while it starts (PoCL: its worker placement, a writable kernel cache folder), taken back after;
+once the devices are listed, repairs of the driver's state and what each device compiles for
+(PoCL: a CPU name its LLVM knows, before any program is built). Nothing later rescans the
+driver's memory.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from .._native import ffi, lib
 from ..errors import DelegateError
-from . import pocl_affinity, pocl_cache, pocl_cpu
+from .platforms import PLATFORMS, DeviceStart, LoaderStart, Platform, for_name
 
 # cl.h constants (OpenCL 1.2) the platform listing needs; driver.py has the rest
 CL_DEVICE_TYPE_ALL = 0xFFFFFFFF
@@ -207,21 +208,25 @@ class Loader:
     path: str
     #: the table of OpenCL function pointers (a ``dlg_cl_api *``)
     api: Any
-    #: device address -> the CPU model that PoCL device compiles for, read after the repair
-    #: (pocl_cpu.py); other drivers' devices are not in it
-    compiler_cpus: Mapping[int, str]
-    #: whether PoCL was asked to pin its workers one per CPU (pocl_affinity.py), and why
-    worker_affinity: pocl_affinity.WorkerAffinity
+    #: device address -> what its platform learned of it when the loader started (platforms/:
+    #: the CPU model a PoCL device compiles for, read after the repair, and its worker placement);
+    #: devices of platforms that learn nothing are not in it
+    starts: Mapping[int, DeviceStart]
+
+    def device_start(self, device: Any) -> DeviceStart:
+        """What the platform of ``device`` (a ``cl_device_id``) learned of it at the start."""
+        return self.starts.get(int(ffi.cast("uintptr_t", device)), DeviceStart())
 
     def compiler_cpu(self, device: Any) -> str:
         """The CPU model ``device`` (a ``cl_device_id``) compiles for: "" for other drivers."""
-        return self.compiler_cpus.get(int(ffi.cast("uintptr_t", device)), "")
+        return self.device_start(device).compiler_cpu
 
 
 class _Once:
     """The process's Loader, made by the first caller under ``lock``: two first callers at once
-    would both start PoCL, repair its devices and set ``POCL_AFFINITY`` (PoCL then crashed in
-    clGetDeviceInfo); a caller that finds it made reads it without the lock."""
+    would both start the drivers and run the platforms' start (PoCL: both repaired its devices and
+    set ``POCL_AFFINITY``, and PoCL then crashed in clGetDeviceInfo); a caller that finds it made
+    reads it without the lock."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -232,8 +237,8 @@ _LOADER = _Once()
 
 
 def loader() -> Loader:
-    """Load the OpenCL API table and repair PoCL's CPU devices (pocl_cpu.py), once per process;
-    safe to call from any thread."""
+    """Load the OpenCL API table and run each platform's start (platforms/: PoCL's CPU devices
+    repaired), once per process; safe to call from any thread."""
     made = _LOADER.value
     if made is not None:
         return made
@@ -246,13 +251,10 @@ def loader() -> Loader:
 def _initialise() -> Loader:
     """What ``loader`` makes once (an error leaves nothing made: the next caller tries again)."""
     preloaded = _loaded_loader() is not None
-    affinity = pocl_affinity.request()
-    kernel_cache = pocl_cache.request()  # PoCL finds no device when it cannot write its cache folder
-    if affinity.requested and preloaded:  # pyopencl (or another library) may have started PoCL already
-        affinity = pocl_affinity.WorkerAffinity(
-            True, affinity.reason + "; the OpenCL loader was in the process before, so only if PoCL had not started"
-        )
+    started: list[tuple[Platform, LoaderStart]] = []
     try:
+        for platform in PLATFORMS:  # before the drivers start: what they read while they start
+            started.append((platform, platform.start_loader(preloaded=preloaded)))
         path = _loader_path()
         api = ffi.new("dlg_cl_api *")
         err = ffi.new("char[512]")
@@ -260,9 +262,12 @@ def _initialise() -> Loader:
             raise DelegateError(ffi.string(err).decode())
         devices = [(int(ffi.cast("uintptr_t", d)), name) for _, _, name, ids in platforms(api) for d in ids]
     finally:
-        pocl_affinity.withdraw(affinity)  # PoCL's workers have started: child processes get the caller's environment
-        pocl_cache.withdraw(kernel_cache)
-    return Loader(path, api, pocl_cpu.repair_devices(devices), affinity)
+        for _, start in started:  # the drivers have started: child processes get the caller's environment
+            start.withdraw()
+    starts: dict[int, DeviceStart] = {}
+    for platform, start in started:
+        starts.update(start.devices_listed([(a, name) for a, name in devices if for_name(name) is platform]))
+    return Loader(path, api, starts)
 
 
 def cl_api() -> Any:

@@ -82,7 +82,8 @@ class Runtime:
         (CL_DEVICE_HOST_UNIFIED_MEMORY: CPU devices such as PoCL, integrated GPUs).
         ``persistent``: run consecutive nodes as one persistent kernel (runtime/persistent.py: one
         work-group per compute unit walks the nodes, no launch between them); on by default (None
-        or True) for devices that are not GPUs when ``profiling`` is off, never on GPUs; False
+        or True) where the device's platform allows them (runtime/platforms/: devices that are not
+        GPUs) when ``profiling`` is off, never on GPUs; False
         launches every node by itself. Nodes it cannot take, and
         every node when its kernel fails to build (``persistent_error`` says why), are launched
         one by one as usual.
@@ -131,9 +132,8 @@ class Runtime:
             # slice planes off the 4 KiB grid on CPU devices, whose L1 caches they would alias in
             tensors = check_graph(ctx, padded=not info.is_gpu)
             self.allocation = TensorAllocator(self._cl_context, info, tensors, owned).allocate(ctx)
-            # persistent kernels only on devices that are not GPUs (their constants are sub-buffers of
-            # one arena, and NVIDIA's driver crashed releasing sub-buffers; a GPU gains nothing anyway)
-            arena = not info.is_gpu and persistent is not False and not profiling
+            # persistent kernels where the device's platform allows them (platforms/: not on GPUs)
+            arena = info.platform_rules.persistent_kernels(info.is_gpu) and persistent is not False and not profiling
             self._launches = ContextLaunches(
                 ctx, tensors, self.allocation, context=self._cl_context, info=info, builder=self._builder,
                 owner=owned, arena=arena,

@@ -20,7 +20,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache import warn_unusable
+from ...cache import warn_unusable
 
 #: PoCL's own setting
 VARIABLE = "POCL_CACHE_DIR"

@@ -12,8 +12,8 @@ newest processor LLVM 15 knows whose instruction sets the host has, as the host'
 flags show: ``skx`` (LLVM's short name for skylake-avx512) where AVX-512 F/CD/BW/DQ/VL are there,
 as on a Zen 5; else ``znver3`` on AMD processors with Zen 3's instruction sets, ``haswell`` (AVX2
 and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the compiler emits 16-float
-vectors as one register, and the compiler's matrix products use them (``vector_floats``,
-``CompileOptions.vector_width``). A name LLVM knows is left alone: LLVM 15 calls a Zen 4 (AVX-512,
+vectors as one register, and the compiler's matrix products use them (cpu_models.py
+``vector_floats``, ``CompileOptions.vector_width``). A name LLVM knows is left alone: LLVM 15 calls a Zen 4 (AVX-512,
 executed as two 256-bit halves) ``znver3``, and compiling for ``skx`` there was measured neither
 faster nor slower overall (benchmarks/experiments/pocl_target_race.py, RESULTS.md "PoCL's CPU name").
 
@@ -45,7 +45,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._native import ffi, lib
+from ..._native import ffi, lib
 
 #: the value LLVM gives to a CPU it does not know, as PoCL stores it (with its terminator)
 UNKNOWN_CPU = b"generic\0"
@@ -88,20 +88,6 @@ def replacement_name(vendor: str, flags: frozenset[str]) -> str:
         if needed <= flags:
             return name
     return "x86-64"
-
-
-#: LLVM CPU models (LLVM 15's and later ones') with AVX-512 F/CD/BW/DQ/VL: a PoCL device compiling for
-#: one of them runs 16-float vectors in one register.
-AVX512_MODELS = frozenset(
-    "skx skylake-avx512 cascadelake cooperlake cannonlake icelake-client icelake-server tigerlake rocketlake "
-    "sapphirerapids emeraldrapids graniterapids graniterapids-d znver4 znver5 x86-64-v4".split()
-)
-
-
-def vector_floats(compiler_cpu: str) -> int:
-    """Floats per vector register of code compiled for ``compiler_cpu`` (DeviceInfo.compiler_cpu):
-    16 for an AVX-512 model, else 8 (AVX2; also the value for devices that are not PoCL's)."""
-    return 16 if compiler_cpu in AVX512_MODELS else 8
 
 
 class _MemoryReader:

@@ -1,0 +1,68 @@
+"""PoCL (Portable Computing Language), the CPU driver pyopencl's wheel ships: its rules.
+
+Around the loader's start (once per process, under the loader's lock): its worker threads pinned
+one per CPU where that is sound (pocl_affinity.py) and a writable kernel cache folder where its
+default one cannot be written (pocl_cache.py), both asked through the environment before PoCL
+starts and taken back afterwards; once the devices are listed, the CPU name its LLVM compiles for
+repaired where that LLVM does not know the processor, and read (pocl_cpu.py). That name keys
+compiled programs and sets the compiler's vector width (16 floats on AVX-512 models). Persistent
+kernels run on its CPU devices; the rule cpu_when_faster weighs its measured costs
+(calibration.POCL_CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ...calibration import POCL_CPU, Calibration
+from . import cpu_models, pocl_affinity, pocl_cache, pocl_cpu
+from .base import DeviceStart
+
+
+class PoclStart:
+    """PoCL's part in one start of the loader: the environment asked for, then the devices' repair."""
+
+    def __init__(self, *, preloaded: bool) -> None:
+        affinity = pocl_affinity.request()
+        self.kernel_cache = pocl_cache.request()  # PoCL finds no device when it cannot write its cache folder
+        if affinity.requested and preloaded:  # pyopencl (or another library) may have started PoCL already
+            affinity = pocl_affinity.WorkerAffinity(
+                True, affinity.reason + "; the OpenCL loader was in the process before, so only if PoCL had not started"
+            )
+        self.affinity = affinity
+
+    def withdraw(self) -> None:
+        # PoCL's workers have started: child processes get the caller's environment
+        pocl_affinity.withdraw(self.affinity)
+        pocl_cache.withdraw(self.kernel_cache)
+
+    def devices_listed(self, devices: Sequence[tuple[int, str]]) -> Mapping[int, DeviceStart]:
+        placement = self.affinity.describe()
+        return {
+            address: DeviceStart(name, placement if name else "")
+            for address, name in pocl_cpu.repair_devices(devices).items()
+        }
+
+
+class PoclPlatform:
+    """PoCL's platforms (by name: "Portable Computing Language", or one naming PoCL)."""
+
+    name = "pocl"
+    chosen_without_gpu = True
+    calibration: Calibration | None = POCL_CPU
+
+    def serves(self, platform_name: str) -> bool:
+        name = platform_name.lower()
+        return "portable computing language" in name or "pocl" in name
+
+    def start_loader(self, *, preloaded: bool) -> PoclStart:
+        return PoclStart(preloaded=preloaded)
+
+    def vector_floats(self, is_gpu: bool, compiler_cpu: str) -> int:
+        return cpu_models.device_vector_floats(is_gpu, compiler_cpu)  # 16 where it compiles for AVX-512
+
+    def program_key(self, device_key: str, compiler_cpu: str) -> str:
+        return cpu_models.program_key(device_key, compiler_cpu)  # the CPU model it compiles for
+
+    def persistent_kernels(self, is_gpu: bool) -> bool:
+        return not is_gpu  # its CPU devices (a PoCL GPU driver has the GPUs' reasons against them)

@@ -1,0 +1,115 @@
+"""Device specifics behind one interface (delegate/runtime/platforms/): each OpenCL platform's rules
+are answered by its Platform, chosen by the platform's name, and the core runtime asks it instead
+of testing for a driver by name."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import platform
+from pathlib import Path
+
+import pytest
+
+from delegate.calibration import POCL_CPU
+from delegate.compiler import cpu_choice
+from delegate.runtime import opencl
+from delegate.runtime.device import DeviceInfo
+from delegate.runtime.platforms import PLATFORMS, DeviceStart, GenericPlatform, PoclPlatform, for_name, pocl_affinity
+
+from .test_pocl_cpu import POCL, FakeDevice, needs_x86_64
+
+RUNTIME = Path(__file__).resolve().parent.parent / "delegate" / "runtime"
+#: a CPU device of a platform that is not PoCL's, and the same device as PoCL's
+OTHER_CPU = DeviceInfo("Some CPU Runtime", "cpu", "v", "1", "OpenCL 3.0", False, False, False, False, 1024,
+                       (1024, 1024, 1024), 1 << 30, 4 << 30, 1 << 16, 128, (0, 0), (0, 0, 0), 0, 0)  # fmt: skip
+POCL_CPU_DEVICE = dataclasses.replace(OTHER_CPU, platform=POCL, compiler_cpu="skx", worker_affinity="pinned")
+
+
+def test_the_platform_is_chosen_by_name() -> None:
+    for name in (POCL, "portable computing language", "PoCL-CUDA"):
+        assert isinstance(for_name(name), PoclPlatform), name
+    for name in ("NVIDIA CUDA", "AMD Accelerated Parallel Processing", "Intel(R) OpenCL", ""):
+        assert isinstance(for_name(name), GenericPlatform), name
+    assert isinstance(PLATFORMS[-1], GenericPlatform)  # it serves every name: last
+    assert OTHER_CPU.platform_rules is PLATFORMS[-1] and POCL_CPU_DEVICE.platform_rules is PLATFORMS[0]
+
+
+def test_what_each_platform_answers() -> None:
+    pocl, generic = PoclPlatform(), GenericPlatform()
+    assert pocl.chosen_without_gpu and not generic.chosen_without_gpu
+    assert pocl.calibration is POCL_CPU is cpu_choice.POCL_CPU and generic.calibration is None
+    for rules in (pocl, generic):
+        assert rules.persistent_kernels(is_gpu=False) and not rules.persistent_kernels(is_gpu=True)
+        assert rules.program_key("p|d", "") == "p|d" and rules.program_key("p|d", "skx") == "p|d|skx"
+        assert rules.vector_floats(False, "skx") == 16 and rules.vector_floats(False, "znver3") == 8
+        assert rules.vector_floats(True, "skx") == 8
+    assert POCL_CPU_DEVICE.key.endswith("|skx") and POCL_CPU_DEVICE.vector_floats == 16
+    assert not OTHER_CPU.key.endswith("|") and OTHER_CPU.vector_floats == 8
+
+
+def test_the_generic_start_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = dict(os.environ)
+    start = GenericPlatform().start_loader(preloaded=False)
+    assert dict(os.environ) == before
+    assert start.devices_listed([(1, "NVIDIA CUDA")]) == {}
+    start.withdraw()
+    assert dict(os.environ) == before
+
+
+def test_pocls_start_asks_and_takes_back_its_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(pocl_affinity.VARIABLE, raising=False)
+    monkeypatch.delenv("POCL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a writable kernel cache folder: left alone
+    monkeypatch.setattr(pocl_affinity, "_allowed_cpus", lambda: frozenset({0, 1}))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    start = PoclPlatform().start_loader(preloaded=True)
+    assert os.environ[pocl_affinity.VARIABLE] == "1" and "POCL_CACHE_DIR" not in os.environ
+    assert "the OpenCL loader was in the process before" in start.affinity.reason
+    start.withdraw()
+    assert pocl_affinity.VARIABLE not in os.environ
+
+
+@needs_x86_64
+def test_pocls_start_repairs_and_reads_its_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from delegate.runtime.platforms import pocl_cpu
+
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "znver3")
+    monkeypatch.setattr(pocl_affinity, "_allowed_cpus", lambda: None)  # left to the OS: nothing set
+    generic = FakeDevice(b"generic\0")
+    start = PoclPlatform().start_loader(preloaded=False)
+    start.withdraw()
+    found = start.devices_listed([(generic.address, POCL)])
+    assert found == {generic.address: DeviceStart("znver3", start.affinity.describe())}
+    assert generic.cpu == b"znver3\0\0"
+
+
+def test_the_loader_answers_for_devices_it_learned_nothing_of() -> None:
+    loader = opencl.loader()
+    assert loader.device_start(0) == DeviceStart() and loader.compiler_cpu(0) == ""
+    if platform.machine() == "x86_64":
+        assert any(s.compiler_cpu for s in loader.starts.values()), "PoCL's CPU device names its CPU model"
+
+
+def _core_modules() -> list[Path]:
+    return [p for p in RUNTIME.rglob("*.py") if "platforms" not in p.relative_to(RUNTIME).parts]
+
+
+def test_the_core_runtime_does_not_test_for_a_driver_by_name() -> None:
+    """Outside platforms/, no comparison or containment test names PoCL, and nothing imports a
+    platform's own modules (only the interface the package platforms/ exports)."""
+    found = []
+    for path in _core_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                texts = [c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                if any("pocl" in t.lower() or "portable computing" in t.lower() for t in texts):
+                    found.append(f"{path.name}:{node.lineno} tests for PoCL by name")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("platforms."):
+                found.append(f"{path.name}:{node.lineno} imports {node.module}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "platforms":
+                own = [a.name for a in node.names if a.name.startswith("pocl")]
+                found += [f"{path.name}:{node.lineno} imports {name}" for name in own]
+    assert found == []
