@@ -11,13 +11,13 @@ from .bounds import check_bounds
 from .fusion import link, linkable
 from .graph import FLOAT32, Builtin, Graph, Node
 from .kernel import KernelNode
-from .ops import EmitContext, op_for
+from .ops import EmitContext, op_for, traits_of
 from .ops.base import HEAD, ConvKernels, KernelFamily, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
 from .pad_merge import merge_pads
 from .precision import wide_tensors
-from .quant import ROUNDS_WITH_ZERO_POINT, qdq_code
+from .quant import qdq_code
 from .shape_check import declared_shape_problem
 
 
@@ -157,7 +157,7 @@ def _quantize_output(placed: KernelNode, node: Node, graph: Graph) -> None:
     if params is None:
         return
     if placed.kernel.accepts_links:
-        placed.kernel.linked.append(qdq_code(params, node.op in ROUNDS_WITH_ZERO_POINT))
+        placed.kernel.linked.append(qdq_code(params, traits_of(node.op).rounds_with_zero_point))
     elif _regrids(graph, node):
         raise ValueError(f"{node.name}: its kernel has no write hook for the quantize-and-dequantize step")
 
