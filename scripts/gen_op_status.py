@@ -63,7 +63,7 @@ def _dynamic(code: int) -> str:
 
 def table() -> str:
     """The table, as docs/ops.md holds it between the markers."""
-    codes = sorted({*OPS, *_FOLDED}, key=op_name)
+    codes = sorted({*(c for c in OPS if c >= 0), *_FOLDED}, key=op_name)  # < 0: compiler-internal ops
     rows = ["| op | float32 | int8 / uint8 | dynamic range |", "| --- | --- | --- | --- |"]
     rows += [f"| {op_name(code)} | {_float(code)} | {_int8(code)} | {_dynamic(code)} |" for code in codes]
     for name in sorted(CUSTOM_OPS):
