@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Writes the op status table of docs/ops.md (between its op-status markers): every op the
 compiler runs, with its float, int8 / uint8 and dynamic-range status, read from the compiler's own
-tables: ``compiler.ops.OPS`` and ``CUSTOM_OPS`` (float), ``compiler.quant.QUANT_OPS``,
-``KEEPS_INTEGERS`` and ``output_grid_problem`` (int8 / uint8), ``compiler.fold.HYBRID_WEIGHTS``
-(dynamic range). tests/test_op_status.py fails when the committed table is not what this writes:
+tables: ``compiler.ops.OPS`` and ``CUSTOM_OPS`` (float), each op's traits (``Op.traits``,
+compiler/ops/traits.py: its quantization for int8 / uint8, its hybrid weights for dynamic range)
+and ``quant.output_grid_problem``. tests/test_op_status.py fails when the committed table is not what this writes:
 then run ``python scripts/gen_op_status.py`` and commit the result.
 """
 
@@ -15,11 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from delegate.compiler.fold import HYBRID_WEIGHTS  # noqa: E402
 from delegate.compiler.graph import Builtin, op_name  # noqa: E402
-from delegate.compiler.ops import CUSTOM_OPS, OPS  # noqa: E402
+from delegate.compiler.ops import CUSTOM_OPS, OPS, Quantization, traits_of  # noqa: E402
 from delegate.compiler.ops.comparison import Cast, Compare, Logical, Select  # noqa: E402
-from delegate.compiler.quant import KEEPS_INTEGERS, QUANT_OPS  # noqa: E402
 
 DOC = ROOT / "docs" / "ops.md"
 BEGIN, END = "<!-- op-status:begin -->", "<!-- op-status:end -->"
@@ -47,9 +45,10 @@ def _float(code: int) -> str:
 def _int8(code: int) -> str:
     if code == Builtin.DENSIFY:
         return "n/a (float weights)"
-    if code not in QUANT_OPS:
+    quantization = traits_of(code).quantization
+    if quantization is Quantization.NONE:
         return "CPU: no quantized form in the compiler"
-    if code in KEEPS_INTEGERS:
+    if quantization is Quantization.KEEPS_INTEGERS:
         return "delegate (one quantization in and out, as TFLite's kernel keeps the integers)"
     if code in _FIXED_GRID:
         return f"delegate ({_FIXED_GRID[code]})"
@@ -57,14 +56,14 @@ def _int8(code: int) -> str:
 
 
 def _dynamic(code: int) -> str:
-    if code in HYBRID_WEIGHTS:
+    if traits_of(code).hybrid_weights is not None:
         return "delegate (int8 weights dequantized at compile time)"
     return "n/a (no weights)"
 
 
 def table() -> str:
     """The table, as docs/ops.md holds it between the markers."""
-    codes = sorted({*OPS, *QUANT_OPS, *_FOLDED}, key=op_name)
+    codes = sorted({*(c for c in OPS if c >= 0), *_FOLDED}, key=op_name)  # < 0: compiler-internal ops
     rows = ["| op | float32 | int8 / uint8 | dynamic range |", "| --- | --- | --- | --- |"]
     rows += [f"| {op_name(code)} | {_float(code)} | {_int8(code)} | {_dynamic(code)} |" for code in codes]
     for name in sorted(CUSTOM_OPS):

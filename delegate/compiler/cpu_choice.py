@@ -17,15 +17,9 @@ import math
 from dataclasses import dataclass
 
 from ..calibration import POCL_CPU, Calibration
-from .graph import Builtin, Graph, Node
+from .graph import Graph, Node
 from .ops import op_for
-from .ops.concatenation import Concatenation
-from .ops.elementwise import Binary, Unary
-from .ops.reshape import Reshape
-from .ops.softmax import Softmax
 
-#: ops whose work runs inside another node's kernel or needs none (fusion.py, reshapes, concatenations read in place)
-_NO_KERNEL_OF_THEIR_OWN = (Unary, Binary, Reshape, Softmax, Concatenation)
 
 
 def _elements(graph: Graph, index: int) -> int:
@@ -37,22 +31,10 @@ def _runtime(graph: Graph, ids: tuple[int, ...]) -> list[int]:
 
 
 def node_macs(node: Node, graph: Graph) -> int:
-    """Multiply-adds of a matrix-product node (convolutions, fully connected, batch products); 0 for others."""
-    out = _elements(graph, node.outputs[0]) if node.outputs and node.outputs[0] >= 0 else 0
-    shape = graph.tensor(node.inputs[1]).shape if len(node.inputs) > 1 and node.inputs[1] >= 0 else ()
-    if node.op == Builtin.CONV_2D and len(shape) == 4:
-        return out * math.prod(shape[1:])  # filters [O, KH, KW, I]
-    if node.op == Builtin.DEPTHWISE_CONV_2D and len(shape) == 4:
-        return out * shape[1] * shape[2]
-    if node.op == Builtin.FULLY_CONNECTED and shape:
-        return out * shape[-1]  # weights [O, I]
-    if node.op == Builtin.TRANSPOSE_CONV and len(shape) == 4 and len(node.inputs) > 2:
-        return _elements(graph, node.inputs[2]) * math.prod(shape[:3])  # each input element meets O x KH x KW
-    if node.op == Builtin.BATCH_MATMUL and node.inputs and node.inputs[0] >= 0:
-        lhs = graph.tensor(node.inputs[0]).shape
-        if len(lhs) >= 2:
-            return out * (lhs[-2] if node.params.get("adj_x") else lhs[-1])
-    return 0
+    """Multiply-adds of a matrix-product node (convolutions, fully connected, batch products); 0 for
+    others: what its op says (``Op.macs``)."""
+    op = op_for(node)
+    return op.macs(node, graph) if op is not None else 0
 
 
 @dataclass(frozen=True)
@@ -129,7 +111,9 @@ def estimate(graph: Graph, nodes: list[int], *, applied: bool, calibration: Cali
         if not inputs:  # folded into constants (fold.py, shapes.py): neither side runs it
             continue
         cpu_nodes += 1
-        if not isinstance(op_for(node), _NO_KERNEL_OF_THEIR_OWN):
+        op = op_for(node)
+        # ops linked into another node's kernel, views, concatenations read in place: no kernel
+        if op is not None and op.traits(node.op).own_kernel:
             kernels += 1
         macs += node_macs(node, graph)
         elements += sum(_elements(graph, i) for i in (*inputs, *_runtime(graph, node.outputs)))

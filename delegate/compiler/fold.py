@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .graph import FLOAT32, Builtin, Graph, Tensor
+from .ops import traits_of
 from .quant import carry_quantized
 
 FLOAT16 = 10  # kTfLiteFloat16
@@ -57,20 +58,10 @@ def _foldable(t: Tensor) -> bool:
 FOLDED_OPS = frozenset({Builtin.DEQUANTIZE, Builtin.DENSIFY})
 
 
-#: op -> (position of its weights, position of its activation input) for TFLite's hybrid kernels
-HYBRID_WEIGHTS = {
-    Builtin.CONV_2D: (1, 0),
-    Builtin.DEPTHWISE_CONV_2D: (1, 0),
-    Builtin.FULLY_CONNECTED: (1, 0),
-    Builtin.TRANSPOSE_CONV: (1, 2),
-    Builtin.BATCH_MATMUL: (1, 0),
-}
-
-
 def _hybrid_weight(graph: Graph, node_index: int) -> int | None:
     """The int8 constant weights of a hybrid node (float activations in and out), else None."""
     node = graph.nodes[node_index]
-    positions = HYBRID_WEIGHTS.get(Builtin(node.op)) if node.op in HYBRID_WEIGHTS else None
+    positions = traits_of(node.op).hybrid_weights  # (weights, activations) in TFLite's hybrid kernel
     if positions is None or max(positions) >= len(node.inputs) or len(node.outputs) != 1:
         return None
     weights, data = (node.inputs[p] for p in positions)

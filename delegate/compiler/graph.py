@@ -96,6 +96,7 @@ class Builtin(IntEnum):
     VAR_HANDLE = 142
     READ_VARIABLE = 143
     ASSIGN_VARIABLE = 144
+    GELU = 150
 
 
 class Activation(IntEnum):

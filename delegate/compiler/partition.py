@@ -11,14 +11,19 @@ from .bounds import check_bounds
 from .fusion import link, linkable
 from .graph import FLOAT32, Builtin, Graph, Node
 from .kernel import KernelNode
-from .ops import EmitContext, op_for
+from .layer_norm import LayerNormRewrite
+from .ops import EmitContext, op_for, traits_of
 from .ops.base import HEAD, ConvKernels, KernelFamily, constant_tensor, operation, written
 from .ops.conv import reads_concat_in_place
 from .ops.conv_pair import pair_operation, pairs
 from .pad_merge import merge_pads
 from .precision import wide_tensors
-from .quant import ROUNDS_WITH_ZERO_POINT, qdq_code
+from .quant import qdq_code
+from .rewrites import Rewrite, rewrite
 from .shape_check import declared_shape_problem
+
+#: the pattern rewrites, in the order they run (rewrites.py)
+REWRITES: list[Rewrite] = [LayerNormRewrite()]
 
 
 @dataclass(frozen=True)
@@ -157,7 +162,7 @@ def _quantize_output(placed: KernelNode, node: Node, graph: Graph) -> None:
     if params is None:
         return
     if placed.kernel.accepts_links:
-        placed.kernel.linked.append(qdq_code(params, node.op in ROUNDS_WITH_ZERO_POINT))
+        placed.kernel.linked.append(qdq_code(params, traits_of(node.op).rounds_with_zero_point))
     elif _regrids(graph, node):
         raise ValueError(f"{node.name}: its kernel has no write hook for the quantize-and-dequantize step")
 
@@ -210,6 +215,7 @@ def compile_partition(
     if options.fuse:  # zero PADs run inside their readers: convolutions, elementwise ops (pad_merge.py)
         merged = merge_pads(graph, nodes, outputs)
         graph, nodes, pad_names = merged.graph, merged.nodes, merged.names
+        graph, nodes = rewrite(graph, nodes, outputs, REWRITES)  # patterns into single nodes (rewrites.py)
     emit = EmitContext(
         graph,
         options.precision,
@@ -309,7 +315,8 @@ def _kernels(
                 continue
             kernel = op.emit(node, emit)
             node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
-            names = [node.name, *(merged_names[i] for i in node.inputs if i in merged_names)]
+            names = [*node.params.get("fused_names", [node.name])]  # a rewrite's node carries its nodes' names
+            names += [merged_names[i] for i in node.inputs if i in merged_names]
             names += [pad_names[index]] if index in pad_names else []
             placed = KernelNode(kernel, node_inputs, list(node.outputs), names)
         if len(placed.input_ids) != len(kernel.operation.src_tensors_names):

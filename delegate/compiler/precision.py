@@ -31,77 +31,43 @@ Everything else keeps the precision asked for; at F32 nothing changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..context.model import CalculationsPrecision
 from .graph import INT32, Builtin, Graph, Node
+from .ops import traits_of
 
 #: A gain above which an input stored in half loses more than 2^-11 * 64 = 1/32 of its range
 #: at the consumer's output (worst case).
 GAIN_LIMIT = 64.0
 
-#: consumer op -> (position of its data input, position of its weights)
-_MATRIX_PRODUCTS = {
-    Builtin.CONV_2D: (0, 1),
-    Builtin.DEPTHWISE_CONV_2D: (0, 1),
-    Builtin.FULLY_CONNECTED: (0, 1),
-    Builtin.TRANSPOSE_CONV: (2, 1),
-}
-
-#: ops whose output carries their runtime operands' errors at most unscaled
-_PASS_THROUGH = frozenset(
-    {
-        Builtin.PAD,
-        Builtin.PADV2,
-        Builtin.MIRROR_PAD,
-        Builtin.RESHAPE,
-        Builtin.SQUEEZE,
-        Builtin.EXPAND_DIMS,
-        Builtin.CONCATENATION,
-        Builtin.SLICE,
-        Builtin.STRIDED_SLICE,
-        Builtin.TRANSPOSE,
-        Builtin.SPACE_TO_DEPTH,
-        Builtin.DEPTH_TO_SPACE,
-        Builtin.RESIZE_BILINEAR,
-        Builtin.RESIZE_NEAREST_NEIGHBOR,
-        Builtin.MAX_POOL_2D,
-        Builtin.AVERAGE_POOL_2D,
-        Builtin.ADD,
-        Builtin.SUB,
-        Builtin.RELU,
-        Builtin.RELU6,
-        Builtin.RELU_N1_TO_1,
-    }
-)
+#: folded at compile time (shapes.py), so no op declares their traits: small values pass through them
+_FOLDED_KEEPING_SMALL = frozenset({Builtin.PACK, Builtin.GATHER})
 
 
-#: op -> the input position where a value rounded to half's floor (zero) costs an unbounded error
-_SMALL_VALUE_READERS = {Builtin.LOG: 0, Builtin.RSQRT: 0, Builtin.POW: 0, Builtin.DIV: 1}
-#: ops whose output is small where their inputs are: a small value reaching a _SMALL_VALUE_READERS
-#: input is computed through them, and each of their runtime inputs is rounded the same way
-_KEEPS_SMALL = _PASS_THROUGH | {
-    Builtin.MUL,
-    Builtin.SQUARE,
-    Builtin.SQRT,
-    Builtin.ABS,
-    Builtin.NEG,
-    Builtin.SUM,
-    Builtin.MEAN,
-    Builtin.MAXIMUM,
-    Builtin.MINIMUM,
-    Builtin.PACK,
-    Builtin.SPLIT,
-    Builtin.SPLIT_V,
-    Builtin.TILE,
-    Builtin.GATHER,
-}
+def _passes_bound(code: int) -> bool:
+    """Its output carries its runtime operands' errors at most unscaled (``Traits.passes_bound``)."""
+    return traits_of(code).passes_bound
+
+
+def _keeps_small(code: int) -> bool:
+    """Its output is small where its inputs are: a small value reaching a ``small_value_input`` is
+    computed through it, and each of its runtime inputs is rounded the same way."""
+    traits = traits_of(code)
+    return traits.passes_bound or traits.keeps_small or code in _FOLDED_KEEPING_SMALL
+
+
+def _through_products(code: int) -> bool:
+    """A small value may come through it to a LOG: ``_keeps_small`` or a product of its inputs."""
+    return _keeps_small(code) or traits_of(code).product
 
 
 def weight_gain(node: Node, graph: Graph) -> float:
     """The largest L1 norm over the output channels of ``node``'s constant weights (0 when it has
     none, or is not a matrix product)."""
-    positions = _MATRIX_PRODUCTS.get(node.op)
+    positions = traits_of(node.op).matrix_product
     if positions is None or len(node.inputs) <= positions[1] or node.inputs[positions[1]] < 0:
         return 0.0
     weights = graph.tensor(node.inputs[positions[1]]).constant
@@ -117,14 +83,13 @@ def weight_gain(node: Node, graph: Graph) -> float:
 
 #: TFLite's fused activations that bound an output: RELU_N1_TO_1 (2) to 1, RELU6 (3) to 6
 _BOUNDING_ACTIVATIONS = {2: 1.0, 3: 6.0}
-#: ops whose output is bounded whatever their input
-_BOUNDED_OPS = {Builtin.RELU6: 6.0, Builtin.RELU_N1_TO_1: 1.0, Builtin.LOGISTIC: 1.0, Builtin.TANH: 1.0}
 
 
 def output_bound(node: Node) -> float | None:
     """The largest magnitude ``node``'s output can have, when its op or fused activation bounds it."""
-    if node.op in _BOUNDED_OPS:
-        return _BOUNDED_OPS[node.op]
+    bound = traits_of(node.op).output_bound  # bounded whatever the input (RELU6: 6)
+    if bound is not None:
+        return bound
     return _BOUNDING_ACTIVATIONS.get(int(node.params.get("activation", 0) or 0))
 
 
@@ -140,7 +105,7 @@ def _bounded(tensor: int, graph: Graph, producer: dict[int, Node], seen: dict[in
         result = False  # a partition input: its range is the host's
     elif output_bound(source) is not None:
         result = True
-    elif source.op in _PASS_THROUGH:
+    elif _passes_bound(source.op):
         result = all(_bounded(i, graph, producer, seen) for i in source.inputs if i >= 0)
     else:
         result = False
@@ -152,7 +117,7 @@ def sensitive_input(node: Node, graph: Graph, producer: dict[int, Node], seen: d
     """The data input of ``node`` whose storage rounding its output would magnify, if any: a
     matrix product with a gain above ``GAIN_LIMIT``, or one whose output is bounded (RELU6) while
     that input is not, so that a rounding relative to an unbounded magnitude meets a fixed range."""
-    positions = _MATRIX_PRODUCTS.get(node.op)
+    positions = traits_of(node.op).matrix_product
     if positions is None or len(node.inputs) <= positions[0]:
         return None
     data = node.inputs[positions[0]]
@@ -180,25 +145,26 @@ def wide_tensors(graph: Graph, nodes: list[int], precision: CalculationsPrecisio
         data = sensitive_input(graph.nodes[index], graph, producer, seen)
         if data is not None:
             pending.append(data)
-    wide = _with_sources(graph, producer, pending, _PASS_THROUGH)
+    wide = _with_sources(graph, producer, pending, _passes_bound)
     # Over the whole graph: a tensor this partition writes may reach a LOG in another partition
     # (through CPU nodes too), and is rounded to half here all the same.
     everywhere = {t: node for node in graph.nodes.values() for t in node.outputs}
     small, logs = [], []
     for node in graph.nodes.values():
-        position = _SMALL_VALUE_READERS.get(node.op)
+        position = traits_of(node.op).small_value_input  # where a value rounded to zero costs most
         if position is not None and position < len(node.inputs):
             (logs if node.op == Builtin.LOG else small).append(node.inputs[position])
-    through_products = _KEEPS_SMALL | frozenset(_MATRIX_PRODUCTS) | {Builtin.BATCH_MATMUL}
     return frozenset(
         wide
-        | _with_sources(graph, everywhere, small, _KEEPS_SMALL)
-        | _with_sources(graph, everywhere, logs, through_products)
+        | _with_sources(graph, everywhere, small, _keeps_small)
+        | _with_sources(graph, everywhere, logs, _through_products)
     )
 
 
-def _with_sources(graph: Graph, producer: dict[int, Node], tensors: list[int], through: frozenset[int]) -> set[int]:
-    """``tensors`` (runtime ones) and, through producers whose op is in ``through``, their sources."""
+def _with_sources(
+    graph: Graph, producer: dict[int, Node], tensors: list[int], through: Callable[[int], bool]
+) -> set[int]:
+    """``tensors`` (runtime ones) and, through producers whose op ``through`` admits, their sources."""
     pending = list(tensors)
     found: set[int] = set()
     while pending:
@@ -207,6 +173,6 @@ def _with_sources(graph: Graph, producer: dict[int, Node], tensors: list[int], t
             continue
         found.add(tensor)
         source = producer.get(tensor)
-        if source is not None and source.op in through:
+        if source is not None and through(source.op):
             pending.extend(source.inputs)
     return found

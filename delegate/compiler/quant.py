@@ -12,10 +12,10 @@ before it is the integer kernel's accumulator times its real scale, so the two a
 rounding step where the value sits on a tie. The step is linked into the producer's kernel, in
 front of its writes (kernel.WriteHook), so it costs no kernel of its own.
 
-Ops whose integer kernels keep the integers (KEEPS_INTEGERS: data movement, max / average pooling,
-MAXIMUM / MINIMUM, resizes) write the input's integers read on the output's grid; carried in float
-they agree only while every quantized tensor of the node has one quantization, so a node with two
-stays on CPU (``integer_copy_problem``).
+Ops whose integer kernels keep the integers (their traits say ``Quantization.KEEPS_INTEGERS``,
+ops/traits.py: data movement, max / average pooling, MAXIMUM / MINIMUM, resizes) write the input's
+integers read on the output's grid; carried in float they agree only while every quantized tensor
+of the node has one quantization, so a node with two stays on CPU (``integer_copy_problem``).
 
 At a partition's edges carried tensors are converted (csrc/plugin.c): an int8 / uint8 input is
 dequantized into a float staging copy before the run, an output quantized after it.
@@ -26,71 +26,16 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Tensor
+from .ops import Quantization, traits_of
 
 INT8, UINT8 = 9, 3
 #: the integer range of each carried type
 RANGES = {INT8: (-128, 127), UINT8: (0, 255)}
 
-#: ops whose integer kernels requantize onto the output grid (QUANT_OPS adds KEEPS_INTEGERS)
-_REQUANTIZING = frozenset(
-    {
-        Builtin.CONV_2D,
-        Builtin.DEPTHWISE_CONV_2D,
-        Builtin.FULLY_CONNECTED,
-        Builtin.TRANSPOSE_CONV,
-        Builtin.ADD,
-        Builtin.SUB,
-        Builtin.MUL,
-        Builtin.CONCATENATION,
-        Builtin.MEAN,
-        Builtin.SOFTMAX,
-        Builtin.LOGISTIC,
-        Builtin.TANH,
-        Builtin.HARD_SWISH,
-        Builtin.RELU,
-        Builtin.RELU6,
-        Builtin.RELU_N1_TO_1,
-        Builtin.LEAKY_RELU,
-        Builtin.QUANTIZE,
-        Builtin.DEQUANTIZE,
-    }
-)
 
-#: ops whose integer kernels move, pick, pad with or average the input's integers without
-#: requantizing them (TFLite's kernels, ai-edge-litert 2.3: the output's integers are the input's,
-#: read on the output's scale and zero point), or that reject a model whose int8 / uint8 tensors
-#: differ in quantization (MIRROR_PAD, EXPAND_DIMS, PADV2's pad value, REDUCE_MAX / MIN, int8
-#: CONCATENATION). Carried in float such a node computes on real values and rounds them onto the
-#: output's grid, which is TFLite's answer only when every such tensor has one quantization.
-KEEPS_INTEGERS = frozenset(
-    {
-        Builtin.RESHAPE,
-        Builtin.SQUEEZE,
-        Builtin.EXPAND_DIMS,
-        Builtin.TRANSPOSE,
-        Builtin.SLICE,
-        Builtin.STRIDED_SLICE,
-        Builtin.SPLIT,
-        Builtin.SPLIT_V,
-        Builtin.TILE,
-        Builtin.SPACE_TO_DEPTH,
-        Builtin.DEPTH_TO_SPACE,
-        Builtin.MIRROR_PAD,
-        Builtin.PAD,
-        Builtin.PADV2,
-        Builtin.RESIZE_NEAREST_NEIGHBOR,
-        Builtin.RESIZE_BILINEAR,
-        Builtin.MAX_POOL_2D,
-        Builtin.AVERAGE_POOL_2D,
-        Builtin.MAXIMUM,
-        Builtin.MINIMUM,
-        Builtin.REDUCE_MAX,
-        Builtin.REDUCE_MIN,
-    }
-)
-
-#: ops whose quantized form is the float op followed by quantize-and-dequantize of the output
-QUANT_OPS = _REQUANTIZING | KEEPS_INTEGERS
+def quantization(code: int) -> Quantization:
+    """How the op of ``code`` treats quantization: its own declaration (``Op.traits``)."""
+    return traits_of(code).quantization
 
 
 def carried_params(t: Tensor) -> Carried | None:
@@ -137,9 +82,10 @@ def _grid(t: Tensor) -> Carried | None:
 
 def integer_copy_problem(node: Node, graph: Graph) -> str | None:
     """Why carrying ``node`` in float would not give TFLite's answer, for an op whose integer kernel
-    keeps the integers (KEEPS_INTEGERS, int8 CONCATENATION): a quantized tensor it reads or writes
-    on another grid than its first output's; None when they share one."""
-    if (node.op not in KEEPS_INTEGERS and node.op != Builtin.CONCATENATION) or not node.outputs:
+    keeps the integers (``Quantization.KEEPS_INTEGERS``, int8 CONCATENATION): a quantized tensor it
+    reads or writes on another grid than its first output's; None when they share one."""
+    keeps = quantization(node.op) is Quantization.KEEPS_INTEGERS
+    if (not keeps and node.op != Builtin.CONCATENATION) or not node.outputs:
         return None
     out = graph.tensor(node.outputs[0])
     want = _grid(out)
@@ -194,7 +140,6 @@ def _literal(v: float) -> str:
 
 #: ops whose integer kernels round the integer value itself, zero point included (TFLite's
 #: average pooling: (sum of q + count / 2) / count, half away from zero), not the real value
-ROUNDS_WITH_ZERO_POINT = frozenset({Builtin.AVERAGE_POOL_2D})
 
 
 #: how close to a tie (in steps) a value is taken for the tie: float32's error on a result of a
@@ -205,7 +150,7 @@ TIE = 1.0 / 1024
 def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
     """Statements putting FLT4 ``result`` on ``params``' grid: TFLite rounds half away from zero,
     the real value over the scale (requantization, QUANTIZE), or ``with_zero_point`` that plus
-    the zero point (ROUNDS_WITH_ZERO_POINT)."""
+    the zero point (``Traits.rounds_with_zero_point``)."""
     zero = _literal(params.zero_point)
     # times the reciprocal rather than over the scale: a division's throughput is a fifth of a
     # product's, and the ulp it may differ by is far inside TIE
@@ -257,7 +202,7 @@ def output_grid_problem(node: Node, graph: Graph) -> str | None:
 
 def quantized_reason(node: Node, graph: Graph) -> str | None:
     """Why quantized ``node`` stays on CPU, or None when its quantized form is supported."""
-    if node.op not in QUANT_OPS:
+    if quantization(node.op) is Quantization.NONE:
         return f"quantized {node.op_description} is not supported by the compiler"
     problem = integer_copy_problem(node, graph) or output_grid_problem(node, graph)
     if problem:

@@ -83,6 +83,8 @@ def _params(code: int, data: Any) -> dict[str, Any]:
             key: ffi.string(text).decode("utf-8", "replace") if text != ffi.NULL else ""
             for key, text in (("container", handle.container), ("shared_name", handle.shared_name))
         }
+    if code == Builtin.GELU:  # TfLiteGeluParams holds one bool, read as such (no cdef needed)
+        return {"approximate": bool(ffi.cast("bool *", data)[0])}
     struct = {
         Builtin.CONV_2D: "TfLiteConvParams",
         Builtin.DEPTHWISE_CONV_2D: "TfLiteDepthwiseConvParams",

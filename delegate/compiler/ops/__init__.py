@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from ..graph import CUSTOM, Node
 from .base import EmitContext, Op
 from .batch_matmul import BatchMatMul
@@ -19,6 +22,7 @@ from .reindex import Slice, SpaceDepth, Split, Tile, Transpose
 from .reshape import Reshape, SameOrder
 from .resize import ResizeBilinear, ResizeNearest
 from .softmax import Softmax
+from .traits import NO_TRAITS, Quantization, Traits
 
 _OPS: list[Op] = [
     Conv2D(),
@@ -49,6 +53,20 @@ _OPS: list[Op] = [
     ResizeBilinear(),
 ]
 
+
+def _one_module_ops() -> list[Op]:
+    """The ops defined one to a module, as its ``OP`` (ops/gelu.py): adding such an op is adding
+    its module, with no edit here."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        op = getattr(importlib.import_module(f"{__name__}.{info.name}"), "OP", None)
+        if isinstance(op, Op):
+            found.append(op)
+    return found
+
+
+_OPS += _one_module_ops()
+
 #: ops that are custom ops (builtin code CUSTOM), known by name: MediaPipe's, which TFLite's CPU
 #: kernels do not implement
 _CUSTOM_OPS: list[Op] = [
@@ -66,6 +84,12 @@ OPS: dict[int, Op] = {code: op for op in _OPS for code in op.codes}
 CUSTOM_OPS: dict[str, Op] = {name: op for op in _CUSTOM_OPS for name in op.custom_names}
 
 
+def traits_of(code: int) -> Traits:
+    """The traits the op running builtin ``code`` declares (none for a code no op runs)."""
+    op = OPS.get(code)
+    return op.traits(code) if op is not None else NO_TRAITS
+
+
 def op_for(node: Node) -> Op | None:
     """The op that compiles ``node``: by its code, or a custom op by its name; None if none does."""
     if node.op == CUSTOM:
@@ -73,4 +97,4 @@ def op_for(node: Node) -> Op | None:
     return OPS.get(node.op)
 
 
-__all__ = ["CUSTOM_OPS", "OPS", "EmitContext", "Op", "op_for"]
+__all__ = ["CUSTOM_OPS", "OPS", "EmitContext", "Op", "Quantization", "Traits", "op_for", "traits_of"]

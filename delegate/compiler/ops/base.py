@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Padding, Tensor
 from ..kernel import WRITE, Kernel, Piece, RequiredWorkGroup
+from .traits import NO_TRAITS, Traits
 
 #: CONV_2D's kernels: the matrix products (buffer storages only), or the generic ones, ``blocked`` (4
 #: pixels x 2 slices per work-item, what texture storages get) or ``plain`` (one output FLT4 each)
@@ -53,6 +54,45 @@ class EmitContext:
         return layout.tensor_descriptor(self.graph.tensor(tensor).shape, self.precision)
 
 
+@dataclass
+class Link:
+    """Where a linked op (fusion.py) runs: inside ``kernel``, on its ``result``. The op's arguments
+    join the kernel's under names in its own namespace (``name``), so that two links of one op do
+    not collide; its runtime operands join the kernel's inputs (``input_ids``)."""
+
+    kernel: Kernel
+    input_ids: list[int]
+    ctx: EmitContext
+    #: the prefix of every name the link adds (``link3``: the third op linked into the kernel)
+    namespace: str
+
+    def name(self, local: str = "") -> str:
+        """The kernel-wide name of the link's ``local`` name (the namespace itself for none)."""
+        return f"{self.namespace}_{local}" if local else self.namespace
+
+    @property
+    def arguments(self) -> model.Arguments:
+        arguments = self.kernel.operation.arguments
+        assert arguments is not None
+        return arguments
+
+    def add_float(self, local: str, value: float) -> str:
+        """A float parameter of the link; its expression in the code."""
+        self.arguments.float_values.append(model.FloatValue(self.name(local), float(value), True))
+        return f"args.{self.name(local)}"
+
+    def add_operand(self, local: str, tensor: int) -> str:
+        """Tensor ``tensor`` as an operand (a constant object, else a runtime input); its name."""
+        name = self.name(local)
+        t = self.ctx.graph.tensor(tensor)
+        if t.constant is not None:
+            self.arguments.tensor_objects.append(constant_tensor(name, t, self.ctx))
+        else:
+            self.kernel.operation.src_tensors_names.append(name)
+            self.input_ids.append(tensor)
+        return name
+
+
 class Op:
     """An op family: the builtin codes it runs, its support check and its code generator.
 
@@ -78,8 +118,34 @@ class Op:
     #: the node gets one kernel per output (``emit_many``), named ``node:output``
     per_output: bool = False
 
+    #: each code's traits (ops/traits.py); a code not listed has none
+    code_traits: ClassVar[dict[int, Traits]] = {}
+
     def check(self, node: Node, graph: Graph) -> str | None:
         """None when the node is supported, else why not (shown in the partition summary)."""
+        raise NotImplementedError
+
+    def traits(self, code: int) -> Traits:
+        """What the passes around code generation ask of ``code``: quantization, precision, weights."""
+        return self.code_traits.get(code, NO_TRAITS)
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        """The output shape the op computes from its inputs and parameters (ops/shape_rules.py), or
+        None where it does not say (shape_check.py then trusts the model's)."""
+        return None
+
+    def macs(self, node: Node, graph: Graph) -> int:
+        """Multiply-adds of the node (cpu_choice.py's cost): matrix products only, 0 for others."""
+        return 0
+
+    def links(self, node: Node, graph: Graph, fused_input: int) -> bool:
+        """Whether the node can run inside the kernel producing ``fused_input``, on its ``result``
+        (fusion.py has checked the shapes and the kernel's write hooks)."""
+        return False
+
+    def link(self, node: Node, fused_input: int, link: Link) -> str:
+        """The node's code on ``result`` inside another kernel (``links`` said it can), its names
+        in ``link``'s namespace."""
         raise NotImplementedError
 
     def output_shapes(self, node: Node, graph: Graph) -> list[tuple[int, ...]] | None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
+from . import costs
 from .base import HEAD, LANES, EmitContext, Op, operands, operation, runtime_io, written
+from .traits import Traits
 
 
 class BatchMatMul(Op):
@@ -14,6 +18,10 @@ class BatchMatMul(Op):
 
     codes = (Builtin.BATCH_MATMUL,)
     data_inputs = 2
+    code_traits: ClassVar[dict[int, Traits]] = {Builtin.BATCH_MATMUL: Traits(product=True, hybrid_weights=(1, 0))}
+
+    def macs(self, node: Node, graph: Graph) -> int:
+        return costs.batch_matmul_macs(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)

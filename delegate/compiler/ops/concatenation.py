@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
+from . import shape_rules
 from .base import (
     HEAD,
     LANES,
@@ -19,6 +22,7 @@ from .base import (
     runtime_io,
     written,
 )
+from .traits import Quantization, Traits
 
 
 def _axis4(axis: int, rank: int) -> int:
@@ -28,6 +32,13 @@ def _axis4(axis: int, rank: int) -> int:
 class Concatenation(Op):
     codes = (Builtin.CONCATENATION,)
     data_inputs = 64
+    #: requantizes each input onto the output's grid; its reader may read its inputs in place
+    code_traits: ClassVar[dict[int, Traits]] = {
+        Builtin.CONCATENATION: Traits(quantization=Quantization.REQUANTIZES, passes_bound=True, own_kernel=False)
+    }
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.concatenation(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node, Tensor
 from ..kernel import Kernel
+from . import costs, shape_rules
 from .base import (
     HEAD,
     LANES,
     EmitContext,
+    Link,
     Op,
     activation_check,
     activation_code,
@@ -22,6 +26,7 @@ from .base import (
     same_padding,
     written,
 )
+from .channel_affine import channel_affine_code, is_channel_affine
 from .conv_blocked import blocked_conv_code
 from .depthwise_rows import DEPTHWISE_MAX_TAPS, DEPTHWISE_PIXELS, depthwise_code, pack_depthwise_weights
 from .gemm_blocks import (
@@ -43,6 +48,7 @@ from .gemm_blocks import (
 )
 from .gemm_conv import GemmSpec, flat_code, phases_code, rows_code, transposed_code
 from .gpu_conv import GPU_MAX_TAPS, conv_kernel, depthwise_kernel
+from .traits import MATRIX_PRODUCT, Quantization, Traits
 
 _WINDOW = """
   for (int ky = 0; ky < args.kernel_h; ++ky) {
@@ -162,6 +168,14 @@ def bias_values(node: Node, graph: Graph, channels: int, ctx: EmitContext) -> by
 
 class Conv2D(Op):
     codes = (Builtin.CONV_2D,)
+    code_traits: ClassVar[dict[int, Traits]] = {Builtin.CONV_2D: MATRIX_PRODUCT}
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.convolution(node, graph)
+
+    def macs(self, node: Node, graph: Graph) -> int:
+        return costs.conv_macs(node, graph)
+
     data_inputs = 1
 
     def check(self, node: Node, graph: Graph) -> str | None:
@@ -360,6 +374,19 @@ def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, k
 class DepthwiseConv2D(Op):
     codes = (Builtin.DEPTHWISE_CONV_2D,)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = {Builtin.DEPTHWISE_CONV_2D: MATRIX_PRODUCT}
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.convolution(node, graph)
+
+    def macs(self, node: Node, graph: Graph) -> int:
+        return costs.depthwise_macs(node, graph)
+
+    def links(self, node: Node, graph: Graph, fused_input: int) -> bool:
+        return is_channel_affine(node, graph)
+
+    def link(self, node: Node, fused_input: int, link: Link) -> str:
+        return channel_affine_code(node, link)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph, constant_inputs=(1, 2))
@@ -437,6 +464,11 @@ FULLY_CONNECTED = (
 
 class FullyConnected(Op):
     codes = (Builtin.FULLY_CONNECTED,)
+    code_traits: ClassVar[dict[int, Traits]] = {Builtin.FULLY_CONNECTED: MATRIX_PRODUCT}
+
+    def macs(self, node: Node, graph: Graph) -> int:
+        return costs.fully_connected_macs(node, graph)
+
     data_inputs = 1
 
     def check(self, node: Node, graph: Graph) -> str | None:
@@ -507,6 +539,14 @@ class TransposeConv(Op):
 
     codes = (Builtin.TRANSPOSE_CONV,)
     data_inputs = 3
+    code_traits: ClassVar[dict[int, Traits]] = {
+        Builtin.TRANSPOSE_CONV: Traits(
+            quantization=Quantization.REQUANTIZES, matrix_product=(2, 1), product=True, hybrid_weights=(1, 2)
+        )
+    }
+
+    def macs(self, node: Node, graph: Graph) -> int:
+        return costs.transpose_conv_macs(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         if len(node.inputs) < 3:

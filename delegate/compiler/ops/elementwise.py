@@ -2,23 +2,43 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
 from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import Kernel
-from .base import HEAD, EmitContext, Op, activation_check, activation_code, operands, operation, runtime_io, written
+from . import shape_rules
+from .base import (
+    HEAD,
+    EmitContext,
+    Link,
+    Op,
+    activation_check,
+    activation_code,
+    operands,
+    operation,
+    runtime_io,
+    written,
+)
+from .traits import NO_TRAITS, Quantization, Traits
 
-#: result from FLT4 a_v and b_in_v
-BINARY = {
-    Builtin.ADD: "a_v + b_in_v",
-    Builtin.SUB: "a_v - b_in_v",
-    Builtin.MUL: "a_v * b_in_v",
-    Builtin.DIV: "a_v / b_in_v",
-    Builtin.MAXIMUM: "a_v > b_in_v ? a_v : b_in_v",
-    Builtin.MINIMUM: "a_v < b_in_v ? a_v : b_in_v",
-    Builtin.SQUARED_DIFFERENCE: "(a_v - b_in_v) * (a_v - b_in_v)",
-    Builtin.POW: "pow(a_v, b_in_v)",
-    Builtin.PRELU: "a_v < INIT_FLT4(0.0f) ? a_v * b_in_v : a_v",
+#: traits of the binary ops (ops/traits.py)
+_ADDS = Traits(quantization=Quantization.REQUANTIZES, passes_bound=True)
+_PICKS = Traits(quantization=Quantization.KEEPS_INTEGERS, keeps_small=True)
+
+#: result from FLT4 operands ``{a}`` and ``{b}``, and the op's traits
+BINARY: dict[int, tuple[str, Traits]] = {
+    Builtin.ADD: ("{a} + {b}", _ADDS),
+    Builtin.SUB: ("{a} - {b}", _ADDS),
+    Builtin.MUL: ("{a} * {b}", Traits(quantization=Quantization.REQUANTIZES, keeps_small=True)),
+    Builtin.DIV: ("{a} / {b}", Traits(small_value_input=1)),
+    Builtin.MAXIMUM: ("{a} > {b} ? {a} : {b}", _PICKS),
+    Builtin.MINIMUM: ("{a} < {b} ? {a} : {b}", _PICKS),
+    Builtin.SQUARED_DIFFERENCE: ("({a} - {b}) * ({a} - {b})", NO_TRAITS),
+    Builtin.POW: ("pow({a}, {b})", Traits(small_value_input=0)),
+    Builtin.PRELU: ("{a} < INIT_FLT4(0.0f) ? {a} * {b} : {a}", NO_TRAITS),
 }
 FUSED = (Builtin.ADD, Builtin.SUB, Builtin.MUL, Builtin.DIV)
 
@@ -46,6 +66,10 @@ def read_broadcast(name: str, indent: str = "  ", zero_extended: bool = False) -
 class Binary(Op):
     codes = tuple(BINARY)
     data_inputs = 2
+    code_traits: ClassVar[dict[int, Traits]] = {code: traits for code, (_, traits) in BINARY.items()}
+
+    def traits(self, code: int) -> Traits:
+        return replace(super().traits(code), own_kernel=False)  # linked into its producer's kernel
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)
@@ -73,43 +97,91 @@ class Binary(Op):
             HEAD
             + read_broadcast("a", zero_extended=node.inputs[0] in extended)
             + read_broadcast("b_in", zero_extended=node.inputs[1] in extended)
-            + f"  FLT4 result = {BINARY[Builtin(node.op)]};\n  {act}\n"
+            + f"  FLT4 result = {BINARY[node.op][0].format(a='a_v', b='b_in_v')};\n  {act}\n"
         )
         return row_runs(operation(written(code), srcs=srcs, tensor_objects=objects), node, ctx)
 
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.broadcast(node, graph)
 
-#: statements turning FLT4 ``result`` (the input) into the op's value
-UNARY = {
-    Builtin.LOGISTIC: activation_code(Activation.SIGMOID),
-    Builtin.RELU: activation_code(Activation.RELU),
-    Builtin.RELU6: activation_code(Activation.RELU6),
-    Builtin.RELU_N1_TO_1: activation_code(Activation.RELU_N1_TO_1),
-    Builtin.TANH: activation_code(Activation.TANH),
-    Builtin.ABS: "result = fabs(result);",
-    Builtin.NEG: "result = -result;",
-    Builtin.EXP: "result = exp(result);",
-    Builtin.LOG: "result = log(result);",
-    Builtin.SQRT: "result = sqrt(result);",
-    Builtin.RSQRT: "result = rsqrt(result);",
-    Builtin.SQUARE: "result = result * result;",
-    Builtin.SIN: "result = sin(result);",
-    Builtin.COS: "result = cos(result);",
-    Builtin.ELU: "result = result < INIT_FLT4(0.0f) ? exp(result) - INIT_FLT4(1.0f) : result;",
-    Builtin.HARD_SWISH: """FLT4 r6 = result + INIT_FLT4(3.0f);
+    def links(self, node: Node, graph: Graph, fused_input: int) -> bool:
+        return node.inputs.count(fused_input) == 1
+
+    def link(self, node: Node, fused_input: int, link: Link) -> str:
+        other = next(i for i in node.inputs if i != fused_input)
+        name = link.add_operand("", other)
+        lines = [read_broadcast(name, indent="    ", zero_extended=other in node.params.get("zero_extended", ()))]
+        first, second = ("result", f"{name}_v") if node.inputs[0] == fused_input else (f"{name}_v", "result")
+        lines.append(f"    FLT4 {name}_a = {first}; FLT4 {name}_b = {second};\n")
+        lines.append(f"    result = {BINARY[node.op][0].format(a=f'{name}_a', b=f'{name}_b')};\n")
+        if node.op in FUSED:
+            lines.append("    " + activation_code(node.params.get("activation", 0)) + "\n")
+        return "".join(lines)
+
+
+@dataclass(frozen=True)
+class UnarySpec:
+    """A unary op: statements turning FLT4 ``result`` (the input) into the op's value, naming its
+    float parameters ``{name}`` (bound to the kernel's arguments, in a linked op's namespace)."""
+
+    statement: str
+    traits: Traits = NO_TRAITS
+    #: float parameters: name -> (the node's parameter it is read from, its default)
+    floats: tuple[tuple[str, float], ...] = ()
+
+    def code(self, names: dict[str, str]) -> str:
+        return self.statement.format(**names) if self.floats else self.statement
+
+
+_CLAMPS = Traits(quantization=Quantization.REQUANTIZES, passes_bound=True)
+_REQUANTIZES = Traits(quantization=Quantization.REQUANTIZES)
+_KEEPS_SMALL = Traits(keeps_small=True)
+
+UNARY: dict[int, UnarySpec] = {
+    Builtin.LOGISTIC: UnarySpec(activation_code(Activation.SIGMOID), replace(_REQUANTIZES, output_bound=1.0)),
+    Builtin.RELU: UnarySpec(activation_code(Activation.RELU), _CLAMPS),
+    Builtin.RELU6: UnarySpec(activation_code(Activation.RELU6), replace(_CLAMPS, output_bound=6.0)),
+    Builtin.RELU_N1_TO_1: UnarySpec(activation_code(Activation.RELU_N1_TO_1), replace(_CLAMPS, output_bound=1.0)),
+    Builtin.TANH: UnarySpec(activation_code(Activation.TANH), replace(_REQUANTIZES, output_bound=1.0)),
+    Builtin.ABS: UnarySpec("result = fabs(result);", _KEEPS_SMALL),
+    Builtin.NEG: UnarySpec("result = -result;", _KEEPS_SMALL),
+    Builtin.EXP: UnarySpec("result = exp(result);"),
+    Builtin.LOG: UnarySpec("result = log(result);", Traits(small_value_input=0)),
+    Builtin.SQRT: UnarySpec("result = sqrt(result);", _KEEPS_SMALL),
+    Builtin.RSQRT: UnarySpec("result = rsqrt(result);", Traits(small_value_input=0)),
+    Builtin.SQUARE: UnarySpec("result = result * result;", _KEEPS_SMALL),
+    Builtin.SIN: UnarySpec("result = sin(result);"),
+    Builtin.COS: UnarySpec("result = cos(result);"),
+    Builtin.ELU: UnarySpec("result = result < INIT_FLT4(0.0f) ? exp(result) - INIT_FLT4(1.0f) : result;"),
+    Builtin.HARD_SWISH: UnarySpec(
+        """FLT4 r6 = result + INIT_FLT4(3.0f);
   r6 = r6 < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : r6;
   r6 = r6 > INIT_FLT4(6.0f) ? INIT_FLT4(6.0f) : r6;
   result = result * r6 * INIT_FLT4(1.0f / 6.0f);""",
-    Builtin.LEAKY_RELU: "result = result < INIT_FLT4(0.0f) ? result * (FLT)(args.alpha) : result;",
+        _REQUANTIZES,
+    ),
+    Builtin.LEAKY_RELU: UnarySpec(
+        "result = result < INIT_FLT4(0.0f) ? result * (FLT)({alpha}) : result;", _REQUANTIZES, (("alpha", 0.2),)
+    ),
     # On tensors carried in float (compiler/quant.py) both are the identity: QUANTIZE's rounding
     # onto its output's grid is the quantize-and-dequantize step every carried output gets.
-    Builtin.QUANTIZE: "",
-    Builtin.DEQUANTIZE: "",
+    Builtin.QUANTIZE: UnarySpec("", _REQUANTIZES),
+    Builtin.DEQUANTIZE: UnarySpec("", _REQUANTIZES),
 }
 
 
-class Unary(Op):
-    codes = tuple(UNARY)
+class UnaryOp(Op):
+    """An op of one runtime input whose output keeps its shape, computed FLT4 by FLT4 by the
+    statements of ``spec``: one kernel of its own, or linked into its producer's (fusion.py). A
+    new one is a module defining a subclass with its ``codes`` and ``spec`` (ops/gelu.py)."""
+
     data_inputs = 1
+
+    def spec(self, node: Node) -> UnarySpec:
+        raise NotImplementedError
+
+    def traits(self, code: int) -> Traits:
+        return replace(super().traits(code), own_kernel=False)  # linked into its producer's kernel
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)
@@ -122,9 +194,32 @@ class Unary(Op):
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        code = HEAD + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n  " + UNARY[Builtin(node.op)] + "\n"
-        floats = {"alpha": node.params.get("alpha", 0.2)} if node.op == Builtin.LEAKY_RELU else None
+        spec = self.spec(node)
+        floats = {name: node.params.get(name, default) for name, default in spec.floats} or None
+        statement = spec.code({name: f"args.{name}" for name, _ in spec.floats})
+        code = HEAD + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n  " + statement + "\n"
         return row_runs(operation(written(code), srcs=["src_tensor"], floats=floats), node, ctx)
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.same_as_input(node, graph)
+
+    def links(self, node: Node, graph: Graph, fused_input: int) -> bool:
+        return True
+
+    def link(self, node: Node, fused_input: int, link: Link) -> str:
+        spec = self.spec(node)
+        names = {name: link.add_float(name, node.params.get(name, default)) for name, default in spec.floats}
+        return "    " + spec.code(names) + "\n"
+
+
+class Unary(UnaryOp):
+    """The unary ops of the ``UNARY`` table."""
+
+    codes = tuple(UNARY)
+    code_traits: ClassVar[dict[int, Traits]] = {code: spec.traits for code, spec in UNARY.items()}
+
+    def spec(self, node: Node) -> UnarySpec:
+        return UNARY[node.op]
 
 
 #: Pixels of a row per work-item of an elementwise kernel on CPU devices: a work-item per pixel

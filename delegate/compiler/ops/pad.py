@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
+from . import shape_rules
 from .base import HEAD, LANES, EmitContext, Op, operation, runtime_io, written
 from .reindex import OUT, SIZE, constant_values, data_check, gather_code, rank_of
+from .traits import MOVES_INTEGERS, Traits
 
 
 class Pad(Op):
     codes = (Builtin.PAD, Builtin.PADV2)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.pad(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph, constant_inputs=(1, 2), data_inputs=1)
@@ -82,6 +90,10 @@ def _slice_aligned(pads: np.ndarray, value: float) -> Kernel:
 class MirrorPad(Op):
     codes = (Builtin.MIRROR_PAD,)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.pad(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = data_check(node, graph, constants=(1,))

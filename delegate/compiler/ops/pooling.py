@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import ClassVar
+
 from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import LANE_MASK, WRITE, WRITE_AT, Kernel, Piece
+from . import shape_rules
 from .base import HEAD, EmitContext, Op, activation_check, activation_code, operation, runtime_io, same_padding, written
 from .row_blocks import row_block_head, window_row_loads
+from .traits import MOVES_INTEGERS, Traits
 
 #: Output pixels per work-item of the row kernel (``pool_rows_code``).
 POOL_PIXELS = 4
@@ -37,6 +42,14 @@ _POOL = (
 class Pool2D(Op):
     codes = (Builtin.AVERAGE_POOL_2D, Builtin.MAX_POOL_2D)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = {
+        # TFLite's integer average pooling rounds its sums with the zero point in (quant.qdq_code)
+        Builtin.AVERAGE_POOL_2D: replace(MOVES_INTEGERS, rounds_with_zero_point=True),
+        Builtin.MAX_POOL_2D: MOVES_INTEGERS,
+    }
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.pooling(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)

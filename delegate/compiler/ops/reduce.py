@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
 from .base import HEAD, LANES, EmitContext, Op, operation, written
 from .reindex import IN, OUT, SIZE, constant_values, data_check, rank_of, surviving
+from .traits import Quantization, Traits
 
 _REDUCE = {
     Builtin.SUM: ("0.0f", "acc += v;"),
@@ -19,6 +22,12 @@ _REDUCE = {
 class Reduce(Op):
     codes = tuple(_REDUCE)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = {
+        Builtin.MEAN: Traits(quantization=Quantization.REQUANTIZES, keeps_small=True),
+        Builtin.SUM: Traits(keeps_small=True),
+        Builtin.REDUCE_MAX: Traits(quantization=Quantization.KEEPS_INTEGERS),
+        Builtin.REDUCE_MIN: Traits(quantization=Quantization.KEEPS_INTEGERS),
+    }
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = data_check(node, graph, constants=(1,))

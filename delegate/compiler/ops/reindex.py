@@ -8,11 +8,17 @@ constant parameters, in the runtime's 4-D view of tensors (layout.bhwc: shapes l
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel, Piece
 from .base import HEAD, LANES, EmitContext, Op, float_tensors, operation, runtime_io, written
+from .traits import MOVES_INTEGERS, Quantization, Traits
+
+#: TILE and SPLIT copy values, whose bounds they keep; precision.py has them pass small values only
+_COPIES = Traits(quantization=Quantization.KEEPS_INTEGERS, keeps_small=True)
 
 OUT = ("b", "Y", "X", "c")
 IN = ("bi", "yi", "xi", "ci")
@@ -79,6 +85,7 @@ def float_check(node: Node, graph: Graph, data: int) -> str | None:
 class Transpose(Op):
     codes = (Builtin.TRANSPOSE,)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = data_check(node, graph, constants=(1,))
@@ -104,6 +111,7 @@ class Slice(Op):
 
     codes = (Builtin.SLICE, Builtin.STRIDED_SLICE)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         constants = (1, 2, 3) if node.op == Builtin.STRIDED_SLICE else (1, 2)
@@ -154,6 +162,7 @@ class Slice(Op):
 class Tile(Op):
     codes = (Builtin.TILE,)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, _COPIES)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         return data_check(node, graph, constants=(1,))
@@ -166,6 +175,7 @@ class Tile(Op):
 class SpaceDepth(Op):
     codes = (Builtin.SPACE_TO_DEPTH, Builtin.DEPTH_TO_SPACE)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = data_check(node, graph)
@@ -198,6 +208,7 @@ class Split(Op):
 
     codes = (Builtin.SPLIT, Builtin.SPLIT_V)
     data_inputs = 2
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, _COPIES)
     per_output = True
 
     def _positions(self, node: Node) -> tuple[int, int]:

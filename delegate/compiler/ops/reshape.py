@@ -5,11 +5,14 @@ a partition (ops/comparison.py)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from typing import ClassVar
 
 from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
 from ..kernel import Kernel
 from .base import HEAD, LANES, EmitContext, Op, operation, value_tensors, written
+from .traits import MOVES_INTEGERS, Traits
 
 # Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,
 # which is the same element of the input.
@@ -53,6 +56,8 @@ _RESHAPE_SLICES = (
 class Reshape(Op):
     codes = (Builtin.RESHAPE,)
     data_inputs = 1
+    #: a view of its input where the layout allows (no kernel of its own, for cpu_choice.py)
+    code_traits: ClassVar[dict[int, Traits]] = {Builtin.RESHAPE: replace(MOVES_INTEGERS, own_kernel=False)}
 
     def check(self, node: Node, graph: Graph) -> str | None:
         if len(node.outputs) != 1:
@@ -80,3 +85,4 @@ class SameOrder(Reshape):
     """SQUEEZE and EXPAND_DIMS keep the row-major order: the RESHAPE kernel."""
 
     codes = (Builtin.SQUEEZE, Builtin.EXPAND_DIMS)
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, replace(MOVES_INTEGERS, own_kernel=False))

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import WRITE_AT, Kernel
+from . import shape_rules
 from .base import HEAD, EmitContext, Op, operation, runtime_io, written
 from .reindex import data_check, gather_code, rank_of
+from .traits import MOVES_INTEGERS, Traits
 
 
 class ResizeNearest(Op):
     codes = (Builtin.RESIZE_NEAREST_NEIGHBOR,)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.resize(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = data_check(node, graph)
@@ -44,6 +52,10 @@ class ResizeNearest(Op):
 class ResizeBilinear(Op):
     codes = (Builtin.RESIZE_BILINEAR,)
     data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return shape_rules.resize(node, graph)
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph, data_inputs=1)

@@ -3,10 +3,13 @@ matrix-product kernel producing its input: pixel_softmax.py)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import WRITE, Kernel, Piece
 from .base import HEAD, EmitContext, Op, operation, runtime_io
+from .traits import Quantization, Traits
 
 # One work-item per (b, Y, X) row: max, sum of exp, normalise; padded channels masked out.
 _SOFTMAX = (
@@ -80,6 +83,11 @@ class Softmax(Op):
 
     codes = (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX)
     data_inputs = 1
+    #: mostly run on a matrix product's accumulators (fusion.py): counted as no kernel of its own
+    code_traits: ClassVar[dict[int, Traits]] = {
+        Builtin.SOFTMAX: Traits(quantization=Quantization.REQUANTIZES, own_kernel=False),
+        Builtin.LOG_SOFTMAX: Traits(own_kernel=False),
+    }
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)

@@ -1,0 +1,195 @@
+"""The layer-norm rewrite: the chain TensorFlow's and PyTorch's converters emit for a layer
+normalization over the last axis becomes one node of ops/layer_norm.py (one kernel, instead of
+eight to eleven small ones, four of them reductions re-reading the tensor).
+
+Keras (LayerNormalization, TFLite converter of TF 2.21): m = MEAN(x); v = MEAN(SQUARED_DIFFERENCE(x,
+m)); s = MUL(RSQRT(ADD(v, eps)), gamma); y = ADD(MUL(x, s), ADD(MUL(NEG(m), s), beta)).
+PyTorch (nn.LayerNorm through its converters): c = SUB(x, m); v = MEAN(SQUARE(c) or MUL(c, c) or
+SQUARED_DIFFERENCE(x, m)); y = ADD(MUL(MUL(c, RSQRT(ADD(v, eps))), gamma), beta), gamma and beta
+optional. Every tensor inside the chain must be read only inside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .graph import Builtin, Graph, Node
+from .ops.layer_norm import LAYER_NORM
+from .rewrites import Match, Site, replace_nodes
+
+
+def _made_by(site: Site, tensor: int, *ops: int) -> Node | None:
+    node = site.producer.get(tensor)
+    return node if node is not None and node.op in ops and len(node.outputs) == 1 else None
+
+
+def _other(node: Node, tensor: int) -> int | None:
+    """The other input of binary ``node`` when ``tensor`` is one of its two."""
+    if len(node.inputs) != 2 or node.inputs.count(tensor) != 1:
+        return None
+    return node.inputs[1] if node.inputs[0] == tensor else node.inputs[0]
+
+
+def _last_axis_mean(node: Node | None, graph: Graph) -> int | None:
+    """The input of a MEAN over the last axis that keeps it (size 1), else None."""
+    if node is None or node.op != Builtin.MEAN or len(node.inputs) != 2 or not node.params.get("keep_dims"):
+        return None
+    src = graph.tensor(node.inputs[0])
+    axes = graph.tensor(node.inputs[1]).constant
+    rank = len(src.shape)
+    if axes is None or src.is_constant or not 1 <= rank <= 4 or np.asarray(axes).size != 1:
+        return None
+    return node.inputs[0] if int(np.asarray(axes).reshape(-1)[0]) % rank == rank - 1 else None
+
+
+def _per_channel(graph: Graph, tensor: int | None, channels: int) -> bool:
+    """A float constant of ``channels`` values along the last axis only."""
+    if tensor is None or tensor < 0:
+        return False
+    t = graph.tensor(tensor)
+    return (
+        t.constant is not None and not t.quantized and t.shape[-1:] == (channels,) and all(d == 1 for d in t.shape[:-1])
+    )
+
+
+@dataclass(frozen=True)
+class _Core:
+    x: int
+    mean: Node
+    centred: Node | None  # SUB(x, m), the PyTorch form's
+    rsqrt: Node
+    epsilon: float
+    nodes: tuple[Node, ...]
+
+
+def _core(site: Site, r: int) -> _Core | None:
+    """The statistics ending at RSQRT output ``r``: rsqrt(mean((x - mean(x))^2) + eps)."""
+    g = site.graph
+    rsqrt = _made_by(site, r, Builtin.RSQRT)
+    add = rsqrt and _made_by(site, rsqrt.inputs[0], Builtin.ADD)
+    if not rsqrt or not add or add.params.get("activation", 0):
+        return None
+    var = next((i for i in add.inputs if g.tensor(i).constant is None), None)
+    eps = next((i for i in add.inputs if g.tensor(i).constant is not None), None)
+    if var is None or eps is None or np.asarray(g.tensor(eps).constant).size != 1:
+        return None
+    var_mean = _made_by(site, var, Builtin.MEAN)
+    squared = _last_axis_mean(var_mean, g)
+    square = squared is not None and _made_by(site, squared, Builtin.SQUARED_DIFFERENCE, Builtin.SQUARE, Builtin.MUL)
+    if not square:
+        return None
+    centred = None
+    if square.op == Builtin.SQUARED_DIFFERENCE:
+        pair = square.inputs
+    else:
+        if square.op == Builtin.MUL and (square.inputs[0] != square.inputs[1] or square.params.get("activation", 0)):
+            return None
+        centred = _made_by(site, square.inputs[0], Builtin.SUB)
+        if centred is None or centred.params.get("activation", 0):
+            return None
+        pair = centred.inputs
+    mean = next((n for i in pair if (n := _made_by(site, i, Builtin.MEAN)) and _last_axis_mean(n, g) is not None), None)
+    if mean is None or len(pair) != 2 or _last_axis_mean(mean, g) not in pair or pair.index(mean.outputs[0]) != 1:
+        return None
+    x = pair[0]
+    if x != _last_axis_mean(mean, g):
+        return None
+    epsilon = float(np.asarray(g.tensor(eps).constant).reshape(-1)[0])
+    nodes = (mean, *((centred,) if centred else ()), square, var_mean, add, rsqrt)
+    return _Core(x, mean, centred, rsqrt, epsilon, nodes)
+
+
+def _keras(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:
+    """y = ADD(MUL(x, s), ADD(MUL(NEG(m), s), beta)), s = MUL(r, gamma): (core, gamma, beta, tail)."""
+    if y.op != Builtin.ADD or len(y.inputs) != 2 or y.params.get("activation", 0):
+        return None
+    for scaled, shifted in (y.inputs, y.inputs[::-1]):
+        xs, shift = _made_by(site, scaled, Builtin.MUL), _made_by(site, shifted, Builtin.ADD)
+        if not xs or not shift or shift.params.get("activation", 0) or xs.params.get("activation", 0):
+            continue
+        for s in xs.inputs:
+            gain = _made_by(site, s, Builtin.MUL)
+            x = _other(xs, s)
+            if gain is None or x is None:
+                continue
+            for r in gain.inputs:
+                core = _core(site, r) if _made_by(site, r, Builtin.RSQRT) else None
+                gamma = _other(gain, r)
+                if core is None or core.centred is not None or core.x != x or gamma is None:
+                    continue
+                ms = next((n for i in shift.inputs if (n := _made_by(site, i, Builtin.MUL))), None)
+                beta = ms and _other(shift, ms.outputs[0])
+                neg = ms and _made_by(site, next((i for i in ms.inputs if i != s), -1), Builtin.NEG)
+                if not ms or neg is None or neg.inputs[0] != core.mean.outputs[0] or s not in ms.inputs:
+                    continue
+                return core, gamma, beta if beta is not None else -1, [gain, neg, ms, shift, xs, y]
+    return None
+
+
+def _torch(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:
+    """y = [ADD(.., beta)] of [MUL(.., gamma)] of MUL(SUB(x, m), r): (core, gamma, beta, tail)."""
+    g, tail, node = site.graph, [], y
+    gamma = beta = -1
+    if node.op == Builtin.ADD and not node.params.get("activation", 0):
+        inner = next((i for i in node.inputs if g.tensor(i).constant is None), None)
+        beta = _other(node, inner) if inner is not None else None  # type: ignore[assignment]
+        below = inner is not None and _made_by(site, inner, Builtin.MUL)
+        if beta is None or not below:
+            return None
+        tail.append(node)
+        node = below
+    for _ in range(2):  # MUL(.., gamma) then MUL(c, r), or MUL(c, r) alone
+        if node.op != Builtin.MUL or node.params.get("activation", 0) or len(node.inputs) != 2:
+            return None
+        tail.append(node)
+        for r in node.inputs:
+            core = _core(site, r) if _made_by(site, r, Builtin.RSQRT) else None
+            if core is not None and core.centred is not None and _other(node, r) == core.centred.outputs[0]:
+                return core, gamma, beta, tail[::-1]
+        inner = next((i for i in node.inputs if g.tensor(i).constant is None), None)
+        gamma = _other(node, inner) if inner is not None else None  # type: ignore[assignment]
+        below = inner is not None and _made_by(site, inner, Builtin.MUL)
+        if gamma is None or not below:
+            return None
+        node = below
+    return None
+
+
+class LayerNormRewrite:
+    """The rewrite pass: ``match`` from the chain's last node, ``apply`` puts the fused node there."""
+
+    def match(self, node: Node, site: Site) -> Match | None:
+        found = _keras(site, node) or _torch(site, node)
+        if found is None:
+            return None
+        core, gamma, beta, tail = found
+        members = [*core.nodes, *tail]
+        indices = {n.index for n in members}
+        if len(indices) != len(members) or not all(i in site.nodes for i in indices):
+            return None
+        channels = site.graph.tensor(core.x).shape[-1]
+        for extra in (gamma, beta):
+            if extra >= 0 and not _per_channel(site.graph, extra, channels):
+                return None
+        # every tensor inside the chain is read inside it only
+        for n in members:
+            if n is not node and not all(r.index in indices for r in site.readers.get(n.outputs[0], [])):
+                return None
+            if n is not node and n.outputs[0] in site.outputs:
+                return None
+        if site.graph.tensor(node.outputs[0]).shape != site.graph.tensor(core.x).shape:
+            return None
+        ordered = tuple(i for i in site.nodes if i in indices)
+        fused = Node(
+            index=node.index,
+            op=LAYER_NORM,
+            version=1,
+            inputs=(core.x, gamma, beta),
+            outputs=node.outputs,
+            params={"epsilon": core.epsilon, "fused_names": [site.graph.nodes[i].name for i in ordered]},
+        )
+        return Match(ordered, fused)
+
+    def apply(self, site: Site, found: Match) -> Site:
+        return replace_nodes(site, found)
