@@ -21,7 +21,6 @@ from .graph import Graph, Node
 from .ops import op_for
 
 
-
 def _elements(graph: Graph, index: int) -> int:
     return math.prod(graph.tensor(index).shape)
 
