@@ -1,4 +1,19 @@
-"""Fusion: a chain of ops after a producer runs inside the producer's kernel.
+"""Fusion: the ordered passes over a partition's kernel graph (kernel_graph.py), each a ``match``
+at one kernel and an ``apply`` that merges kernels, as upstream's GPU delegate merges its
+operations after converting them (``FUSIONS``, in the order they run):
+
+- ``ConcatReadInPlace``: a CONCATENATION whose only reader (a matrix-product CONV_2D) reads its
+  inputs in place gets no kernel; the reader is emitted again reading them.
+- ``DepthwisePair``: a depthwise convolution and the 1x1 convolution reading it, one kernel
+  (ops/conv_pair.py), on devices that give it local memory (CompileOptions.pair_local_bytes).
+- ``QuantizeOutputs``: a kernel writing a carried tensor (quant.py) rounds onto its grid before
+  each write (runs with fusion off too).
+- ``PixelSoftmax``: a softmax at the pixel ops of the matrix product before it (below).
+- ``ElementwiseLink``: an elementwise op linked into its producer's kernel (below).
+
+The passes never reorder kernels: the scheduler (scheduler.py) does, afterwards.
+
+A chain of ops after a producer runs inside the producer's kernel.
 
 An op that says it links (``Op.links``: a unary op, a binary op whose other operand is a
 constant or any runtime tensor, a 1x1 depthwise convolution that is a per-channel scale and shift)
@@ -17,9 +32,13 @@ from __future__ import annotations
 from .bounds import takes_another_link
 from .graph import Builtin, Graph, Node
 from .kernel import KernelNode
-from .ops import op_for
+from .kernel_graph import Fusion, FusionMatch, KernelGraph
+from .ops import op_for, traits_of
 from .ops.base import EmitContext, Link
+from .ops.conv import reads_concat_in_place
+from .ops.conv_pair import pair_operation, pairs
 from .ops.pixel_softmax import accepts_pixel_softmax, pixel_softmax_code
+from .quant import qdq_code
 
 _SOFTMAX = (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX)
 
@@ -59,3 +78,165 @@ def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -
         kernel.linked.append("  {\n" + op.link(node, fused_input, place) + "  }\n")
     producer.output_ids = list(node.outputs)
     producer.nodes.append(node.name)
+
+
+def regrids(graph: Graph, node: Node) -> bool:
+    """Does ``node`` write a carried tensor (quant.py) whose values its inputs may not hold already?"""
+    out = graph.tensor(node.outputs[0]).carried if node.outputs else None
+    data = [graph.tensor(i) for i in node.inputs if i >= 0 and not graph.tensor(i).is_constant]
+    return out is not None and any(t.carried != out for t in data)
+
+
+def quantize_output(placed: KernelNode, node: Node, graph: Graph) -> bool:
+    """Round ``node``'s result onto its output's grid in ``placed``'s kernel when the output is a
+    carried tensor (quant.py): the step runs in front of the kernel's writes, linked like an op.
+    False when the kernel has no write hook for it and the step is needed."""
+    params = graph.tensor(node.outputs[0]).carried if len(node.outputs) == 1 else None
+    if params is None:
+        return True
+    if placed.kernel.accepts_links:
+        placed.kernel.linked.append(qdq_code(params, traits_of(node.op).rounds_with_zero_point))
+    return placed.kernel.accepts_links or not regrids(graph, node)
+
+
+def _no_write_hook(node: Node) -> ValueError:
+    return ValueError(f"{node.name}: its kernel has no write hook for the quantize-and-dequantize step")
+
+
+class ConcatReadInPlace:
+    """A CONCATENATION output whose only reader reads the concatenation's inputs in place: the
+    concatenation gets no kernel and its output no memory; its reader's kernel carries its name."""
+
+    def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
+        node = kernel.ops[0]
+        if node.op != Builtin.CONCATENATION or len(node.outputs) != 1 or not kernel.open_to_links:
+            return None
+        out = node.outputs[0]
+        reader = site.only_reader(out)
+        if reader is None or reader.index not in site.kernel_of:
+            return None
+        if regrids(site.graph, node):
+            return None  # its output must be rounded onto its grid, which a read in place skips
+        if not reads_concat_in_place(reader, node, site.emit):
+            return None
+        return FusionMatch((kernel, site.kernel_of[reader.index]), out)
+
+    def apply(self, site: KernelGraph, found: FusionMatch) -> None:
+        concat, reader = found.kernels
+        site.emit.concat_sources[found.tensor] = list(concat.ops[0].inputs)
+        site.concat_names[found.tensor] = concat.ops[0].name
+        site.drop(concat)
+        (again,) = site.emit_node(reader.ops[0], reader.position)
+        site.replace(reader, again)
+
+
+class DepthwisePair:
+    """A depthwise node and the 1x1 convolution reading it in one kernel (ops/conv_pair.py). The
+    depthwise output must have no other reader, not be a partition output, and not need float32
+    storage (the pair holds it in FLT local memory)."""
+
+    def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
+        node = kernel.ops[0]
+        if site.pair_local_bytes <= 0 or node.op != Builtin.DEPTHWISE_CONV_2D or len(node.outputs) != 1:
+            return None
+        if len(kernel.ops) != 1:
+            return None
+        out = node.outputs[0]
+        conv = site.reader_of.get(out)
+        if conv is None or site.readers.get(out, 0) != 1 or out in site.outputs or out in site.wide:
+            return None
+        if conv.index not in site.kernel_of:
+            return None
+        if site.graph.tensor(out).carried is not None:
+            return None  # the depthwise output is rounded onto its grid, which the pair kernel has no point for
+        if not pairs(node, conv, site.emit, site.pair_local_bytes):
+            return None
+        return FusionMatch((kernel, site.kernel_of[conv.index]), out)
+
+    def apply(self, site: KernelGraph, found: FusionMatch) -> None:
+        first, second = found.kernels
+        node, conv = first.ops[0], second.ops[0]
+        kernel = pair_operation(node, conv, site.emit, site.pair_local_bytes)
+        names = [node.name, conv.name, *(site.names[i] for i in (node.index, conv.index) if i in site.names)]
+        pair = site.place(kernel, [node.inputs[0]], list(conv.outputs), names, [node, conv], first.position)
+        site.drop(second)
+        site.replace(first, pair)
+
+
+class QuantizeOutputs:
+    """Each kernel writing a carried tensor rounds its result onto the tensor's grid."""
+
+    def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
+        node = kernel.ops[-1]
+        if not kernel.open_to_links or len(node.outputs) != 1 or site.graph.tensor(node.outputs[0]).carried is None:
+            return None
+        return FusionMatch((kernel,), node.outputs[0])
+
+    def apply(self, site: KernelGraph, found: FusionMatch) -> None:
+        (kernel,) = found.kernels
+        if not quantize_output(kernel, kernel.ops[-1], site.graph):
+            site.unrounded.append(kernel)  # an error unless a later pass links the op elsewhere
+
+
+def check_rounded(site: KernelGraph) -> None:
+    """Refuse a kernel left writing a carried tensor it cannot round onto its grid."""
+    for kernel in site.unrounded:
+        if not kernel.dropped:
+            raise _no_write_hook(kernel.ops[-1])
+
+
+def _link_target(kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
+    """The kernel's op linked into the kernel producing one of its inputs, if one can take it."""
+    if len(kernel.ops) != 1 or not kernel.open_to_links:
+        return None
+    node = kernel.ops[0]
+    for candidate in node.inputs:
+        producer = site.producer_of.get(candidate) if candidate >= 0 else None
+        if producer is None or site.only_reader(candidate) is None:
+            continue  # another reader, or the host wants it: it must be written
+        if linkable(node, site.graph, candidate, producer):
+            return FusionMatch((producer, kernel), candidate)
+    return None
+
+
+def _link_into(site: KernelGraph, found: FusionMatch) -> None:
+    producer, kernel = found.kernels
+    node, fused = kernel.ops[0], found.tensor
+    graph = site.graph
+    operands = [i for i in node.inputs if i >= 0 and i != fused and graph.tensor(i).constant is None]
+    producer.joins.append((kernel.position, operands))
+    site.drop(kernel)
+    del site.producer_of[fused]
+    link(producer, node, fused, site.emit)
+    producer.nodes += [site.names[node.index]] if node.index in site.names else []
+    if not quantize_output(producer, node, graph):
+        raise _no_write_hook(node)
+    producer.ops.append(node)
+    site.producer_of[node.outputs[0]] = producer
+    producer.uses.append((kernel.position, [*producer.input_ids, *node.outputs]))
+
+
+class PixelSoftmax:
+    """A SOFTMAX / LOG_SOFTMAX at the pixel ops of the matrix product producing its input."""
+
+    def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
+        return _link_target(kernel, site) if kernel.ops[0].op in _SOFTMAX else None
+
+    def apply(self, site: KernelGraph, found: FusionMatch) -> None:
+        _link_into(site, found)
+
+
+class ElementwiseLink:
+    """An op that links (``Op.links``) run in front of the writes of its producer's kernel."""
+
+    def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
+        return _link_target(kernel, site) if kernel.ops[0].op not in _SOFTMAX else None
+
+    def apply(self, site: KernelGraph, found: FusionMatch) -> None:
+        _link_into(site, found)
+
+
+#: the fusion passes, in the order they run
+FUSIONS: list[Fusion] = [ConcatReadInPlace(), DepthwisePair(), QuantizeOutputs(), PixelSoftmax(), ElementwiseLink()]
+#: with fusion off, only the rounding of carried outputs
+UNFUSED: list[Fusion] = [QuantizeOutputs()]

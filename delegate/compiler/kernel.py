@@ -21,10 +21,14 @@ reports count them, for a partition read back from the serialization cache as fo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..context import model
 from ..context.kernel_text import SERIAL_MARKER
 from . import kernel_names
+
+if TYPE_CHECKING:
+    from .graph import Node
 
 #: Zero the lanes of the last slice past the channel count (so no NaN or inf from padding ever
 #: reaches a later kernel that multiplies all four lanes), then write ``result`` and close the block.
@@ -174,6 +178,18 @@ class KernelNode:
     #: kernels of SPLIT and the copies of constant outputs never had it: they keep the default, which
     #: the runtime never reads)
     stamps_precision: bool = True
+    #: the graph nodes it runs, in the order they joined (emitted, paired, linked)
+    ops: list[Node] = field(default_factory=list)
+    #: where its first op is in the partition's node order (the scheduler starts from there)
+    position: int = 0
+    #: the linked ops: (position, runtime operands besides the linked tensor), for the scheduler
+    joins: list[tuple[int, list[int]]] = field(default_factory=list)
+    #: (position, tensors) each time an op joins: the context lists tensors in order of first use
+    uses: list[tuple[int, list[int]]] = field(default_factory=list)
+    #: a later op may link into it (not the per-output kernels of SPLIT)
+    open_to_links: bool = True
+    #: a fusion pass merged it into another kernel
+    dropped: bool = False
 
     @property
     def fused_ops(self) -> int:

@@ -23,15 +23,17 @@ shortcut (face detection: 10 such PADs); each of those PADs was a kernel copying
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 
 from .graph import Builtin, Graph, Node
 from .ops.elementwise import BINARY
+from .rewrites import Match, Site, replace_nodes
 
 #: the convolutions whose window arguments take ``merged_pad`` (ops/conv.py ``conv_window``)
 _READERS = frozenset({Builtin.CONV_2D, Builtin.DEPTHWISE_CONV_2D})
+#: the params a merge adds to a reader
+_EDITS = frozenset({"merged_pad", "zero_extended"})
 
 
 def _is_real_zero(graph: Graph, index: int) -> bool:
@@ -94,16 +96,6 @@ def _zero_extends(reader: Node, tensor: int, source: int, graph: Graph) -> bool:
     return graph.tensor(tensor).shape == graph.tensor(reader.outputs[0]).shape
 
 
-@dataclass(frozen=True)
-class MergedPads:
-    """A partition after merging: its graph and nodes, and which reader's kernel names each PAD."""
-
-    graph: Graph
-    nodes: list[int]
-    #: reader node index -> the PAD merged into it (its first reader's kernel carries the name)
-    names: dict[int, str]
-
-
 def _merged_readers(pad: Node, readers: list[Node], graph: Graph) -> list[Node] | None:
     """``readers`` of ``pad``'s output rewritten to read its input, or None when it cannot merge."""
     out, source = pad.outputs[0], pad.inputs[0]
@@ -128,32 +120,23 @@ def _merged_readers(pad: Node, readers: list[Node], graph: Graph) -> list[Node] 
     return None
 
 
-def merge_pads(graph: Graph, nodes: list[int], outputs: list[int]) -> MergedPads:
-    """``graph`` with the readers of each mergeable PAD reading the PAD's input, and ``nodes``
-    without those PADs. The graph is a copy where anything changes; nodes are replaced, never
-    edited."""
-    readers_of: dict[int, list[Node]] = {}
-    for index in nodes:
-        for i in dict.fromkeys(graph.nodes[index].inputs):
-            readers_of.setdefault(i, []).append(graph.nodes[index])
-    replaced: dict[int, Node] = {}
-    dropped: set[int] = set()
-    names: dict[int, str] = {}
-    for index in nodes:
-        pad = graph.nodes[index]
+class PadMerge:
+    """The rewrite pass (rewrites.py): ``match`` at a mergeable PAD, ``apply`` drops it and puts its
+    readers, edited to read its input, in their places. A reader takes one PAD at most; the first
+    reader's kernel carries the PAD's name."""
+
+    def match(self, pad: Node, site: Site) -> Match | None:
         if pad.op not in (Builtin.PAD, Builtin.PADV2) or len(pad.outputs) != 1:
-            continue
-        readers = readers_of.get(pad.outputs[0], [])
-        if not readers or pad.outputs[0] in outputs or any(r.index in replaced for r in readers):
-            continue  # a partition output is read outside it too
-        merged = _merged_readers(pad, readers, graph)
+            return None
+        readers = site.readers.get(pad.outputs[0], [])
+        if not readers or pad.outputs[0] in site.outputs:
+            return None  # a partition output is read outside it too
+        if any(_EDITS & r.params.keys() for r in readers):
+            return None  # a reader that took a PAD already
+        merged = _merged_readers(pad, readers, site.graph)
         if merged is None:
-            continue
-        replaced.update((r.index, r) for r in merged)
-        dropped.add(index)
-        names[readers[0].index] = pad.name
-    if not replaced:
-        return MergedPads(graph, nodes, {})
-    return MergedPads(
-        dataclasses.replace(graph, nodes={**graph.nodes, **replaced}), [i for i in nodes if i not in dropped], names
-    )
+            return None
+        return Match((pad.index,), None, tuple(merged), ((readers[0].index, pad.name),))
+
+    def apply(self, site: Site, found: Match) -> Site:
+        return replace_nodes(site, found)

@@ -1,7 +1,9 @@
 """Pattern rewrites of a partition's graph before its kernels are emitted: an ordered list of
 passes, each a ``match`` (where its pattern sits, from the node that ends it) and an ``apply``
-(the graph with the pattern's nodes replaced by one node of a compiler-internal op). The layer
-norm pass (layer_norm.py) is the first; merge_pads (pad_merge.py) still runs on its own."""
+(the graph with the pattern's nodes replaced: by one node of a compiler-internal op, or by
+readers edited to take over a node's work). The PAD merge (pad_merge.py) runs first, then the
+layer norm pass (layer_norm.py); partition.REWRITES lists them. The passes over the emitted
+kernels come after (fusion.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,14 @@ from .graph import Graph, Node
 
 @dataclass(frozen=True)
 class Match:
-    """A pattern found: the nodes it replaces (in order) and the node that stands for them."""
+    """A pattern found: the nodes it replaces (in order) and the node that stands for them, or
+    (``fused`` None) the nodes it drops and the ``edited`` nodes that take over their work."""
 
     nodes: tuple[int, ...]
-    fused: Node
+    fused: Node | None
+    edited: tuple[Node, ...] = ()
+    #: names of dropped nodes that the kernel of an edited node carries: node index -> name
+    names: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,9 @@ class Site:
     outputs: list[int]
     readers: dict[int, list[Node]]
     producer: dict[int, Node]
+    #: names of nodes dropped by a rewrite that the kernel of another node carries (a merged PAD's,
+    #: on its first reader's kernel): node index -> name
+    names: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def only_reader(self, tensor: int) -> Node | None:
         """The one node of the partition reading ``tensor``, if it is not also a partition output."""
@@ -49,15 +58,15 @@ class Rewrite(Protocol):
 
 
 def replace_nodes(site: Site, found: Match) -> Site:
-    """``site``'s graph (a copy) with ``found.fused`` in place of ``found.nodes``."""
-    fused = found.fused
-    graph = dataclasses.replace(site.graph, nodes={**site.graph.nodes, fused.index: fused})
-    dropped = set(found.nodes) - {fused.index}
+    """``site``'s graph (a copy) with ``found.fused`` (and ``found.edited``) in place of ``found.nodes``."""
+    put = [*found.edited, *([found.fused] if found.fused is not None else [])]
+    graph = dataclasses.replace(site.graph, nodes={**site.graph.nodes, **{n.index: n for n in put}})
+    dropped = set(found.nodes) - {n.index for n in put}
     nodes = [i for i in site.nodes if i not in dropped]
-    return make_site(graph, nodes, site.outputs)
+    return make_site(graph, nodes, site.outputs, {**site.names, **dict(found.names)})
 
 
-def make_site(graph: Graph, nodes: list[int], outputs: list[int]) -> Site:
+def make_site(graph: Graph, nodes: list[int], outputs: list[int], names: dict[int, str] | None = None) -> Site:
     readers: dict[int, list[Node]] = {}
     producer: dict[int, Node] = {}
     for index in nodes:
@@ -66,10 +75,10 @@ def make_site(graph: Graph, nodes: list[int], outputs: list[int]) -> Site:
             readers.setdefault(i, []).append(node)
         for o in node.outputs:
             producer[o] = node
-    return Site(graph, nodes, outputs, readers, producer)
+    return Site(graph, nodes, outputs, readers, producer, names or {})
 
 
-def rewrite(graph: Graph, nodes: list[int], outputs: list[int], passes: list[Rewrite]) -> tuple[Graph, list[int]]:
+def rewrite(graph: Graph, nodes: list[int], outputs: list[int], passes: list[Rewrite]) -> Site:
     """Each pass in order over the partition's nodes, applied wherever it matches."""
     site = make_site(graph, nodes, outputs)
     for each in passes:
@@ -79,4 +88,4 @@ def rewrite(graph: Graph, nodes: list[int], outputs: list[int], passes: list[Rew
             found = each.match(site.graph.nodes[index], site)
             if found is not None:
                 site = each.apply(site, found)
-    return site.graph, site.nodes
+    return site
