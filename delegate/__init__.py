@@ -1,11 +1,11 @@
 """An OpenCL GPU delegate for TensorFlow Lite.
 
-``delegate.Interpreter(model, settings=..., **options)`` is the TFLite host's Interpreter
-(ai-edge-litert, or tflite-runtime) with the delegate attached; ``delegate.load_delegate`` gives
-the delegate object for an interpreter of your own. Under them: a compiler from TFLite graphs to
-OpenCL kernels, the InferenceContext file format (schemas/serialization.fbs) it writes and a
-verifying native reader, and the OpenCL runtime. TFLite's acceleration settings protos
-(schemas/configuration.proto) configure it.
+``delegate.Interpreter(model, settings=..., **options)`` gives a ``DelegatedInterpreter``: the TFLite
+host's Interpreter (ai-edge-litert, or tflite-runtime) with the delegate attached, by the same
+methods; ``delegate.load_delegate`` gives the delegate object for an interpreter of your own.
+Under them: a compiler from TFLite graphs to OpenCL kernels, the InferenceContext file format
+(schemas/serialization.fbs) it writes and a verifying native reader, and the OpenCL runtime.
+TFLite's acceleration settings protos (schemas/configuration.proto) configure it.
 """
 
 from importlib import import_module
