@@ -26,7 +26,7 @@ from .errors import (
     ProgramBuildError,
     SettingsError,
 )
-from .interpreter import DelegatedInterpreter
+from .interpreter import DelegatedInterpreter, ExecutionPath
 
 if TYPE_CHECKING:
     from . import api as api
@@ -61,6 +61,7 @@ __all__ = [
     "DeviceNotFoundError",
     "DeviceResourceError",
     "ExecutionError",
+    "ExecutionPath",
     "InferenceContext",
     "Interpreter",
     "InterpreterBusyError",

@@ -144,7 +144,8 @@ _INTERPRETER_ARGS = {
 def Interpreter(
     model_path: str | os.PathLike[str] | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any
 ) -> DelegatedInterpreter:
-    """A host-runtime Interpreter configured by ``settings`` and/or delegate options.
+    """A ``DelegatedInterpreter`` (the host runtime's Interpreter, by the same methods) configured by
+    ``settings`` and/or delegate options.
 
     ``settings_type`` ("TFLiteSettings", "ComputeSettings" or the class) is what bytes or a binary
     settings file hold (default ComputeSettings); text, JSON and dicts are typed by their fields.
