@@ -2,7 +2,8 @@
 """Writes the small TensorFlow-made test models of tests/models/: the kinds users convert today.
 
 Every model has random (seeded) weights, few channels and short sequences, and goes through the
-real converter, ``tf.lite.TFLiteConverter.from_keras_model`` (Keras 3 and tf_keras models). Run with the TensorFlow venv's Python:
+real converter, ``tf.lite.TFLiteConverter.from_keras_model`` (Keras 3 and tf_keras models). Run
+with the TensorFlow venv's Python:
 
     /work/tfvenv/bin/python tests/models/make_models.py [--out DIR] [--only NAME ...]
 
@@ -24,8 +25,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # oneDNN's reordered float sums would make the calibration of the int8 models depend on the CPU
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
 keras = tf.keras  # Keras 3 under TF >= 2.16
 
@@ -40,8 +41,10 @@ CALIBRATION = 16
 
 
 def _seed(name: str) -> None:
-    """One fixed seed per model, so that a model's weights do not depend on which others are built."""
-    seed = sum(name.encode()) % 10_000
+    """One fixed seed per model, so that a model's weights do not depend on which others are built;
+    a quantized variant takes its float model's (``vit_tiny_int8``: ``vit_tiny``'s), so that both
+    hold the same weights and the cost of quantizing can be measured against the float one."""
+    seed = sum(name.removesuffix("_int8").removesuffix("_dynamic").encode()) % 10_000
     keras.utils.set_random_seed(seed)
     if tf_keras is not None:
         tf_keras.utils.set_random_seed(seed)

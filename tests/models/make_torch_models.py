@@ -98,7 +98,11 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
 
 
 def versions() -> dict[str, str]:
-    return {"torch": torch.__version__, "torchvision": torchvision.__version__, "litert-torch": litert_torch.__version__}
+    return {
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "litert-torch": litert_torch.__version__,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
