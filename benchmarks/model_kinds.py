@@ -49,6 +49,10 @@ F32_LIMIT = 1e-4
 CONFIGS: dict[str, dict[str, str]] = {"default": {}, "forced": {"cpu_when_faster": "false"}}
 
 
+#: the reason of every node the rule cpu_when_faster leaves on CPU (its figures differ by partition)
+_FASTER = "faster on TFLite's CPU kernels (the rule cpu_when_faster)"
+
+
 # --- one model, in a child process ------------------------------------------------------------
 
 
@@ -62,9 +66,9 @@ def _op(node: str) -> str:
 def _reason(why: str) -> str:
     """A reason with what differs from node to node taken out, so that one reason groups its nodes:
     tensor numbers, and the per-partition figures of the rule cpu_when_faster."""
-    why = re.sub(r"\btensor \d+", "a tensor", why)
+    why = re.sub(r"\btensor \d+", "tensor #", why)
     if why.startswith("faster on TFLite's CPU kernels"):
-        return "faster on TFLite's CPU kernels (the rule cpu_when_faster)"
+        return _FASTER
     return why
 
 
@@ -258,11 +262,21 @@ def markdown(records: list[dict[str, Any]]) -> str:
             f"| {_op_counts(f)} | {'; '.join(notes).replace('|', '/')} |"
         )
         forced_ops = _cpu_ops(f)
-        default_only = [op for op in _cpu_ops(d) if op not in forced_ops]
-        if forced_ops or default_only:
+        default_only = [op for op in _cpu_ops(d) if op not in forced_ops and _FASTER not in op]
+        # the rule's choices are many nodes with one reason: one line, with the ops it keeps
+        by_rule = {
+            op: n for op, reasons in (d or {}).get("on_cpu", {}).items() for why, n in reasons.items() if why == _FASTER
+        }
+        if forced_ops or default_only or by_rule:
             details.append(f"- **{r['model']}**")
             details += [f"  - {op}" for op in forced_ops]
             details += [f"  - (default options only) {op}" for op in default_only]
+            if by_rule:
+                ops = ", ".join(f"{op} x{n}" for op, n in sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0])))
+                count = sum(by_rule.values())
+                details.append(
+                    f"  - (default options only) {count} nodes the rule cpu_when_faster leaves on CPU: {ops}"
+                )
     wrong = [r["model"] for r in records if any((r.get(c) or {}).get("wrong") for c in CONFIGS)]
     text = "\n".join(rows)
     if wrong:
