@@ -184,11 +184,12 @@ def _env() -> dict[str, str]:
 def measure(model: Path, rounds: int, block: int, timeout: float) -> dict[str, Any]:
     """``measure_one`` in a fresh process; a crash or a hang becomes the row's note."""
     command = [sys.executable, __file__, "--child", str(model), "--rounds", str(rounds), "--block", str(block)]
-    failed = {"model": model.stem, "size_kib": round(model.stat().st_size / 1024, 1), "notes": []}
+    notes: list[str] = []
+    failed: dict[str, Any] = {"model": model.stem, "size_kib": round(model.stat().st_size / 1024, 1), "notes": notes}
     try:
         out = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=timeout)
     except subprocess.TimeoutExpired:
-        failed["notes"].append(f"no result within {timeout:.0f} s")
+        notes.append(f"no result within {timeout:.0f} s")
         return failed
     if out.returncode == 0:
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -197,10 +198,10 @@ def measure(model: Path, rounds: int, block: int, timeout: float) -> dict[str, A
             name = signal.Signals(-out.returncode).name
         except ValueError:
             name = f"signal {-out.returncode}"
-        failed["notes"].append(f"crashed ({name})")
+        notes.append(f"crashed ({name})")
     else:
         tail = " ".join(out.stderr.strip().splitlines()[-1:])
-        failed["notes"].append(f"failed: {tail[:300] or f'exit status {out.returncode}'}")
+        notes.append(f"failed: {tail[:300] or f'exit status {out.returncode}'}")
     return failed
 
 

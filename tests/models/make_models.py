@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 keras = tf.keras  # Keras 3 under TF >= 2.16
+Layer: Any = keras.layers.Layer  # a name type checkers take as a base class
 
 try:  # the legacy Keras 2: its LSTM converts to the fused UNIDIRECTIONAL_SEQUENCE_LSTM
     import tf_keras
@@ -62,7 +63,7 @@ def convert(model: Any, configure: Callable[[Any], None] | None = None) -> bytes
 # --- building blocks (Keras 3) ---------------------------------------------------------------
 
 
-class PositionEmbedding(keras.layers.Layer):
+class PositionEmbedding(Layer):
     """A learned embedding per position, added to the input (ViT's and BERT's)."""
 
     def build(self, input_shape: tuple[int, ...]) -> None:
@@ -74,7 +75,7 @@ class PositionEmbedding(keras.layers.Layer):
         return x + self.table
 
 
-class ClassToken(keras.layers.Layer):
+class ClassToken(Layer):
     """ViT's learned class token, put before the patch tokens (batch 1)."""
 
     def build(self, input_shape: tuple[int, ...]) -> None:
@@ -84,7 +85,7 @@ class ClassToken(keras.layers.Layer):
         return keras.ops.concatenate([self.token, x], axis=1)
 
 
-class LayerScale(keras.layers.Layer):
+class LayerScale(Layer):
     """ConvNeXt's per-channel scale of a residual branch."""
 
     def build(self, input_shape: tuple[int, ...]) -> None:
