@@ -5,7 +5,7 @@ Every model has random (seeded) weights, few channels and short sequences, and g
 real converter, ``tf.lite.TFLiteConverter.from_keras_model`` (Keras 3 and tf_keras models). Run
 with the TensorFlow venv's Python:
 
-    /work/tfvenv/bin/python tests/models/make_models.py [--out DIR] [--only NAME ...]
+    TF_VENV/bin/python tests/models/make_models.py [--out DIR] [--only NAME ...]
 
 The same TensorFlow / Keras / tf_keras versions give the same files (seeded weights and
 calibration data); other versions may lower ops differently. tests/models/README.md lists the

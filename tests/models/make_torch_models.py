@@ -9,7 +9,7 @@
 
 Run with the torch venv's Python:
 
-    /work/torchvenv/bin/python tests/models/make_torch_models.py [--out DIR] [--only NAME ...]
+    TORCH_VENV/bin/python tests/models/make_torch_models.py [--out DIR] [--only NAME ...]
 
 Seeded: the same torch / torchvision / litert-torch versions give the same models.
 """
