@@ -1,10 +1,11 @@
 """An OpenCL GPU delegate for TensorFlow Lite.
 
-``delegate.Interpreter(model, settings=..., **options)`` is the TFLite host's Interpreter
-(ai-edge-litert, or tflite-runtime) with the delegate attached; ``delegate.load_delegate`` gives
-the delegate object for an interpreter of your own; ``delegate.litert_environment(**options)``
-an ai-edge-litert Environment whose CompiledModel GPU accelerator is the delegate. Under them: a
-compiler from TFLite graphs to OpenCL kernels, the InferenceContext file format
+``delegate.Interpreter(model, settings=..., **options)`` gives a ``DelegatedInterpreter``: the TFLite
+host's Interpreter (ai-edge-litert, or tflite-runtime) with the delegate attached, by the same
+methods; ``delegate.load_delegate`` gives the delegate object for an interpreter of your own;
+``delegate.litert_environment(**options)`` an ai-edge-litert Environment whose CompiledModel GPU
+accelerator is the delegate. Under them: a compiler from TFLite graphs to OpenCL kernels, the
+InferenceContext file format
 (schemas/serialization.fbs) it writes and a verifying native reader, and the OpenCL runtime.
 TFLite's acceleration settings protos (schemas/configuration.proto) configure it.
 """
@@ -27,7 +28,7 @@ from .errors import (
     ProgramBuildError,
     SettingsError,
 )
-from .interpreter import DelegatedInterpreter
+from .interpreter import DelegatedInterpreter, ExecutionPath
 
 if TYPE_CHECKING:
     from . import api as api
@@ -67,6 +68,7 @@ __all__ = [
     "DeviceNotFoundError",
     "DeviceResourceError",
     "ExecutionError",
+    "ExecutionPath",
     "InferenceContext",
     "Interpreter",
     "InterpreterBusyError",

@@ -6,21 +6,17 @@ import errno
 import importlib.util
 import os
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _native, cancel, warm_start
 from .effective import Effective
 from .errors import DelegateError
-from .fallback import FallbackInterpreter
 from .host import HostInfo, describe_host, host_module
-from .interpreter import ExclusiveInterpreter
+from .interpreter import DelegatedInterpreter, ExecutionPath
 from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
-from .warm_start import BackgroundCompile, WarmStartInterpreter, not_applicable, resolve_mode
-
-if TYPE_CHECKING:  # the settings (protobuf) load only when settings are given: a faster warm start
-    from .interpreter import DelegatedInterpreter
+from .warm_start import BackgroundCompile, not_applicable, resolve_mode
 
 
 def host_runtime() -> ModuleType:
@@ -148,7 +144,8 @@ _INTERPRETER_ARGS = {
 def Interpreter(
     model_path: str | os.PathLike[str] | None = None, settings: Any = None, settings_type: Any = None, **kwargs: Any
 ) -> DelegatedInterpreter:
-    """A host-runtime Interpreter configured by ``settings`` and/or delegate options.
+    """A ``DelegatedInterpreter`` (the host runtime's Interpreter, by the same methods) configured by
+    ``settings`` and/or delegate options.
 
     ``settings_type`` ("TFLiteSettings", "ComputeSettings" or the class) is what bytes or a binary
     settings file hold (default ComputeSettings); text, JSON and dicts are typed by their fields.
@@ -189,9 +186,8 @@ def Interpreter(
                 interpreter_args.setdefault(
                     "experimental_op_resolver_type", host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
                 )
-            interpreter = host.Interpreter(model_path=model_path, **interpreter_args)
-            interpreter.opencl_delegate, interpreter.opencl, interpreter.effective = None, None, effective
-            return ExclusiveInterpreter(interpreter)
+            on_cpu = host.Interpreter(model_path=model_path, **interpreter_args)
+            return DelegatedInterpreter(on_cpu, path=ExecutionPath.CPU_BY_SETTINGS, effective=effective)
         kwargs = _over_settings(effective.options, kwargs)
     delegate = load_delegate(**kwargs)
     cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
@@ -202,11 +198,8 @@ def Interpreter(
         cpu.allocate_tensors()
         return cpu
 
-    def make_delegated() -> Any:
-        interpreter = _delegated(host, model_path, delegate, interpreter_args)
-        if effective is not None and effective.execution_fallback:
-            return FallbackInterpreter(interpreter, make_cpu)
-        return interpreter
+    # execution fallback: an invoke that fails on the device runs on a CPU interpreter made then
+    fallback_cpu = make_cpu if effective is not None and effective.execution_fallback else None
 
     state: DelegateState | None = None
     cpu = None
@@ -221,27 +214,30 @@ def Interpreter(
         state = state or delegate_state(delegate)
         reason = not_applicable(cpu, effective)
         if reason is None:
-            warm = WarmStartInterpreter(
+            return DelegatedInterpreter.with_background_compile(
                 cpu,
-                lambda: _allocated(make_delegated()),
+                lambda: _allocated(_delegated(host, model_path, delegate, interpreter_args)),
                 mode=mode,
-                state=state,
+                grace_s=warm_start.AUTO_GRACE_S if mode == "auto" else 0.0,
                 fallback_allowed=bool(
                     (state and state.options.compile_fallback) or (effective and effective.execution_fallback)
                 ),
-                grace_s=warm_start.AUTO_GRACE_S if mode == "auto" else 0.0,
+                opencl=state,
+                opencl_delegate=delegate,
+                effective=effective or _from_options(kwargs, interpreter_args),
+                make_cpu=fallback_cpu,
             )
-            warm.opencl_delegate, warm.effective = delegate, effective or _from_options(kwargs, interpreter_args)
-            return ExclusiveInterpreter(warm)
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
         if state is not None:
             state.background_compile = BackgroundCompile(mode, path="off", cause=reason)
-    interpreter = make_delegated()
-    interpreter.opencl_delegate = delegate
-    interpreter.opencl = state if state is not None else delegate_state(delegate)
-    interpreter.effective = effective or _from_options(kwargs, interpreter_args)
-    return ExclusiveInterpreter(interpreter)
+    return DelegatedInterpreter(
+        _delegated(host, model_path, delegate, interpreter_args),
+        opencl=state if state is not None else delegate_state(delegate),
+        opencl_delegate=delegate,
+        effective=effective or _from_options(kwargs, interpreter_args),
+        make_cpu=fallback_cpu,
+    )
 
 
 def _from_options(options: dict[str, Any], interpreter_args: dict[str, Any]) -> Effective:

@@ -17,8 +17,9 @@ process (``CacheFolderWarning``, ``warn_unusable``) and the delegate runs withou
 The key of a partition hashes everything its compiled context depends on: this package's version,
 the device (DeviceInfo.key), every field of its CompileOptions (so a new compile option is keyed
 without touching this module), the plugin's other choices (``extra``: tuning, quantized
-inference, the compiler's source fingerprint), the partition's nodes (op, version, tensors,
-parameters, shapes) and what identifies the weights (``model_id``).
+inference, the compiler's source fingerprint), the compiler's fingerprint of the partition's
+nodes (op, version, tensors, parameters, shapes: ``compiler.fingerprint.partition_fingerprint``,
+an opaque string here) and what identifies the weights (``model_id``).
 
 Only stdlib and the package's leaf modules are imported here (the context writer too, on a miss),
 so any layer may use it.
@@ -99,28 +100,25 @@ def options_fields(options: Any) -> dict[str, Any]:
     return {f.name: _plain(getattr(options, f.name)) for f in dataclasses.fields(options)}
 
 
+#: the layout of what a partition key hashes; a new layout makes new keys, so entries of an older
+#: one are never found (and their seals, which hold their full key, would not match)
+KEY_FORMAT = "partition-key/2"
+
+
 def partition_key(
-    graph: Any,
-    nodes: Sequence[int],
+    fingerprint: str,
     compile_options: Any,
     *,
     device_key: str,
     extra: Sequence[Any],
     model_id: bytes,
 ) -> str:
-    """The serialization cache key of the partition ``nodes`` of ``graph`` (compiler.graph.Graph):
-    64 hex digits, the first KEY_LENGTH of them in the entry's name, all in its seal."""
+    """The serialization cache key of a partition whose nodes the compiler fingerprinted as
+    ``fingerprint`` (compiler/fingerprint.py, opaque here), compiled with ``compile_options`` (a
+    dataclass): 64 hex digits, the first KEY_LENGTH of them in the entry's name, all in its seal."""
     h = hashlib.sha256()
-    h.update(json.dumps([__version__, device_key, options_fields(compile_options), [*map(_plain, extra)]]).encode())
-    for index in nodes:
-        node = graph.nodes[index]
-        shapes = [graph.tensor(i).shape if i >= 0 else None for i in (*node.inputs, *node.outputs)]
-        # the quantization of tensors carried in float (compiler/quant.py) is written into the kernels
-        carried = [repr(graph.tensor(i).carried) if i >= 0 else None for i in (*node.inputs, *node.outputs)]
-        fields = [node.op, node.version, node.inputs, node.outputs, sorted(node.params.items()), shapes, carried]
-        if node.custom_name or node.custom_options:  # a custom op is its name and its options
-            fields += [node.custom_name, node.custom_options.hex()]
-        h.update(json.dumps(fields, default=str).encode())
+    header = [KEY_FORMAT, __version__, device_key, options_fields(compile_options), [*map(_plain, extra)]]
+    h.update(json.dumps([*header, fingerprint]).encode())
     h.update(model_id)
     return h.hexdigest()
 

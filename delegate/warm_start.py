@@ -5,10 +5,13 @@ A cold start compiles every kernel (seconds; PoCL then specialises each for its 
 its first launch). Under background compile the delegated interpreter is built, allocated and, when
 invokes already run without it, invoked once on zeros in a thread of its own, while TFLite's CPU
 kernels answer the caller; the first invoke after the build finished switches to it: the inputs the
-caller set are copied across, and every call from then on goes to the delegated interpreter.
+caller set are copied across, and every call from then on goes to the delegated interpreter. The
+switch itself (the ``COMPILING`` path and the ones after it) is ``DelegatedInterpreter``'s
+(delegate/interpreter.py); this module holds the mode, whether it applies to a model, the report,
+the build and its pool.
 
 Thread safety: the build thread touches only the interpreter it builds until it hands it over under
-``_Build.lock``; the caller's calls go to one interpreter at a time, as TFLite asks of any
+``BackgroundBuild.lock``; the caller's calls go to one interpreter at a time, as TFLite asks of any
 interpreter.
 
 Builds run in one small pool per process (``MAX_BUILDS`` daemon threads, started when a build is
@@ -25,10 +28,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
-import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +37,7 @@ from . import cancel
 from .errors import CompileCancelled, DelegateError
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from .effective import Effective
-    from .plugin import DelegateState
 
 MODES = ("auto", "on", "off")
 #: the environment variable that sets the mode when ``background_compile`` is not given
@@ -55,8 +53,6 @@ build_gate: threading.Event | None = None
 MAX_BUILDS = 2 if len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else ()) >= 4 else 1
 #: the name of the pool's threads
 THREAD_NAME = "delegate-background-compile"
-
-_WARNING = "tflite-opencl-delegate"
 
 
 def resolve_mode(value: Any) -> str:
@@ -130,17 +126,22 @@ class BackgroundCompile:
         return head + f"the build failed ({self.cause}); " + ("on CPU from then on" if self.path == "cpu" else "raised")
 
 
-class _Build:
-    """The background build and its handoff; the thread holds this, never the wrapper."""
+class BackgroundBuild:
+    """One background build of a delegated interpreter and its handoff. The pool thread holds
+    this, never the DelegatedInterpreter it is for (dropping that cancels the build)."""
 
-    def __init__(self, make: Callable[[], Any], warm_up: Callable[[Any], None]) -> None:
+    def __init__(self, make: Callable[[], Any], warm_up: Callable[[Any], None], *, execution_fallback: bool) -> None:
         self.lock = threading.Lock()
         self.done = threading.Event()
         self._make, self._warm_up = make, warm_up
+        #: the settings allow execution fallback: a failed warm-up invoke is not the build's failure
+        self._execution_fallback = execution_fallback
         #: the caller runs on CPU already: warm the delegate up before handing it over
         self.on_cpu = False
         self.interpreter: Any = None
         self.error: BaseException | None = None
+        #: the warm-up invoke's error, under execution fallback: the interpreter falls back at the switch
+        self.warm_up_error: RuntimeError | None = None
         self.ready_at: float | None = None
         self.token = cancel.Token()
 
@@ -159,7 +160,12 @@ class _Build:
                         self.interpreter, self.ready_at = interpreter, time.perf_counter()
                         return
                 # PoCL specialises kernels at their first launch: here, not in the caller's invoke
-                self._warm_up(interpreter)
+                try:
+                    self._warm_up(interpreter)
+                except RuntimeError as exc:
+                    if not self._execution_fallback:
+                        raise
+                    self.warm_up_error = exc
             with self.lock:
                 self.interpreter, self.ready_at = interpreter, time.perf_counter()
         except BaseException as exc:  # handed to the caller's next call
@@ -167,6 +173,10 @@ class _Build:
                 self.error = exc
         finally:
             self.done.set()
+
+    def wait(self) -> None:
+        """A call of the caller's waits for the build's end (no limit)."""
+        self.done.wait()
 
     def take_or_defer(self) -> tuple[Any, BaseException | None] | None:
         """The built interpreter (handed over: the thread is done with it) or the build's error;
@@ -178,13 +188,19 @@ class _Build:
             interpreter, self.interpreter = self.interpreter, None
             return interpreter, self.error
 
+    def take(self) -> tuple[Any, BaseException | None]:
+        """What ``take_or_defer`` gives, once the build is done."""
+        taken = self.take_or_defer()
+        assert taken is not None, "the build is done"
+        return taken
+
 
 _pool_lock = threading.Lock()
-_queued: deque[_Build] = deque()
+_queued: deque[BackgroundBuild] = deque()
 _workers = 0
 
 
-def _submit(build: _Build) -> None:
+def submit(build: BackgroundBuild) -> None:
     """Queue ``build``; start a pool thread when fewer than ``MAX_BUILDS`` run."""
     global _workers
     cancel.register_exit_hook()
@@ -207,7 +223,7 @@ def _work() -> None:
         build.run()
 
 
-def _withdraw(build: _Build) -> None:
+def withdraw(build: BackgroundBuild) -> None:
     """Take ``build`` out of the queue, when it has not started (it is then done)."""
     with _pool_lock:
         if build not in _queued:
@@ -227,178 +243,7 @@ def warm_up_on_zeros(interpreter: Any) -> None:
     interpreter.invoke()
 
 
-class WarmStartInterpreter:
-    """A delegated interpreter that answers on TFLite's CPU kernels until its delegate is built.
-
-    Everything not defined here goes to the interpreter active now. ``tensor(i)`` returns a
-    function that reads the active interpreter at each call; an array it returned earlier is a
-    view of the interpreter active then, so call the function again after each invoke (TFLite
-    asks the same). ``resize_tensor_input`` and ``get_signature_runner`` end the CPU phase: they
-    wait for the build, then work on the delegated interpreter.
-    """
-
-    def __init__(
-        self,
-        cpu: Any,
-        make: Callable[[], Any],
-        *,
-        mode: str,
-        state: DelegateState | None,
-        fallback_allowed: bool,
-        grace_s: float,
-    ) -> None:
-        self._created = time.perf_counter()
-        self._cpu: Any = cpu
-        self._active: Any = cpu
-        self._delegated = False
-        self._decided = False
-        #: the caller allocated the CPU interpreter (so its inputs hold what the caller set)
-        self._cpu_allocated = False
-        self._fallback_allowed = fallback_allowed
-        self._grace_s = grace_s
-        self._error: BaseException | None = None
-        self.background_compile = BackgroundCompile(mode)
-        #: the delegate's state; its ``background_compile`` is this wrapper's report
-        self.opencl = state
-        self.opencl_delegate: Any = None
-        self.effective: Effective | None = None
-        if state is not None:
-            state.background_compile = self.background_compile
-        self._build = _Build(make, warm_up_on_zeros)
-        weakref.finalize(self, self._build.token.cancel)  # dropped: its build stops or never starts
-        _submit(self._build)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "_active":  # not set yet (copy, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self._active, name)
-
-    # The calls that may switch.
-
-    def allocate_tensors(self) -> None:
-        if not self._decided:
-            self._decide()
-        self._raise_failure()
-        try:
-            with cancel.host_call():  # a resize compiles the partitions again
-                self._active.allocate_tensors()
-        except RuntimeError:
-            # TFLite's CPU kernels cannot run the model (a custom op only the delegate runs): there is
-            # nothing to answer with meanwhile, so wait for the delegate; the CPU's error if it failed
-            if self._delegated or not self.wait_for_delegate(
-                "allocate_tensors (TFLite's CPU kernels cannot run the model)"
-            ):
-                raise
-            with cancel.host_call():
-                self._active.allocate_tensors()
-        self._cpu_allocated = not self._delegated
-
-    def invoke(self) -> None:
-        if not self._decided:
-            self._decide()
-        elif not self._delegated and self._error is None and self._build.done.is_set():
-            self._switch(self._must_take())
-        self._raise_failure()
-        if not self._delegated:
-            self.background_compile.cpu_invokes += 1
-        self._active.invoke()
-
-    def resize_tensor_input(self, input_index: int, tensor_size: Sequence[int], strict: bool = False) -> None:
-        self.wait_for_delegate("resize_tensor_input")
-        self._active.resize_tensor_input(input_index, tensor_size, strict)
-
-    def get_signature_runner(self, signature_key: str | None = None) -> Any:
-        self.wait_for_delegate("get_signature_runner")
-        return self._active.get_signature_runner(signature_key)
-
-    def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
-        return lambda: self._active.tensor(tensor_index)()
-
-    def wait_for_delegate(self, why: str = "wait_for_delegate") -> bool:
-        """Wait for the build and switch now; True when calls now go to the delegate (False: the
-        build failed and the settings allow fallback). Raises the build's error otherwise."""
-        if not self._delegated and self._error is None:
-            if not self._build.done.is_set():
-                self.background_compile.waited_for = why
-            self._build.done.wait()
-            self._decided = True
-            self._switch(self._must_take())
-        self._raise_failure()
-        return self._delegated
-
-    def build_finished(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds (None: no limit) for the build to end, without switching:
-        the next invoke switches. True when it has ended."""
-        return self._build.done.wait(timeout)
-
-    def close(self) -> None:
-        """Cancel the build (it stops at its next checkpoint), wait for it, let go of both interpreters."""
-        self._build.token.cancel()
-        _withdraw(self._build)
-        self._build.done.wait()
-        self._build.take_or_defer()  # drops the built interpreter, if it was not taken
-        self._cpu = self._active = None
-
-    @property
-    def fallback_cause(self) -> str | None:
-        """The execution fallback's cause (settings that allow it), or the failed build's."""
-        return getattr(self._active, "fallback_cause", None) or self.background_compile.cause
-
-    # The handoff.
-
-    def _decide(self) -> None:
-        """The first allocate (or invoke): wait out the grace for the build, else run on CPU."""
-        remaining = self._grace_s - (time.perf_counter() - self._created)
-        if remaining > 0:
-            self._build.done.wait(remaining)
-        self._decided = True
-        taken = self._build.take_or_defer()
-        if taken is not None:
-            self._switch(taken)
-
-    def _switch(self, taken: tuple[Any, BaseException | None]) -> None:
-        interpreter, error = taken
-        report = self.background_compile
-        now = time.perf_counter() - self._created
-        if error is not None:
-            self._failed(error)
-            return
-        mismatch = _io_mismatch(self._cpu, interpreter)
-        if mismatch:
-            self._failed(DelegateError(f"the delegated interpreter's {mismatch}"), always_fall_back=True)
-            return
-        if self._cpu_allocated:
-            for detail in self._cpu.get_input_details():  # what the caller set, on the interpreter it set it on
-                interpreter.set_tensor(detail["index"], self._cpu.get_tensor(detail["index"]))
-        ready_at = self._build.ready_at
-        report.ready_s = (ready_at - self._created) if ready_at is not None else now
-        report.switched_s = now
-        report.path = "delegate"
-        self._active, self._cpu, self._delegated = interpreter, None, True
-
-    def _must_take(self) -> tuple[Any, BaseException | None]:
-        taken = self._build.take_or_defer()
-        assert taken is not None, "the build is done"
-        return taken
-
-    def _failed(self, error: BaseException, always_fall_back: bool = False) -> None:
-        report = self.background_compile
-        report.cause = str(error).strip() or type(error).__name__
-        if self._fallback_allowed or always_fall_back:
-            report.path = "cpu"
-            warnings.warn(f"{_WARNING}: the background compile failed ({report.cause}); running on CPU", stacklevel=3)
-            return
-        report.path = "failed"
-        if hasattr(error, "add_note"):
-            error.add_note(f"{_WARNING}: raised by the background compile (background_compile={report.mode})")
-        self._error = error
-
-    def _raise_failure(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-
-def _io_mismatch(cpu: Any, delegated: Any) -> str | None:
+def io_mismatch(cpu: Any, delegated: Any) -> str | None:
     """What differs in the inputs and outputs of the two interpreters (the caller's tensor indices
     must stay valid across the switch), or None."""
     for what in ("input", "output"):

@@ -27,8 +27,8 @@ def _small_partitions_delegated(request: pytest.FixtureRequest) -> Iterator[None
     if request.node.get_closest_marker("cpu_choice_default") is not None:
         yield
         return
-    from delegate.plugin import callbacks
+    from tests.plugin_testing import inject
 
     with pytest.MonkeyPatch.context() as patch:  # its own: a test's monkeypatch.undo() keeps it
-        patch.setattr(callbacks, "cpu_when_faster", lambda device, requested: bool(requested))
+        inject(patch, cpu_default=lambda device, requested: bool(requested))
         yield

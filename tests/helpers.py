@@ -213,11 +213,12 @@ def delegate_and_builtin(model: bytes, feeds: list[np.ndarray], program_cache: s
 
 def reject_kernels_of(monkeypatch: Any, op: str) -> None:
     """Make the OpenCL driver reject the kernel of every ``op`` node (an op name, ``MAX_POOL_2D``),
-    a real build failure: the plugin's compile step is wrapped to end those kernels with ``#error``."""
+    a real build failure: the plugin's compile step is injected, wrapped to end those kernels with ``#error``."""
     from delegate.compiler.graph import op_name
-    from delegate.plugin import callbacks
+    from delegate.plugin.registry import REGISTRY
+    from tests.plugin_testing import inject
 
-    real = callbacks.compile_partition
+    real = REGISTRY.plan.loader.compiler.compile
 
     def rejected(graph: Any, nodes: list[int], *args: Any, **kwargs: Any) -> model.InferenceContext:
         ctx = real(graph, nodes, *args, **kwargs)
@@ -228,4 +229,4 @@ def reject_kernels_of(monkeypatch: Any, op: str) -> None:
                 node.gpu_op.code += f"\n#error build failure injected by the test into {op}\n"
         return ctx
 
-    monkeypatch.setattr(callbacks, "compile_partition", rejected)
+    inject(monkeypatch, compile=rejected)

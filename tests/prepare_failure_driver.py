@@ -4,7 +4,8 @@ what the user saw (tests/test_prepare_failures.py runs it: a crash must fail the
 ``python -m tests.prepare_failure_driver MODEL STAGE FALLBACK``: STAGE is ``capture`` (reading the
 graph), ``compile`` (the compiler), ``build`` (the driver rejects a kernel: a real build failure)
 or ``allocate`` (device memory); FALLBACK ``1`` allows compilation fallback. The stage is broken
-by patching the function that does it; the host is DELEGATE_TFLITE_HOST's. Prints one JSON line:
+by injecting a failing collaborator into the plugin's Prepare plan (the allocation: by patching
+the runtime's allocator); the host is DELEGATE_TFLITE_HOST's. Prints one JSON line:
 where an error surfaced (``construct``, ``allocate``, ``invoke`` or null), its message, the
 warnings, the nodes delegated and the largest error against TFLite's CPU kernels.
 """
@@ -22,8 +23,10 @@ import delegate
 from delegate.api import host_runtime
 from delegate.compiler.kernel import MASKED_WRITE
 from delegate.errors import DeviceResourceError
-from delegate.plugin import callbacks
+from delegate.plugin.registry import REGISTRY
 from delegate.runtime.allocation import TensorAllocator
+
+from .plugin_testing import replaced
 
 MESSAGE = "failure injected by the test"
 
@@ -34,15 +37,15 @@ def _break(stage: str) -> None:
         def capture(*args: Any, **kwargs: Any) -> Any:
             raise RuntimeError(f"capture {MESSAGE}")
 
-        callbacks.capture_graph = capture  # type: ignore[assignment]
+        REGISTRY.plan = replaced(REGISTRY.plan, capture=capture)
     elif stage == "compile":
 
         def compile_partition(*args: Any, **kwargs: Any) -> Any:
             raise ValueError(f"compile {MESSAGE}")
 
-        callbacks.compile_partition = compile_partition  # type: ignore[assignment]
+        REGISTRY.plan = replaced(REGISTRY.plan, compile=compile_partition)
     elif stage == "build":
-        real = callbacks.compile_partition
+        real = REGISTRY.plan.loader.compiler.compile
 
         def rejected(*args: Any, **kwargs: Any) -> Any:
             ctx = real(*args, **kwargs)
@@ -51,7 +54,7 @@ def _break(stage: str) -> None:
                     node.gpu_op.code += f"\n#error build {MESSAGE}\n"
             return ctx
 
-        callbacks.compile_partition = rejected  # type: ignore[assignment]
+        REGISTRY.plan = replaced(REGISTRY.plan, compile=rejected)
     elif stage == "allocate":
 
         def allocate(self: Any, ctx: Any) -> None:

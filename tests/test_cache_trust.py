@@ -113,8 +113,8 @@ def test_tampered_but_valid_context_entry_is_rebuilt_with_a_warning(where, small
 @pytest.mark.opencl
 def test_context_entries_of_other_options_devices_or_versions_are_not_used(small_cnn, tmp_path, monkeypatch):
     from delegate import cache
-    from delegate.plugin import callbacks
-    from delegate.runtime import device as device_module
+    from delegate.plugin.loader import Target, open_target
+    from tests.plugin_testing import inject
 
     options = {"serialization_dir": str(tmp_path), "model_token": "m"}
     assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
@@ -126,16 +126,16 @@ def test_context_entries_of_other_options_devices_or_versions_are_not_used(small
     monkeypatch.setattr(cache, "__version__", "9.9.9")
     assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
     monkeypatch.undo()
-    real = device_module.describe
 
-    def other_driver(device):
-        return dataclasses.replace(real(device), driver_version="another driver")
+    def other_driver(request):
+        real = open_target(request)
+        return Target(real.device, dataclasses.replace(real.info, driver_version="another driver"))
 
-    monkeypatch.setattr(callbacks, "describe", other_driver)
+    inject(monkeypatch, target=other_driver)
     assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
     monkeypatch.undo()
     # another compiler (its sources changed within one package version)
-    monkeypatch.setattr(callbacks, "compiler_fingerprint", lambda: "another compiler")
+    inject(monkeypatch, compiler_version=lambda: "another compiler")
     assert [p.cache for p in _start(small_cnn, **options)[0].partitions] == ["miss"]
     assert len(list(tmp_path.glob("*.ctx"))) == entries + 3
 
@@ -144,16 +144,15 @@ def test_context_entries_of_other_options_devices_or_versions_are_not_used(small
 def test_conv_kernel_families_run_and_are_keyed_apart(small_cnn, tmp_path, monkeypatch):
     """CompileOptions.conv_kernels (set only by tests and benchmarks) reaches the generators and,
     like every compile option, the serialization cache key: one family's entry never serves another."""
-    from delegate.plugin import callbacks
+    from delegate.plugin.registry import REGISTRY
+    from tests.plugin_testing import inject
 
     options = {"serialization_dir": str(tmp_path), "model_token": "m"}
     _, expected = _start(small_cnn, **options)
-    real = callbacks._compile_options
+    real = REGISTRY.plan.loader.compiler.options
     codes = []
     for family in ("gemm", "blocked", "plain"):
-        monkeypatch.setattr(
-            callbacks, "_compile_options", lambda *a, f=family: dataclasses.replace(real(*a), conv_kernels=f)
-        )
+        inject(monkeypatch, compile_options=lambda *a, f=family: dataclasses.replace(real(*a), conv_kernels=f))
         state, out = _start(small_cnn, **options)
         assert [p.cache for p in state.partitions] == ["hit" if family == "gemm" else "miss"], family
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
@@ -190,6 +189,43 @@ def test_compiler_fingerprint_follows_the_compiler_sources(tmp_path):
     kernel = copy / "ops" / "gemm_conv.py"
     kernel.write_text(kernel.read_text() + "\n# changed\n")
     assert source_fingerprint(copy) != compiler_fingerprint()
+
+
+def test_partition_keys_are_stable_and_an_older_key_layout_is_never_used(tmp_path, monkeypatch):
+    """The compiler fingerprints a partition's nodes, the cache keys the fingerprint as an opaque
+    string: identical inputs give identical keys, any change (nodes, shapes, options, device,
+    model, the key's layout) another key, and an entry sealed with another key is refused."""
+    from delegate import cache
+    from delegate.compiler.fingerprint import partition_fingerprint
+    from delegate.compiler.graph import Builtin, Graph, Node, Tensor
+    from delegate.compiler.partition import CompileOptions
+
+    def graph(size: int = 8) -> Graph:
+        tensors = {i: Tensor(i, 1, (1, size, size, 4)) for i in range(3)}
+        nodes = {0: Node(0, Builtin.RELU, 1, (0,), (1,)), 1: Node(1, Builtin.TANH, 1, (1,), (2,))}
+        return Graph(tensors, nodes)
+
+    def key(g: Graph | None = None, options: CompileOptions | None = None, device: str = "dev", model: bytes = b"m"):
+        fingerprint = partition_fingerprint(g or graph(), [0, 1])
+        options = options or CompileOptions()
+        return cache.partition_key(fingerprint, options, device_key=device, extra=["x"], model_id=model)
+
+    base = key()
+    assert key() == base and len(base) == 64  # deterministic for identical inputs
+    variants = [key(graph(16)), key(options=CompileOptions(fuse=False)), key(device="other"), key(model=b"n")]
+    assert partition_fingerprint(graph(), [1, 0]) != partition_fingerprint(graph(), [0, 1])
+    monkeypatch.setattr(cache, "KEY_FORMAT", "partition-key/older")
+    variants.append(key())
+    monkeypatch.undo()
+    assert len({base, *variants}) == len(variants) + 1
+    store = cache.SerializationCache.open(str(tmp_path), "m")
+    assert store is not None
+    older = variants[-1]
+    assert store.write(store.entry(older), cache.entry_seal("partition", older), lambda: b"payload")
+    # the same file name (an older layout's key sharing the name's digits) would still be refused
+    with pytest.raises(CacheIntegrityError):
+        store.read(store.entry(older), cache.entry_seal("partition", base))
+    assert store.read(store.entry(base), cache.entry_seal("partition", base)) is None  # not found
 
 
 @pytest.mark.opencl

@@ -16,11 +16,12 @@ from delegate.cache import write_record
 from delegate.compiler.cpu_choice import POCL_CPU, estimate, node_macs
 from delegate.compiler.device_policy import cpu_when_faster
 from delegate.compiler.graph import Builtin, Graph, Node, Tensor
-from delegate.plugin import callbacks
+from delegate.plugin.loader import Target, open_target
 from delegate.plugin.options import DelegateOptions
 from delegate.runtime.device import describe, select_device
 
 from .helpers import delegate_and_builtin, shared_path
+from .plugin_testing import inject
 from .tflite_builder import Op, T, build_model
 
 pytestmark = [pytest.mark.opencl, pytest.mark.cpu_choice_default]
@@ -76,8 +77,11 @@ def test_the_option_off_delegates_it_and_keeps_the_figures(programs):
 
 
 def test_on_a_gpu_the_rule_is_off_unless_asked(programs, monkeypatch):
-    real = callbacks.describe
-    monkeypatch.setattr(callbacks, "describe", lambda device: dataclasses.replace(real(device), is_gpu=True))
+    def gpu(request):
+        real = open_target(request)
+        return Target(real.device, dataclasses.replace(real.info, is_gpu=True))
+
+    inject(monkeypatch, target=gpu)
     _, _, state = delegate_and_builtin(sine_like(), _feeds(), programs, cpu_when_faster="auto")
     assert len(state.delegated_nodes) == 3 and not state.cpu_choices[0]["applied"]
     _, _, state = delegate_and_builtin(sine_like(), _feeds(), programs, cpu_when_faster="true")

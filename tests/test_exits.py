@@ -251,13 +251,13 @@ def test_interpreters_created_in_a_loop_share_the_pool_and_dropped_ones_never_bu
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
 def test_an_interrupt_inside_prepare_is_raised_once_the_host_returns(monkeypatch, interrupt):
-    from delegate.plugin import callbacks
+    from tests.plugin_testing import inject
 
     def interrupted(*args):
         raise interrupt()
 
     with monkeypatch.context() as patch:
-        patch.setattr(callbacks, "_claim", interrupted)
+        inject(patch, capture=interrupted)  # the first step of Prepare's plan
         with pytest.raises(interrupt):
             delegate.Interpreter(SMALL_CNN, background_compile="off", compile_fallback="true")
     it = delegate.Interpreter(SMALL_CNN, background_compile="off")  # nothing left over from the interrupt

@@ -707,17 +707,18 @@ def test_gpu_family_fully_connected_either_side_of_the_reduction(rows, cin):
 
 def test_kernel_family_reaches_the_compiler(monkeypatch):
     # The option picks the kernels: gpu's convolutions share weight tiles in local memory, cpu's do not.
-    from delegate.plugin import callbacks
+    from delegate.plugin.registry import REGISTRY
+    from tests.plugin_testing import inject
 
     codes: dict[str, list[str]] = {}
-    real = callbacks.compile_partition
+    real = REGISTRY.plan.loader.compiler.compile
 
     def capture(*args, **kwargs):
         ctx = real(*args, **kwargs)
         codes.setdefault(args[4].kernel_family, []).extend(n.gpu_op.code for n in ctx.nodes)
         return ctx
 
-    monkeypatch.setattr(callbacks, "compile_partition", capture)
+    inject(monkeypatch, compile=capture)
     rng = np.random.default_rng(5)
     tensors = [T((1, 8, 8, 16)), T((16, 3, 3, 16), rand((16, 3, 3, 16), rng)), T((16,), rand((16,), rng))]
     tensors.append(T((1, 8, 8, 16)))

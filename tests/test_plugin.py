@@ -507,7 +507,7 @@ def test_tuning_is_stored_with_the_serialized_partition(tmp_path, programs):
 
 
 def test_the_persistent_option_switches_persistent_kernels(programs):
-    from delegate.plugin.callbacks import _kernels
+    from delegate.plugin import live_runtimes
 
     path = _model("small_cnn")
     outputs, modes = [], []
@@ -517,7 +517,7 @@ def test_the_persistent_option_switches_persistent_kernels(programs):
         _feed(interpreter, seed=3)
         interpreter.invoke()
         outputs.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy())
-        modes.append([k.runtime.persistent for k in _kernels.values()][-1])
+        modes.append(live_runtimes()[-1].persistent)
         del interpreter
         gc.collect()
     assert modes == [True, False]

@@ -106,8 +106,9 @@ def test_widening_brings_an_amplifying_model_within_the_f16_tolerance(tmp_path, 
     depthwise that takes 50 x the difference of its left and right neighbours (plus 3): exactly 4
     inside the image. Stored in half (steps of 1/16 at 100) the difference is 0 or 1/16, so the
     output is 3 or 6; stored in float32 it is within F16's stated tolerance of TFLite's."""
-    from delegate.plugin import callbacks
+    from delegate.plugin.registry import REGISTRY
     from tests.helpers import delegate_and_builtin
+    from tests.plugin_testing import inject
     from tests.tflite_builder import Op, T, build_model
 
     c, w = 8, 16
@@ -132,11 +133,9 @@ def test_widening_brings_an_amplifying_model_within_the_f16_tolerance(tmp_path, 
     ramp = 1.0 + 1e-4 * np.arange(w, dtype=np.float32)
     feeds = [np.broadcast_to(ramp[None, None, :, None], (1, 4, w, c)).astype(np.float32)]
     errors = {}
-    real = callbacks._compile_options
+    real = REGISTRY.plan.loader.compiler.options
     for widen in (False, True):
-        monkeypatch.setattr(
-            callbacks, "_compile_options", lambda *a, wide=widen: dataclasses.replace(real(*a), widen_sensitive=wide)
-        )
+        inject(monkeypatch, compile_options=lambda *a, wide=widen: dataclasses.replace(real(*a), widen_sensitive=wide))
         (got,), (want,), state = delegate_and_builtin(model, feeds, str(tmp_path), precision="F16")
         assert state.delegated_nodes == [0, 1]
         assert np.allclose(want[:, :, 1:-1], 4.0, atol=1e-3)  # the exact values the docstring says
@@ -191,8 +190,9 @@ def test_log_of_small_magnitudes_within_the_f16_tolerance(tmp_path, monkeypatch)
     """log(sum(x^2) + 1e-10) over x around 1e-4 (a log-power spectrum): in half the sum (4e-8)
     and the epsilon are zero and the log is -inf; stored and uploaded in float32 they are within
     F16's tolerance of TFLite's."""
-    from delegate.plugin import callbacks
+    from delegate.plugin.registry import REGISTRY
     from tests.helpers import delegate_and_builtin
+    from tests.plugin_testing import inject
     from tests.tflite_builder import Op, T, build_model
 
     tensors = [
@@ -213,11 +213,9 @@ def test_log_of_small_magnitudes_within_the_f16_tolerance(tmp_path, monkeypatch)
     model = build_model(tensors, ops, [0], [6])
     x = (np.random.default_rng(3).uniform(0.5, 2.0, (1, 4, 8, 4)) * 1e-4).astype(np.float32)
     errors = {}
-    real = callbacks._compile_options
+    real = REGISTRY.plan.loader.compiler.options
     for widen in (False, True):
-        monkeypatch.setattr(
-            callbacks, "_compile_options", lambda *a, wide=widen: dataclasses.replace(real(*a), widen_sensitive=wide)
-        )
+        inject(monkeypatch, compile_options=lambda *a, wide=widen: dataclasses.replace(real(*a), widen_sensitive=wide))
         (got,), (want,), state = delegate_and_builtin(model, [x], str(tmp_path), precision="F16")
         assert state.delegated_nodes == [0, 1, 2, 3]
         errors[widen] = float(np.abs(got - want).max()) / float(np.abs(want).max())

@@ -44,6 +44,19 @@ def test_concatenation_and_broadcasting_shapes():
     assert declared_shape_problem(add, _graph([((1, 4, 1), None), ((3,), None), ((1, 4, 4), None)], add))
 
 
+def test_placeholder_shapes_known_only_at_run_time_are_not_called_corrupt():
+    """A WHILE body's TensorList elements (Keras 3 LSTM): stored shapes are placeholders, marked -1
+    in the shape signature. The node stays on CPU, said as what it is, not as a corrupt file."""
+    concat = Node(0, Builtin.CONCATENATION, 1, (0, 1), (2,), {"axis": 0, "activation": 0})
+    tensors = {
+        0: Tensor(0, FLOAT32, (1, 1, 1), "t0", signature=(-1, -1, -1)),
+        1: Tensor(1, FLOAT32, (2, 1, 16), "t1"),
+        2: Tensor(2, FLOAT32, (12, 1, 16), "t2"),
+    }
+    problem = declared_shape_problem(concat, Graph(tensors, {0: concat}))
+    assert problem is not None and "known only at run time" in problem and "corrupt" not in problem
+
+
 def test_a_pad_declared_too_wide_stays_on_cpu_and_the_result_is_tflites(tmp_path):
     from tests.helpers import delegate_and_builtin
     from tests.tflite_builder import Op, T, build_model

@@ -17,6 +17,7 @@ import pytest
 import delegate
 from delegate import warm_start
 from delegate.api import host_runtime
+from delegate.interpreter import ExecutionPath
 
 from .helpers import reject_kernels_of, shared_path
 from .test_variables import _streaming_model
@@ -44,13 +45,13 @@ def gate(monkeypatch):
 @pytest.fixture
 def release_on_wait(gate, monkeypatch):
     """The gate opens when a call starts waiting for the build (never before)."""
-    real = warm_start.WarmStartInterpreter.wait_for_delegate
+    real = warm_start.BackgroundBuild.wait
 
-    def waiting(self, why="wait_for_delegate"):
+    def waiting(self):
         gate.set()
-        return real(self, why)
+        return real(self)
 
-    monkeypatch.setattr(warm_start.WarmStartInterpreter, "wait_for_delegate", waiting)
+    monkeypatch.setattr(warm_start.BackgroundBuild, "wait", waiting)
 
 
 def _inputs(interpreter, seed):
@@ -135,7 +136,7 @@ def test_a_build_done_within_the_grace_runs_on_the_delegate_from_the_first_invok
 def test_a_stateful_model_never_switches(monkeypatch, program_cache, mode):
     monkeypatch.delenv(warm_start.MODE_ENV, raising=False)
     it = delegate.Interpreter(model_content=_streaming_model(), background_compile=mode, program_cache=program_cache)
-    assert not isinstance(it, warm_start.WarmStartInterpreter)
+    assert it.path is ExecutionPath.DELEGATED
     report = it.opencl.background_compile
     assert report.path == "off" and "resource variables" in report.cause
     it.allocate_tensors()

@@ -18,6 +18,7 @@ each partition's kernels as text (one file per kernel), to see what a digest dif
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 from pathlib import Path
@@ -48,10 +49,11 @@ def digests(path: Path, options: dict[str, str], dump: Path | None = None) -> li
     """The SHA-256 of each partition's context, in the order the delegate compiles them."""
     import delegate
     from delegate.context.writer import serialize_context
-    from delegate.plugin import callbacks
+    from delegate.plugin.registry import REGISTRY
 
     found: list[str] = []
-    original = callbacks.compile_partition
+    plan = REGISTRY.plan
+    original = plan.loader.compiler.compile
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -67,15 +69,14 @@ def digests(path: Path, options: dict[str, str], dump: Path | None = None) -> li
                 (folder / f"{i:03d}_{node.name.replace('/', '_')[:80]}.cl").write_text(node.gpu_op.code or "")
         raise _Recorded("recorded")
 
-    callbacks.compile_partition = recording
-    try:
-        interpreter = delegate.Interpreter(path, **options, compile_fallback="true")
-        interpreter.allocate_tensors()
-        del interpreter
-    except Exception as exc:  # a model the delegate cannot prepare: say so, keep going
-        found.append(f"failed: {type(exc).__name__}: {exc}".splitlines()[0])
-    finally:
-        callbacks.compile_partition = original
+    compiler = dataclasses.replace(plan.loader.compiler, compile=recording)
+    with REGISTRY.using(dataclasses.replace(plan, loader=dataclasses.replace(plan.loader, compiler=compiler))):
+        try:
+            interpreter = delegate.Interpreter(path, **options, compile_fallback="true")
+            interpreter.allocate_tensors()
+            del interpreter
+        except Exception as exc:  # a model the delegate cannot prepare: say so, keep going
+            found.append(f"failed: {type(exc).__name__}: {exc}".splitlines()[0])
     return found
 
 

@@ -29,7 +29,7 @@ import harness  # noqa: F401  (the delegate alone: no CPU stand-in while it comp
 import delegate
 from delegate.api import host_runtime
 from delegate.compiler import partition as compiler_partition
-from delegate.plugin import callbacks
+from delegate.plugin.registry import REGISTRY
 
 
 def smooth_image(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -75,7 +75,8 @@ def run(model: bytes, feeds: list[np.ndarray], options: dict[str, str] | None) -
 def delegate_run(model: bytes, feeds: list[np.ndarray], precision: str, widen: bool, cache: str) -> tuple:
     """The delegate's outputs with ``widen_sensitive`` set, and the share of elements stored wide."""
     shares: list[tuple[int, int]] = []
-    real_options, real_wide = callbacks._compile_options, compiler_partition.wide_tensors
+    plan = REGISTRY.plan
+    real_options, real_wide = plan.loader.compiler.options, compiler_partition.wide_tensors
 
     def options(*args: Any) -> Any:
         return dataclasses.replace(real_options(*args), widen_sensitive=widen)
@@ -86,11 +87,13 @@ def delegate_run(model: bytes, feeds: list[np.ndarray], precision: str, widen: b
         shares.append((sum(size.get(t, 0) for t in chosen), sum(size.values())))
         return chosen
 
-    callbacks._compile_options, compiler_partition.wide_tensors = options, wide
+    compiler = dataclasses.replace(plan.loader.compiler, options=options)
+    compiler_partition.wide_tensors = wide
     try:
-        outputs = run(model, feeds, {"precision": precision, "program_cache": cache})
+        with REGISTRY.using(dataclasses.replace(plan, loader=dataclasses.replace(plan.loader, compiler=compiler))):
+            outputs = run(model, feeds, {"precision": precision, "program_cache": cache})
     finally:
-        callbacks._compile_options, compiler_partition.wide_tensors = real_options, real_wide
+        compiler_partition.wide_tensors = real_wide
     wide_elements, all_elements = (sum(column) for column in zip(*shares, strict=True)) if shares else (0, 0)
     return outputs, (wide_elements / all_elements if widen and all_elements else 0.0)
 

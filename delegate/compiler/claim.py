@@ -10,7 +10,7 @@ from .partition import runtime_inputs, unsupported_reason
 from .quant import is_quantized_node, quantized_reason
 from .shapes import StaticShapes, fold_values
 
-#: what the reason of an unclaimed custom op with no TFLite kernel says (plugin/callbacks.py warns of
+#: what the reason of an unclaimed custom op with no TFLite kernel says (plugin/prepare.py warns of
 #: it, model_run.py adds it to the host's error): the host cannot run the node either
 NO_KERNEL = "this TFLite runtime has no kernel for it either"
 

@@ -30,7 +30,19 @@ def declared_shape_problem(node: Node, graph: Graph) -> str | None:
     declared = shape_of(graph, node.outputs[0])
     if implied is None or implied == declared:
         return None
+    if any(_dynamic(graph, index) for index in (*node.inputs, *node.outputs)):
+        # a stored shape that is a placeholder (TensorList elements in a WHILE body): not corruption
+        return (
+            "its shapes are known only at run time (the model stores placeholders for them), so no "
+            "kernel can be compiled for it"
+        )
     return (
         f"the model declares output shape {list(declared)}, but the op computes {list(implied)} from its inputs "
         "(a corrupt or edited model file?)"
     )
+
+
+def _dynamic(graph: Graph, index: int) -> bool:
+    """Whether tensor ``index`` has a dimension the model says is known only at run time."""
+    tensor = graph.tensors.get(index)
+    return tensor is not None and tensor.signature is not None and any(d < 0 for d in tensor.signature)

@@ -17,7 +17,7 @@ from typing import Any
 from .._warnings import warn
 from ..cache import SerializationCache, entry_seal, partition_key
 from ..compiler.cpu_choice import POCL_CPU, CpuChoice, estimate
-from ..compiler.fingerprint import compiler_fingerprint
+from ..compiler.fingerprint import compiler_fingerprint, partition_fingerprint
 from ..errors import CacheIntegrityError
 
 log = logging.getLogger("delegate.plugin")
@@ -40,7 +40,8 @@ def decide(
     if store is None:
         return estimate(graph, members, applied=applied)
     extra = ["cpu_when_faster", applied, compiler_fingerprint()]
-    key = partition_key(graph, members, POCL_CPU, device_key=device_key, extra=extra, model_id=model_id())
+    nodes = partition_fingerprint(graph, members)
+    key = partition_key(nodes, POCL_CPU, device_key=device_key, extra=extra, model_id=model_id())
     path = store.record(key)
     sealed = entry_seal("record", key)
     names = tuple(graph.nodes[i].name for i in members)

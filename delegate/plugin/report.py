@@ -1,18 +1,16 @@
 """What a delegate delegated: one report per subgraph it was applied to, with its partitions, and
-the delegate's state (``interpreter.opencl``)."""
+the delegate's state (``interpreter.opencl``). Plain data: the plugin's modules fill it in, none of
+them is imported here."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..compiler.cpu_choice import CpuChoice
 from ..host import HostInfo
 from .options import DelegateOptions
-
-if TYPE_CHECKING:
-    from .callbacks import Preparing
 
 
 @dataclass
@@ -74,9 +72,6 @@ class DelegateState:
     #: a PoCL CPU device: how its worker threads are placed (delegate/runtime/platforms/pocl_affinity.py); "" otherwise
     worker_affinity: str = ""
     prepares: int = 0
-    #: Prepares in progress, by TfLiteContext address: interpreters sharing this delegate may
-    #: prepare at the same time (the GIL is released while the interpreter runs C code)
-    preparing: dict[int, Preparing] = field(default_factory=dict, repr=False, compare=False)
     #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
     _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Writes the small PyTorch-made test models of tests/models/, through litert-torch's ``convert``.
+
+- ``torch_mobilenet_v3_small``: torchvision's MobileNetV3-Small (width 0.25, reduced tail, 10
+  classes) on a 1x3x64x64 image (NCHW, as PyTorch has it); random weights and BatchNorm statistics.
+- ``torch_transformer``: a decoder-style language model written here: token ids (int32, 16
+  tokens), an embedding, 2 blocks of RMSNorm, causal multi-head attention
+  (``scaled_dot_product_attention``), LayerNorm and a GELU MLP, then logits over the vocabulary.
+
+Run with the torch venv's Python:
+
+    TORCH_VENV/bin/python tests/models/make_torch_models.py [--out DIR] [--only NAME ...]
+
+Seeded: the same torch / torchvision / litert-torch versions give the same models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import litert_torch
+import torch
+import torchvision
+from torch import nn
+from torch.nn import functional as F
+
+HERE = Path(__file__).resolve().parent
+
+
+def mobilenet_v3_small() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    model = torchvision.models.mobilenet_v3_small(weights=None, width_mult=0.25, reduced_tail=True, num_classes=10)
+    # BatchNorm's initial statistics (mean 0, variance 1) would fold to identities: random ones
+    # give the folded convolutions weights of the size a trained model has
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.1, 0.1)
+            module.running_var.uniform_(0.5, 1.5)
+    return model, (torch.rand(1, 3, 64, 64),)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, width: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(width) + 0.1 * torch.randn(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Block(nn.Module):
+    """RMSNorm before the causal attention, LayerNorm before the GELU MLP (both kinds of norm in one model)."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = RMSNorm(width), nn.LayerNorm(width)
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(c, dim=-1)
+        q, k, v = (y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(attended.transpose(1, 2).reshape(b, t, c))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self, vocab: int = 128, width: int = 32, heads: int = 4, blocks: int = 2, tokens: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.position = nn.Parameter(0.02 * torch.randn(1, tokens, width))
+        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(blocks))
+        self.norm = RMSNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids) + self.position
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+def transformer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return TinyTransformer(), (torch.randint(0, 128, (1, 16), dtype=torch.int32),)
+
+
+#: file stem -> its module and sample inputs
+MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "torch_mobilenet_v3_small": mobilenet_v3_small,
+    "torch_transformer": transformer,
+}
+
+
+def versions() -> dict[str, str]:
+    return {
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "litert-torch": litert_torch.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE, help="folder written (default: this one)")
+    parser.add_argument("--only", nargs="*", choices=sorted(MODELS), help="these models only")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(" ".join(f"{k} {v}" for k, v in versions().items()), file=sys.stderr)
+    for name in args.only or MODELS:
+        torch.manual_seed(sum(name.encode()))  # one seed per model, whichever others are built
+        with torch.no_grad():
+            model, sample = MODELS[name]()
+            path = args.out / f"{name}.tflite"
+            litert_torch.convert(model.eval(), sample).export(str(path))
+        print(f"{path.name}: {path.stat().st_size / 1024:.1f} KiB", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
