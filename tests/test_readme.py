@@ -52,7 +52,11 @@ def _run_block(python: str, code: str, tmp_path: Path) -> None:
 @pytest.mark.opencl
 @pytest.mark.parametrize("index", range(len(_python_blocks("litert"))))
 def test_every_python_block_runs_as_written(index, tmp_path):
-    _run_block(sys.executable, _python_blocks("litert")[index], tmp_path)
+    block = _python_blocks("litert")[index]
+    if "CompiledModel" in block and "libasan" in os.environ.get("LD_PRELOAD", ""):
+        # scripts/sanitize.sh; tests/test_litert_accelerator.py runs the same path in the main suite
+        pytest.skip("LiteRT's CompiledModel loads its vendor plugins with RTLD_DEEPBIND, which ASan's runtime refuses")
+    _run_block(sys.executable, block, tmp_path)
 
 
 @pytest.mark.opencl
