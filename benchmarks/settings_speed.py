@@ -12,26 +12,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import cli, races
+from harness.paths import MODELS, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("DELEGATE_SHARED_DIR", ROOT.parent / "shared"))
-DEFAULT_MODEL = SHARED / "models" / "unet_small.tflite"
+import delegate
+
+DEFAULT_MODEL = MODELS / "unet_small.tflite"
 SETTINGS = ["min_latency", "precision_loss_allowed", "f32"]
 #: the ratio to F32 a settings file may reach before --check fails (timing noise on a shared machine)
 MAX_RATIO = 1.15
 
 
 def _interpreter(model: Path, settings: str | None) -> Any:
-    import delegate
-
     common: dict[str, Any] = {"background_compile": "off"}
     if settings is None:
         return delegate.Interpreter(str(model), precision="F32", **common)
@@ -50,12 +48,9 @@ def measure(model: Path, rounds: int) -> dict[str, Any]:
         for detail in interpreter.get_input_details():
             interpreter.set_tensor(detail["index"], rng.random(detail["shape"], dtype=np.float32))
         interpreter.invoke()  # first launch: PoCL specialises kernels
-    times: dict[str, list[float]] = {name: [] for name in configs}
-    for _ in range(rounds):
-        for name, interpreter in configs.items():
-            start = time.perf_counter()
-            interpreter.invoke()
-            times[name].append((time.perf_counter() - start) * 1e3)
+    names = list(configs)
+    rounds_s = races.blocks([configs[name].invoke for name in names], count=rounds, block=1)
+    times = {name: [t * 1e3 for t in races.column(rounds_s, i)] for i, name in enumerate(names)}
     # the fastest round of each: on a machine shared with other work the median carries its load
     base = min(times["F32 options"])
     rows = {
@@ -88,12 +83,8 @@ def main() -> int:
                 f"  {name:24s} {row['precision']:8s} {row['storage_type']:12s} "
                 f"best {row['best_ms']:8.2f} ms (median {row['median_ms']:8.2f})  x{row['ratio_to_f32']:.2f}"
             )
-    if args.check:
-        slow = {n: r["ratio_to_f32"] for n, r in result["configs"].items() if r["ratio_to_f32"] > MAX_RATIO}
-        if slow:
-            print(f"FAIL: slower than F32 by more than {MAX_RATIO}x: {slow}", file=sys.stderr)
-            return 1
-    return 0
+    slow = {n: round(r["ratio_to_f32"], 3) for n, r in result["configs"].items() if r["ratio_to_f32"] > MAX_RATIO}
+    return cli.check(not slow, args.check, f"slower than F32 by more than {MAX_RATIO}x: {slow}")
 
 
 if __name__ == "__main__":
