@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TextIO
 
 from .progress import LOGGER, Progress
@@ -141,7 +141,7 @@ def progress_line(enabled: bool, stream: TextIO | None = None) -> Iterator[None]
     LOGGER.setLevel(logging.DEBUG)
     ticker.start()
     try:
-        with _stderr_above(handler) if out.fileno() == 2 else _nothing():
+        with _stderr_above(handler) if out.fileno() == 2 else nullcontext():
             yield
     finally:
         stop.set()
@@ -150,8 +150,3 @@ def progress_line(enabled: bool, stream: TextIO | None = None) -> Iterator[None]
         LOGGER.setLevel(previous)
         handler.clear()
         terminal.close()
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
