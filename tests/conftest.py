@@ -4,6 +4,7 @@ delegated unless a test is marked ``cpu_choice_default``."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -32,3 +33,15 @@ def _small_partitions_delegated(request: pytest.FixtureRequest) -> Iterator[None
     with pytest.MonkeyPatch.context() as patch:  # its own: a test's monkeypatch.undo() keeps it
         inject(patch, cpu_default=lambda device, requested: bool(requested))
         yield
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Holds background builds (``warm_start.build_gate``) until ``gate.set()``; released at the
+    end in any case."""
+    from delegate import warm_start
+
+    event = threading.Event()
+    monkeypatch.setattr(warm_start, "build_gate", event)
+    yield event
+    event.set()

@@ -6,7 +6,6 @@ tests/test_settings_mapping.py (execution fallback), tests/test_concurrency.py (
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any
 
@@ -14,7 +13,6 @@ import numpy as np
 import pytest
 
 import delegate
-from delegate import warm_start
 from delegate.interpreter import DelegatedInterpreter, ExecutionPath
 
 
@@ -58,14 +56,6 @@ def _run(interpreter: DelegatedInterpreter) -> np.ndarray:
     interpreter.set_tensor(0, X)
     interpreter.invoke()
     return interpreter.get_tensor(1)
-
-
-@pytest.fixture
-def gate(monkeypatch):
-    event = threading.Event()
-    monkeypatch.setattr(warm_start, "build_gate", event)
-    yield event
-    event.set()
 
 
 def _compiling(make: Any, **kwargs: Any) -> DelegatedInterpreter:

@@ -34,15 +34,6 @@ def program_cache(tmp_path_factory):
 
 
 @pytest.fixture
-def gate(monkeypatch):
-    """Holds background builds until ``gate.set()``; released at the end in any case."""
-    event = threading.Event()
-    monkeypatch.setattr(warm_start, "build_gate", event)
-    yield event
-    event.set()
-
-
-@pytest.fixture
 def release_on_wait(gate, monkeypatch):
     """The gate opens when a call starts waiting for the build (never before)."""
     real = warm_start.BackgroundBuild.wait
