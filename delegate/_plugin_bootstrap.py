@@ -31,7 +31,7 @@ def _python_side(library: str, build_sites: str, build_python: str) -> None:
         # go through the package's __path__, so this first entry is only needed for this import
         sys.path.insert(0, root)
         try:
-            import delegate.plugin.callbacks  # (attaches the callbacks the library calls)
+            import delegate._native  # (the package, and the module this library is)
         finally:
             sys.path.remove(root)  # the first entry, the one inserted above
     native = sys.modules["delegate._native"]
@@ -40,7 +40,7 @@ def _python_side(library: str, build_sites: str, build_python: str) -> None:
             f"this process already runs the package from {os.path.dirname(str(native.__file__))}; "
             f"load that package's plugin (delegate.plugin_path()) instead of {library}"
         )
-    import delegate.plugin.callbacks  # noqa: F401  (imported with the package, made sure here)
+    import delegate.plugin.callbacks  # noqa: F401  (attaches the callbacks the library calls)
 
 
 _python_side(library, build_sites, build_python)  # type: ignore[name-defined]  # noqa: F821  (given by the library)
