@@ -44,8 +44,9 @@ def sine_like() -> bytes:
 
 
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("programs"))
+def programs() -> str:
+    """The default program cache, as users have it (tests/test_ops.py: PROGRAM_CACHE)."""
+    return "default"
 
 
 def _feeds() -> list[np.ndarray]:

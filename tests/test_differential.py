@@ -168,7 +168,7 @@ def reference(net: Net, path: Path, feeds: dict[int, np.ndarray]) -> dict[int, n
     return values
 
 
-def run_delegate(net: Net, path: Path, feeds: dict[int, np.ndarray], precision: str, fuse: bool, programs: Path):
+def run_delegate(net: Net, path: Path, feeds: dict[int, np.ndarray], precision: str, fuse: bool, programs: str):
     interpreter = delegate.Interpreter(str(path), precision=precision, fuse=fuse, program_cache=str(programs))
     state = interpreter.opencl
     assert not state.unsupported, f"nodes left on CPU: {state.unsupported}\n{net}"
@@ -202,11 +202,11 @@ def differential(net: Net, workdir: Path, precision: str, fuse: bool) -> None:
     path.write_bytes(net.model())
     feeds = net.feeds()
     want = reference(net, path, feeds)
-    got, state = run_delegate(net, path, feeds, precision, fuse, workdir / "programs")
+    got, state = run_delegate(net, path, feeds, precision, fuse, "default")
     bad = errors(net, got, want, precision)
     if bad:
         # Say whether the other fusion setting computes it right: a fusion bug, or not.
-        other, _ = run_delegate(net, path, feeds, precision, not fuse, workdir / "programs")
+        other, _ = run_delegate(net, path, feeds, precision, not fuse, "default")
         verdict = errors(net, other, want, precision)
         kernels = [p.kernels for p in state.partitions]
         pytest.fail(

@@ -10,15 +10,10 @@ from hypothesis import strategies as st
 
 from delegate.compiler.graph import Builtin
 
-from .test_ops import _PROGRAMS, EXAMPLES, check, precisions, rand, seeds, shapes
+from .test_ops import EXAMPLES, check, precisions, rand, seeds, shapes
 from .tflite_builder import Op, T
 
 pytestmark = pytest.mark.opencl
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _program_cache(tmp_path_factory):
-    _PROGRAMS["dir"] = str(tmp_path_factory.mktemp("programs"))
 
 
 def _gelu(approximate: bool, inputs: list[int], outputs: list[int]) -> Op:

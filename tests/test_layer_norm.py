@@ -9,17 +9,12 @@ import pytest
 
 from delegate.compiler.graph import Builtin
 
-from .test_ops import _PROGRAMS, TOLERANCE, run_both
+from .test_ops import TOLERANCE, run_both
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
 
 _MEAN_KEEP = ("ReducerOptions", {"KeepDims": True})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _program_cache(tmp_path_factory):
-    _PROGRAMS["dir"] = str(tmp_path_factory.mktemp("programs"))
 
 
 def _keras(shape, gamma, beta, eps):

@@ -15,6 +15,7 @@ from delegate.compiler.graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node, 
 from delegate.compiler.partition import CompileOptions, compile_partition, unsupported_reason
 
 from .helpers import delegate_and_builtin
+from .test_ops import PROGRAM_CACHE
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
@@ -23,7 +24,6 @@ EXAMPLES = settings(max_examples=6, deadline=None, suppress_health_check=[Health
 #: for tests parametrized over several ops (CI budget: the whole file in about 3 minutes on 2 cores)
 FEW = settings(EXAMPLES, max_examples=3)
 TOLERANCE = {"F32": 1e-4, "F32_F16": 1e-2, "F16": 1e-2}
-_PROGRAMS: dict[str, str] = {}
 _TYPES = {np.float32: 0, np.int32: 2, np.bool_: 6}  # schema TensorType of CastOptions
 
 COMPARISONS = [
@@ -39,18 +39,13 @@ seeds = st.integers(0, 2**31 - 1)
 shapes = st.tuples(st.integers(1, 2), st.integers(1, 5), st.integers(1, 6), st.integers(1, 9))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _program_cache(tmp_path_factory):
-    _PROGRAMS["dir"] = str(tmp_path_factory.mktemp("programs"))
-
-
 def cast(src: int, dst: int, frm: type, to: type) -> Op:
     return Op(Builtin.CAST, [src], [dst], ("CastOptions", {"InDataType": _TYPES[frm], "OutDataType": _TYPES[to]}))
 
 
 def run(tensors, ops, inputs, outputs, feeds, precision="F32"):
     model = build_model(tensors, ops, inputs, outputs)
-    return delegate_and_builtin(model, feeds, _PROGRAMS["dir"], precision=precision)
+    return delegate_and_builtin(model, feeds, PROGRAM_CACHE, precision=precision)
 
 
 def exact(tensors, ops, inputs, outputs, feeds, precision="F32", delegated=None):

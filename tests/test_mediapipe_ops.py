@@ -34,8 +34,9 @@ _SELFIE = ("models", "real", "mediapipe__selfie_segmentation.tflite")
 
 
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("programs"))
+def programs() -> str:
+    """The default program cache, as users have it (tests/test_ops.py: PROGRAM_CACHE)."""
+    return "default"
 
 
 def run_delegate(model: bytes | str, feeds: list[np.ndarray], programs: str, **options) -> tuple[list, object]:

@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 from delegate.compiler.graph import Builtin
 
 from .test_ops import EXAMPLES, check, families, precisions, rand, seeds
-from .test_ops import _program_cache as _program_cache
-from .test_quant import _program_cache as _quant_program_cache  # noqa: F401
 from .test_quant import check_quant, int_bias, int_weights, qrand, qt
 from .tflite_builder import Op, T
 

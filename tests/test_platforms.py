@@ -6,18 +6,34 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 import platform
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
+from delegate import write_context
+from delegate.cache import default_program_dir
 from delegate.calibration import POCL_CPU
 from delegate.compiler import cpu_choice
 from delegate.runtime import opencl
 from delegate.runtime.device import DeviceInfo
-from delegate.runtime.platforms import PLATFORMS, DeviceStart, GenericPlatform, PoclPlatform, for_name, pocl_affinity
+from delegate.runtime.platforms import (
+    PLATFORMS,
+    DeviceStart,
+    GenericPlatform,
+    PoclPlatform,
+    for_name,
+    pocl_affinity,
+    pocl_cache,
+)
+from delegate.runtime.runtime import _cache_folder
 
+from .runtime_helpers import chain
 from .test_pocl_cpu import POCL, FakeDevice, needs_x86_64
 
 RUNTIME = Path(__file__).resolve().parent.parent / "delegate" / "runtime"
@@ -82,8 +98,57 @@ def test_pocls_start_repairs_and_reads_its_devices(monkeypatch: pytest.MonkeyPat
     start = PoclPlatform().start_loader(preloaded=False)
     start.withdraw()
     found = start.devices_listed([(generic.address, POCL)])
-    assert found == {generic.address: DeviceStart("znver3", start.affinity.describe())}
+    keeps = pocl_cache.keeps_builds(start.kernel_cache)
+    assert found == {generic.address: DeviceStart("znver3", start.affinity.describe(), keeps_builds=keeps)}
     assert generic.cpu == b"znver3\0\0"
+
+
+def test_pocl_keeps_its_builds_unless_its_cache_is_off_or_private() -> None:
+    lasting, private = pocl_cache.KernelCache(), pocl_cache.KernelCache("/tmp/tflite-opencl-delegate-pocl-x")
+    assert pocl_cache.keeps_builds(lasting, {})
+    assert pocl_cache.keeps_builds(lasting, {"POCL_KERNEL_CACHE": "1"})
+    assert not pocl_cache.keeps_builds(lasting, {"POCL_KERNEL_CACHE": "0"})
+    assert not pocl_cache.keeps_builds(private, {})
+
+
+def test_the_default_program_cache_stores_no_binaries_where_the_driver_keeps_builds(tmp_path: Path) -> None:
+    keeps = dataclasses.replace(POCL_CPU_DEVICE, driver_keeps_builds=True)
+    assert _cache_folder(None, keeps) is None and _cache_folder(True, keeps) is None
+    assert _cache_folder(None, OTHER_CPU) == default_program_dir() == _cache_folder(True, OTHER_CPU)
+    for info in (keeps, OTHER_CPU):  # a folder given is used, False is none
+        assert _cache_folder(tmp_path, info) == tmp_path and _cache_folder(False, info) is None
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("kernel_cache", ["on", "off"])
+def test_on_pocl_the_default_stores_binaries_only_when_its_own_cache_is_off(tmp_path: Path, kernel_cache: str) -> None:
+    # a real start in a fresh process: PoCL reads POCL_KERNEL_CACHE when it starts
+    path = tmp_path / "chain.ctx"
+    write_context(chain(2), path)
+    script = textwrap.dedent(f"""
+        import json
+        import numpy as np
+        from delegate import Runtime
+        with Runtime.load({str(path)!r}) as rt:
+            rt.run([np.ones(rt.input_shapes[0], np.float32)])
+            keeps, built = rt.device_info.driver_keeps_builds, rt.build_stats.built_from_source
+            print(json.dumps({{"keeps": keeps, "built": built}}))
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("POCL_CACHE_DIR", "POCL_KERNEL_CACHE")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    if kernel_cache == "off":
+        env["POCL_KERNEL_CACHE"] = "0"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["built"] >= 1
+    binaries = tmp_path / "cache" / "tflite-opencl-delegate" / "programs"
+    stored = sorted(binaries.glob("*")) if binaries.is_dir() else []
+    if kernel_cache == "on":
+        assert result["keeps"] is True and stored == []
+        assert any((tmp_path / "cache" / "pocl" / "kcache").iterdir())  # PoCL kept them instead
+    else:
+        assert result["keeps"] is False and len(stored) == result["built"]
 
 
 def test_the_loader_answers_for_devices_it_learned_nothing_of() -> None:

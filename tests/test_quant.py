@@ -27,23 +27,17 @@ from delegate.api import current_host, host_runtime
 from delegate.compiler.graph import Builtin
 
 from .helpers import delegate_and_builtin, shared_path
-from .test_ops import TOLERANCE, rand, seeds, shapes_any_rank
+from .test_ops import PROGRAM_CACHE, TOLERANCE, rand, seeds, shapes_any_rank
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
 
-_PROGRAMS: dict[str, str] = {}
 #: tflite-runtime 2.14, the older host, lacks hybrid TRANSPOSE_CONV and FULLY_CONNECTED v12 (what
 #: the shared dynamic-range models use), and its hybrid FULLY_CONNECTED does not take per-channel
 #: scales (it returned zeros on them): those comparisons need ai-edge-litert
 OLD_HOST = current_host().name == "tflite-runtime"
 #: fewer examples than tests/test_ops.py's: each builds two models (or a model and a reference)
 QUANT_EXAMPLES = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _program_cache(tmp_path_factory):
-    _PROGRAMS["dir"] = str(tmp_path_factory.mktemp("programs"))
 
 
 def quantize_weights(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, list[float], int]:
@@ -78,9 +72,9 @@ def check_hybrid(tensors, op: Op, weights: int, axis: int | None, data: int, out
     hybrid[weights] = T(w.shape, q, np.int8, quant=(scales, [0] * len(scales), qaxis))
     floats = list(tensors)
     floats[weights] = T(w.shape, dequantize(q, scales, qaxis))
-    got, want_hybrid, state = delegate_and_builtin(build_model(hybrid, [op], [data], [out]), [x], _PROGRAMS["dir"])
+    got, want_hybrid, state = delegate_and_builtin(build_model(hybrid, [op], [data], [out]), [x], PROGRAM_CACHE)
     assert len(state.delegated_nodes) == 1, state.unsupported
-    _, want_float, _ = delegate_and_builtin(build_model(floats, [op], [data], [out]), [x], _PROGRAMS["dir"])
+    _, want_float, _ = delegate_and_builtin(build_model(floats, [op], [data], [out]), [x], PROGRAM_CACHE)
     g, f, h = got[0].astype(np.float64), want_float[0], want_hybrid[0]
     scale = max(float(np.abs(f).max()), 1e-6)
     assert float(np.abs(g - f).max()) <= TOLERANCE["F32"] * scale, "delegate vs float reference"
@@ -173,7 +167,7 @@ def test_hybrid_weights_stay_on_cpu_with_quantized_inference_off():
     q, scales, axis = quantize_weights(rand((5, 8), rng), 0)
     tensors = [T((2, 8)), T((5, 8), q, np.int8, quant=(scales, [0] * 5, axis)), T((5,), rand((5,), rng)), T((2, 5))]
     model = build_model(tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], version=3)], [0], [3])
-    _, _, state = delegate_and_builtin(model, [rand((2, 8), rng)], _PROGRAMS["dir"], enable_quantized_inference=False)
+    _, _, state = delegate_and_builtin(model, [rand((2, 8), rng)], PROGRAM_CACHE, enable_quantized_inference=False)
     assert state.delegated_nodes == [] and "enable_quantized_inference on" in str(state.unsupported), state.unsupported
 
 
@@ -194,7 +188,7 @@ def test_dynamic_range_models(name):
     interpreter = host_runtime().Interpreter(model_content=model)
     rng = np.random.default_rng(0)
     feeds = [rng.uniform(0, 1, d["shape"]).astype(np.float32) for d in interpreter.get_input_details()]
-    got, want, state = delegate_and_builtin(model, feeds, _PROGRAMS["dir"])
+    got, want, state = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
     assert state.unsupported == {} and len(state.delegated_nodes) == len(interpreter._get_ops_details())
     for g, w in zip(got, want, strict=True):
         scale = float(np.abs(w).max())
@@ -240,7 +234,7 @@ def check_quant(tensors, ops, inputs, outputs, feeds, *, steps: int = 1, exact: 
     """The model through the delegate and TFLite's builtin integer kernels: every op delegated and
     every output within ``steps`` quantization steps, at least ``exact`` of them exact."""
     model = build_model(tensors, ops, inputs, outputs)
-    got, want, state = delegate_and_builtin(model, feeds, _PROGRAMS["dir"])
+    got, want, state = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
     assert len(state.delegated_nodes) == len(ops), state.unsupported
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -420,7 +414,7 @@ def test_int8_nodes_stay_on_cpu_with_quantized_inference_off():
     tensors = [qt((1, 4, 4, 3), 0.05, 0), qt((1, 4, 4, 3), 0.05, 0), qt((1, 4, 4, 3), 0.1, 0)]
     model = build_model(tensors, [Op(Builtin.ADD, [0, 1], [2], ("AddOptions", {}), version=2)], [0, 1], [2])
     feeds = [qrand((1, 4, 4, 3), rng), qrand((1, 4, 4, 3), rng)]
-    got, want, state = delegate_and_builtin(model, feeds, _PROGRAMS["dir"], enable_quantized_inference=False)
+    got, want, state = delegate_and_builtin(model, feeds, PROGRAM_CACHE, enable_quantized_inference=False)
     assert state.delegated_nodes == [] and "enable_quantized_inference" in str(state.unsupported), state.unsupported
     # on CPU, through XNNPACK (the host's default) against the builtin kernel: a step apart at most
     assert int(np.abs(got[0].astype(np.int32) - want[0]).max()) <= 1
@@ -458,7 +452,7 @@ def _both(path, **options):
 
     host = host_runtime()
     gpu = delegate.Interpreter(
-        str(path), program_cache=_PROGRAMS["dir"], experimental_preserve_all_tensors=True, **options
+        str(path), program_cache=PROGRAM_CACHE, experimental_preserve_all_tensors=True, **options
     )
     cpu = host.Interpreter(
         model_path=str(path),
@@ -556,7 +550,7 @@ def test_int8_partition_recompiled_after_a_resize(tmp_path):
     tensors = [qt((1, 4, 4, 3), 0.05, 1), qt((1, 4, 4, 3), 0.02, -4)]
     path = tmp_path / "relu.tflite"
     path.write_bytes(build_model(tensors, [Op(Builtin.RELU, [0], [1], version=2)], [0], [1]))
-    gpu = delegate.Interpreter(str(path), program_cache=_PROGRAMS["dir"])
+    gpu = delegate.Interpreter(str(path), program_cache=PROGRAM_CACHE)
     cpu = host_runtime().Interpreter(model_path=str(path))
     for interpreter in (gpu, cpu):
         interpreter.allocate_tensors()
@@ -848,7 +842,7 @@ def _on_cpu_builtin(model: bytes, feeds: list[np.ndarray]):
 
     host = host_runtime()
     builtin = host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    d = delegate.load_delegate(program_cache=_PROGRAMS["dir"])
+    d = delegate.load_delegate(program_cache=PROGRAM_CACHE)
     results = []
     for interpreter in (
         host.Interpreter(model_content=model, experimental_delegates=[d], experimental_op_resolver_type=builtin),
@@ -954,7 +948,7 @@ def test_models_tflite_rejects_stay_rejected(name):
     builtin = host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     with pytest.raises(RuntimeError, match=name):
         _invoke(host.Interpreter(model_content=model, experimental_op_resolver_type=builtin), feeds)
-    d = delegate.load_delegate(program_cache=_PROGRAMS["dir"])
+    d = delegate.load_delegate(program_cache=PROGRAM_CACHE)
     interpreter = host.Interpreter(
         model_content=model, experimental_delegates=[d], experimental_op_resolver_type=builtin
     )
@@ -986,7 +980,7 @@ def test_logistic_and_softmax_off_tflites_output_grid_stay_on_cpu(op, dtype, sca
     feeds = [qrand((1, 64), np.random.default_rng(5), dtype)]
     host = host_runtime()
     builtin = host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    d = delegate.load_delegate(program_cache=_PROGRAMS["dir"])
+    d = delegate.load_delegate(program_cache=PROGRAM_CACHE)
     interpreter = host.Interpreter(
         model_content=model, experimental_delegates=[d], experimental_op_resolver_type=builtin
     )

@@ -81,8 +81,9 @@ def _run(model: bytes, feeds: list[np.ndarray], programs) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory):
-    return tmp_path_factory.mktemp("programs")
+def programs() -> str:
+    """The default program cache, as users have it (tests/test_ops.py: PROGRAM_CACHE)."""
+    return "default"
 
 
 def _stride_options() -> tuple[str, dict]:

@@ -221,8 +221,9 @@ CONV = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})
 
 
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("programs"))
+def programs() -> str:
+    """The default program cache, as users have it (tests/test_ops.py: PROGRAM_CACHE)."""
+    return "default"
 
 
 def _run(model: bytes, feeds: list[np.ndarray], programs: str, **options) -> tuple[list, list, object]:

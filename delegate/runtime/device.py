@@ -44,6 +44,9 @@ class DeviceInfo:
     #: how the driver's worker threads are placed, as its platform asked when the loader was
     #: initialised (platforms/pocl_affinity.py); "" for other drivers
     worker_affinity: str = ""
+    #: the driver keeps compiled programs for later processes by itself (platforms/: PoCL's
+    #: kernel cache, where it lasts), so the default program cache stores no binaries
+    driver_keeps_builds: bool = False
 
     @property
     def platform_rules(self) -> Platform:
@@ -98,6 +101,7 @@ def describe(device: Device) -> DeviceInfo:
         compute_units=max(int(get("max_compute_units")), 1),
         compiler_cpu=start.compiler_cpu,
         worker_affinity=start.worker_placement,
+        driver_keeps_builds=start.keeps_builds,
     )
 
 

@@ -39,10 +39,15 @@ from .tuning import TunedNode, TuningReport, tune_context
 __all__ = ["MemoryReport", "Runtime", "TunedNode", "TuningReport"]
 
 
-def _cache_folder(cache_dir: str | os.PathLike[str] | bool | None) -> Path | None:
+def _cache_folder(cache_dir: str | os.PathLike[str] | bool | None, info: DeviceInfo) -> Path | None:
+    """Where program binaries go: a folder given is used; by default the user's cache folder,
+    except where the driver keeps its builds itself (PoCL), whose binaries would only cost
+    a second compile of every kernel on a cold start."""
     if cache_dir is False:
         return None
-    return default_program_dir() if cache_dir is None or cache_dir is True else Path(cache_dir)
+    if cache_dir is None or cache_dir is True:
+        return None if info.driver_keeps_builds else default_program_dir()
+    return Path(cache_dir)
 
 
 class Runtime:
@@ -74,7 +79,8 @@ class Runtime:
         ``"P:D"``, part of a name, a ``Device`` or a pyopencl Device).
 
         ``cache_dir``: program-binary cache folder; None for the default
-        (``$XDG_CACHE_HOME/tflite-opencl-delegate/programs``), False to disable.
+        (``$XDG_CACHE_HOME/tflite-opencl-delegate/programs``, except on drivers that keep their
+        builds themselves, PoCL: none), False to disable.
         ``profiling``: enable per-node timing (``run_profiled``).
         ``zero_copy``: the input and output conversion kernels read and write the caller's memory
         directly (a buffer over it, CL_MEM_USE_HOST_PTR) instead of copying through a staging
@@ -127,7 +133,7 @@ class Runtime:
             self._keep_wrapped = False
             self._cl_context = owned.adopt(driver.Context(dev))
             self._queue = owned.adopt(driver.Queue(self._cl_context, profiling))
-            self._builder = owned.adopt(ProgramBuilder(self._cl_context, info, _cache_folder(cache_dir)))
+            self._builder = owned.adopt(ProgramBuilder(self._cl_context, info, _cache_folder(cache_dir, info)))
             self.build_stats = self._builder.stats
             # slice planes off the 4 KiB grid on CPU devices, whose L1 caches they would alias in
             tensors = check_graph(ctx, padded=not info.is_gpu)

@@ -5,7 +5,8 @@ platform's name): what to do around the loader's start (``start_loader``: enviro
 reads while it starts, taken back afterwards, and what it learns of each device once the devices
 are listed, such as the CPU model its compiler targets), how that target shows in the program
 cache key (``program_key``) and in the compiler's vector width (``vector_floats``), whether runs
-may use persistent kernels (``persistent_kernels``), whether its devices are the default when no
+may use persistent kernels (``persistent_kernels``), whether its driver keeps compiled programs
+for later processes by itself (``DeviceStart.keeps_builds``), whether its devices are the default when no
 GPU is found (``chosen_without_gpu``), and the measured costs the rule cpu_when_faster weighs
 (``calibration``, data of delegate/calibration.py).
 """
@@ -27,6 +28,9 @@ class DeviceStart:
     compiler_cpu: str = ""
     #: how the driver's worker threads are placed, in words ("" where the platform does not say)
     worker_placement: str = ""
+    #: the driver keeps the programs it compiles for later processes by itself (PoCL's kernel
+    #: cache), so binaries stored beside it would only cost their making on a cold start
+    keeps_builds: bool = False
 
 
 class LoaderStart(Protocol):

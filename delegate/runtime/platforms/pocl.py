@@ -6,8 +6,10 @@ default one cannot be written (pocl_cache.py), both asked through the environmen
 starts and taken back afterwards; once the devices are listed, the CPU name its LLVM compiles for
 repaired where that LLVM does not know the processor, and read (pocl_cpu.py). That name keys
 compiled programs and sets the compiler's vector width (16 floats on AVX-512 models). Persistent
-kernels run on its CPU devices; the rule cpu_when_faster weighs its measured costs
-(calibration.POCL_CPU).
+kernels run on its CPU devices. Its kernel cache keeps every program it compiles (the source's
+build and each kernel's compiled form), so where that cache lasts the runtime stores no program
+binaries of its own by default: asking PoCL for one compiles every kernel once more. The rule
+cpu_when_faster weighs its measured costs (calibration.POCL_CPU).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ class PoclStart:
 
     def devices_listed(self, devices: Sequence[tuple[int, str]]) -> Mapping[int, DeviceStart]:
         placement = self.affinity.describe()
+        keeps = pocl_cache.keeps_builds(self.kernel_cache)
         return {
-            address: DeviceStart(name, placement if name else "")
+            address: DeviceStart(name, placement if name else "", keeps_builds=keeps)
             for address, name in pocl_cpu.repair_devices(devices).items()
         }
 

@@ -94,6 +94,13 @@ def request(environ: MutableMapping[str, str] | None = None) -> KernelCache:
     return KernelCache(private)
 
 
+def keeps_builds(choice: KernelCache, environ: Mapping[str, str] | None = None) -> bool:
+    """Does PoCL keep what it compiles for later processes? Yes unless its kernel cache is off
+    (``POCL_KERNEL_CACHE=0``) or is the private folder ``request`` chose (removed at exit)."""
+    env = os.environ if environ is None else environ
+    return not choice.private and env.get("POCL_KERNEL_CACHE", "1").strip() != "0"
+
+
 def withdraw(choice: KernelCache, environ: MutableMapping[str, str] | None = None) -> None:
     """Take back what ``request`` set, once PoCL has read it (when the loader lists the devices)."""
     env = os.environ if environ is None else environ
