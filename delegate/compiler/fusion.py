@@ -137,7 +137,7 @@ class DepthwisePair:
 
     def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
         node = kernel.ops[0]
-        if site.pair_local_bytes <= 0 or node.op != Builtin.DEPTHWISE_CONV_2D or len(node.outputs) != 1:
+        if site.emit.options.pair_local_bytes <= 0 or node.op != Builtin.DEPTHWISE_CONV_2D or len(node.outputs) != 1:
             return None
         if len(kernel.ops) != 1:
             return None
@@ -149,14 +149,14 @@ class DepthwisePair:
             return None
         if site.graph.tensor(out).carried is not None:
             return None  # the depthwise output is rounded onto its grid, which the pair kernel has no point for
-        if not pairs(node, conv, site.emit, site.pair_local_bytes):
+        if not pairs(node, conv, site.emit, site.emit.options.pair_local_bytes):
             return None
         return FusionMatch((kernel, site.kernel_of[conv.index]), out)
 
     def apply(self, site: KernelGraph, found: FusionMatch) -> None:
         first, second = found.kernels
         node, conv = first.ops[0], second.ops[0]
-        kernel = pair_operation(node, conv, site.emit, site.pair_local_bytes)
+        kernel = pair_operation(node, conv, site.emit, site.emit.options.pair_local_bytes)
         names = [node.name, conv.name, *(site.names[i] for i in (node.index, conv.index) if i in site.names)]
         pair = site.place(kernel, [node.inputs[0]], list(conv.outputs), names, [node, conv], first.position)
         site.drop(second)

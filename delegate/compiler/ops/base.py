@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 
@@ -12,34 +12,28 @@ from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Padding, Tensor
 from ..kernel import WRITE, Kernel, Piece, RequiredWorkGroup
+from ..options import CompileOptions
 from .traits import NO_TRAITS, Traits
-
-#: CONV_2D's kernels: the matrix products (buffer storages only), or the generic ones, ``blocked`` (4
-#: pixels x 2 slices per work-item, what texture storages get) or ``plain`` (one output FLT4 each)
-ConvKernels = Literal["gemm", "blocked", "plain"]
-#: the kernels of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: ``cpu`` (a work-item holds a
-#: block of pixels x channel groups in registers, shaped for CPU cores) or ``gpu`` (ops/gpu_conv.py:
-#: a work-item per pixel or two, work-groups sharing weights through local memory)
-KernelFamily = Literal["cpu", "gpu"]
 
 
 @dataclass
 class EmitContext:
-    """What an op's code generator may read: the graph, the precision and storage, in-place reads."""
+    """What an op's code generator may read: the graph, the compile options, in-place reads."""
 
     graph: Graph
-    precision: CalculationsPrecision
-    storage: TensorStorageType = TensorStorageType.BUFFER
+    #: precision, storage and the kernel choices (selectors/ read them)
+    options: CompileOptions = field(default_factory=CompileOptions)
     #: CONCATENATION outputs that are never written: their only reader (a matrix-product CONV_2D)
-    #: reads the concatenation's inputs instead, in order (partition.py decides which)
+    #: reads the concatenation's inputs instead, in order (fusion.ConcatReadInPlace decides which)
     concat_sources: dict[int, list[int]] = field(default_factory=dict)
-    #: floats per register-sized vector the matrix-product kernels group output channels by: 8
-    #: (AVX2, GPUs), or 16 on CPU devices whose compiler targets AVX-512 (CompileOptions)
-    vector_width: int = 8
-    conv_kernels: ConvKernels = "gemm"
-    kernel_family: KernelFamily = "cpu"
-    #: work-items per work-group of the gpu family's convolutions (a power of two the device takes)
-    gpu_work_group: int = 64
+
+    @property
+    def precision(self) -> CalculationsPrecision:
+        return self.options.precision
+
+    @property
+    def storage(self) -> TensorStorageType:
+        return self.options.storage
 
     @property
     def dtype(self) -> np.dtype:
@@ -48,7 +42,7 @@ class EmitContext:
     @property
     def linear_storage(self) -> bool:
         """Runtime tensors live in buffers, so kernels may address them linearly (Offset / ReadAt)."""
-        return self.storage in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER)
+        return self.options.linear_storage
 
     def desc(self, tensor: int) -> model.TensorDescriptor:
         return layout.tensor_descriptor(self.graph.tensor(tensor).shape, self.precision)

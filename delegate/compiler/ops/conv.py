@@ -10,6 +10,7 @@ from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node, Tensor
 from ..kernel import Kernel
+from ..options import ConvKernels, KernelFamily
 from . import costs, shape_rules
 from .base import (
     HEAD,
@@ -197,7 +198,7 @@ class Conv2D(Op):
         _, kh, kw, _ = filters.shape
         if filters.shape[3] != src.shape[3]:
             return self._grouped(node, ctx, filters, ints)
-        if ctx.kernel_family == "gpu" and kh * kw <= GPU_MAX_TAPS:
+        if ctx.options.kernel_family is KernelFamily.GPU and kh * kw <= GPU_MAX_TAPS:
             biases = bias_values(node, g, dst.shape[3], ctx)
             gpu = conv_kernel(node, ctx, filters, ints, biases)
             if gpu is not None:
@@ -206,7 +207,7 @@ class Conv2D(Op):
             flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
             sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
             return gemm_operation(node, ctx, filters, ints, flat, sources=sources)
-        blocked = ctx.conv_kernels != "plain"
+        blocked = ctx.options.conv_kernels is not ConvKernels.PLAIN
         code = (
             blocked_conv_code(activation_code(p["activation"]))
             if blocked
@@ -255,8 +256,8 @@ def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
     out = concat.outputs[0]
     if node.op != Builtin.CONV_2D or node.inputs[0] != out or out in node.inputs[1:] or not use_gemm(ctx):
         return False
-    if ctx.kernel_family == "gpu" or "merged_pad" in node.params:  # one input tensor; no padding of pieces
-        return False
+    if ctx.options.kernel_family is KernelFamily.GPU or "merged_pad" in node.params:
+        return False  # one input tensor; no padding of pieces
     shapes = [g.tensor(i).shape for i in concat.inputs]
     if concat.params.get("activation", 0) or any(g.tensor(i).is_constant for i in concat.inputs):
         return False
@@ -272,7 +273,7 @@ def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
 def use_gemm(ctx: EmitContext) -> bool:
     """The matrix-product kernels run on buffer-backed storage unless CompileOptions.conv_kernels picks
     the generic ones (``blocked`` or ``plain``, for comparisons)."""
-    return ctx.linear_storage and ctx.conv_kernels == "gemm"
+    return ctx.linear_storage and ctx.options.conv_kernels is ConvKernels.GEMM
 
 
 def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,
@@ -285,7 +286,7 @@ def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict
     g = ctx.graph
     dst = g.tensor(node.outputs[0])
     b, h, w, c = layout.bhwc(dst.shape)
-    width = gemm_width(c, ctx.vector_width, narrow=True)
+    width = gemm_width(c, ctx.options.vector_width, narrow=True)
     npix, groups = b * h * w, gemm_groups(c, width)
     _, ih, iw, cin = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
     pixels = gemm_pixels(npix if flat else iw if phases else w)
@@ -405,7 +406,7 @@ class DepthwiseConv2D(Op):
         src, dst, filters, ints = conv_window(node, ctx)
         _, kh, kw, _ = filters.shape
         multiplier = dst.shape[3] // src.shape[3]
-        if multiplier == 1 and ctx.kernel_family == "gpu" and kh * kw <= GPU_MAX_TAPS:
+        if multiplier == 1 and ctx.options.kernel_family is KernelFamily.GPU and kh * kw <= GPU_MAX_TAPS:
             return depthwise_kernel(node, ctx, filters, ints, bias_values(node, ctx.graph, dst.shape[3], ctx))
         if multiplier == 1 and ctx.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
             return self._unrolled(node, ctx, filters, ints)
@@ -491,7 +492,7 @@ class FullyConnected(Op):
         weights = g.tensor(node.inputs[1]).constant
         assert weights is not None
         filters = np.asarray(weights, np.float32).reshape(weights.shape[0], 1, 1, weights.shape[1])
-        if ctx.kernel_family == "gpu":
+        if ctx.options.kernel_family is KernelFamily.GPU:
             window = _window_args(
                 {"stride_height": 1, "stride_width": 1, "padding": 0}, (1, 1, 1, 1), (1, 1, 1, 1), 1, 1
             )

@@ -260,7 +260,7 @@ def pairs(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> bool:
     if conv_ints["pad_h"] or conv_ints["pad_w"]:  # a zero PAD merged into it (pad_merge.py)
         return False
     b, h, w, _ = dst.shape
-    row_bytes = mid_row_bytes(w, mid.shape[3], dw_width(mid.shape[3], ctx.vector_width))
+    row_bytes = mid_row_bytes(w, mid.shape[3], dw_width(mid.shape[3], ctx.options.vector_width))
     return b * h >= MIN_ROWS and w >= MIN_WIDTH and row_bytes <= local_bytes
 
 
@@ -270,9 +270,9 @@ def pair_operation(dw: Node, conv: Node, ctx: EmitContext, local_bytes: int) -> 
     _, mid, dw_filters, ints = conv_window(dw, ctx)
     _, dst, filters, _ = conv_window(conv, ctx)
     b, h, _, c = dst.shape
-    width = gemm_width(c, ctx.vector_width)
+    width = gemm_width(c, ctx.options.vector_width)
     groups = gemm_groups(c, width)
-    dw_vector = dw_width(mid.shape[3], ctx.vector_width)
+    dw_vector = dw_width(mid.shape[3], ctx.options.vector_width)
     spec = PairSpec(
         dw_act=dw.params["activation"], act=conv.params["activation"], local_bytes=local_bytes,
         kernel=(ints["kernel_h"], ints["kernel_w"]),

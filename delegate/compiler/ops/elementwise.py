@@ -9,6 +9,7 @@ from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import Kernel
+from ..options import KernelFamily
 from . import shape_rules
 from .base import (
     HEAD,
@@ -249,7 +250,7 @@ def row_runs(kernel: Kernel, node: Node, ctx: EmitContext) -> Kernel:
     """``kernel`` (a ``HEAD`` body, one pixel per work-item) with ROW_PIXELS pixels per work-item
     on CPU devices; GPUs keep a work-item per pixel (their work-items are cheap, and coalesced
     neighbours read neighbouring pixels)."""
-    if ctx.kernel_family == "gpu":
+    if ctx.options.kernel_family is KernelFamily.GPU:
         return kernel
     head = kernel.body[0]
     assert isinstance(head, str) and head.startswith(HEAD)

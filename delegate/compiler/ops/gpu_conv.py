@@ -181,7 +181,7 @@ def conv_kernel(
     tile_slices = max(1, min(src_slices, TILE_BYTES // (per_slice * 16)))
     pixels = 2 if w >= 14 else 1
     grid = (-(-w // pixels) * b, h, -(-layout.slices(c) // blocks))
-    size = work_group_2d(grid[0], grid[1], ctx.gpu_work_group)
+    size = work_group_2d(grid[0], grid[1], ctx.options.gpu_work_group)
     lanes = cin if src_slices == 1 else 4
     body = _conv_body(ints, ((src[1], src[2]), (h, w)), pixels, blocks, tile_slices, size[0] * size[1], lanes,
                       node.params.get("activation", 0))  # fmt: skip
@@ -204,7 +204,7 @@ def reduction_kernel(node: Node, ctx: EmitContext, filters: np.ndarray, biases: 
     g = ctx.graph
     b, h, w, c = layout.bhwc(g.tensor(node.outputs[0]).shape)
     cin = filters.shape[3]
-    size = min(ctx.gpu_work_group, _pow2_at_least(layout.slices(cin)))
+    size = min(ctx.options.gpu_work_group, _pow2_at_least(layout.slices(cin)))
     act = node.params.get("activation", 0)
     body: list[Piece] = [
         ENTRY,
@@ -278,5 +278,5 @@ def depthwise_kernel(node: Node, ctx: EmitContext, filters: np.ndarray, ints: di
         buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
         tensor_linear_objects=[linear_object("biases", biases, ctx.dtype)],
     )
-    kernel.operation.work_group_size = model.Int3(*work_group_2d(w * b, h, ctx.gpu_work_group))
+    kernel.operation.work_group_size = model.Int3(*work_group_2d(w * b, h, ctx.options.gpu_work_group))
     return kernel
