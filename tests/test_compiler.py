@@ -11,8 +11,9 @@ import pytest
 from delegate.compiler import kernel_names
 from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Padding, Tensor
 from delegate.compiler.kernel import MASKED_WRITE, WRITE, Kernel, PixelOps, RequiredWorkGroup
+from delegate.compiler.kernels.common.pieces import operation, written
 from delegate.compiler.ops import OPS
-from delegate.compiler.ops.base import EmitContext, Op, operation, written
+from delegate.compiler.ops.base import EmitContext, Op
 from delegate.compiler.ops.conv_pair import PAIR_LOCAL_BYTES
 from delegate.compiler.options import ConvKernels, KernelFamily
 from delegate.compiler.partition import CompileOptions, compile_partition

@@ -10,9 +10,10 @@ from .fusion import FUSIONS, UNFUSED, check_rounded
 from .graph import FLOAT32, Graph, Node
 from .kernel import KernelNode
 from .kernel_graph import KernelGraph, emit_kernels, fuse, runtime_inputs
+from .kernels.common.pieces import HEAD, operation, written
 from .layer_norm import LayerNormRewrite
 from .ops import EmitContext, op_for
-from .ops.base import HEAD, constant_tensor, operation, written
+from .ops.base import constant_tensor
 from .options import CompileOptions
 from .pad_merge import PadMerge
 from .precision import wide_tensors

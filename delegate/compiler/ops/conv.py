@@ -10,23 +10,10 @@ from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node, Tensor
 from ..kernel import Kernel
+from ..kernels.common.pieces import HEAD, LANES, activation_code, buffer_object, linear_object, operation, written
 from ..options import ConvKernels, KernelFamily
 from . import costs, shape_rules
-from .base import (
-    HEAD,
-    LANES,
-    EmitContext,
-    Link,
-    Op,
-    activation_check,
-    activation_code,
-    buffer_object,
-    linear_object,
-    operation,
-    runtime_io,
-    same_padding,
-    written,
-)
+from .base import EmitContext, Link, Op, activation_check, runtime_io, same_padding
 from .channel_affine import channel_affine_code, is_channel_affine
 from .conv_blocked import blocked_conv_code
 from .depthwise_rows import DEPTHWISE_MAX_TAPS, DEPTHWISE_PIXELS, depthwise_code, pack_depthwise_weights

@@ -24,7 +24,8 @@ from ...context import model
 from .. import layout
 from ..graph import Builtin, Node
 from ..kernel import ENTRY, LANE_MASK, Kernel, Piece, RequiredWorkGroup
-from .base import EmitContext, activation_code, buffer_object, operation
+from ..kernels.common.pieces import activation_code, buffer_object, operation
+from .base import EmitContext
 from .conv import bias_values, conv_window, use_gemm
 from .depthwise_rows import pack_depthwise_weights, slice_offsets, slice_pack_load
 from .gemm_blocks import (

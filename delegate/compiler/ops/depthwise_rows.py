@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import layout
 from ..kernel import LANE_MASK, WRITE, WRITE_AT, Piece
-from .base import activation_code
+from ..kernels.common.pieces import activation_code
 from .row_blocks import row_block_head, window_row_loads
 
 #: Output pixels per work-item of the depthwise kernel.

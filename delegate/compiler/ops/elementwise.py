@@ -9,20 +9,10 @@ from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import Kernel
+from ..kernels.common.pieces import HEAD, activation_code, operation, written
 from ..options import KernelFamily
 from . import shape_rules
-from .base import (
-    HEAD,
-    EmitContext,
-    Link,
-    Op,
-    activation_check,
-    activation_code,
-    operands,
-    operation,
-    runtime_io,
-    written,
-)
+from .base import EmitContext, Link, Op, activation_check, operands, runtime_io
 from .traits import NO_TRAITS, Quantization, Traits
 
 #: traits of the binary ops (ops/traits.py)

@@ -29,7 +29,8 @@ from ...context import model
 from .. import layout
 from ..graph import Node
 from ..kernel import ENTRY, WRITE, Kernel, Piece, RequiredWorkGroup
-from .base import HEAD, EmitContext, activation_code, buffer_object, linear_object, operation
+from ..kernels.common.pieces import HEAD, activation_code, buffer_object, linear_object, operation
+from .base import EmitContext
 
 #: windows up to this many taps run in the gpu family (unrolled); larger ones keep the cpu kernels
 GPU_MAX_TAPS = 25

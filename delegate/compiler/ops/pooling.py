@@ -8,8 +8,9 @@ from typing import ClassVar
 from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import LANE_MASK, WRITE, WRITE_AT, Kernel, Piece
+from ..kernels.common.pieces import HEAD, activation_code, operation, written
 from . import shape_rules
-from .base import HEAD, EmitContext, Op, activation_check, activation_code, operation, runtime_io, same_padding, written
+from .base import EmitContext, Op, activation_check, runtime_io, same_padding
 from .row_blocks import row_block_head, window_row_loads
 from .traits import MOVES_INTEGERS, Traits
 
