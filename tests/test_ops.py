@@ -1258,7 +1258,7 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
 
 
 def test_odd_thirds_picks_odd_multiples_of_three_groups():
-    from delegate.compiler.ops.gemm_blocks import odd_thirds
+    from delegate.compiler.kernels.cpu.gemm_blocks import odd_thirds
 
     assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
 
@@ -1331,7 +1331,7 @@ def test_windowed_convolution_in_lane_order(src, k, stride, padding, cout, block
     # Windowed layers of more than one group of 8 channels read their input a lane at a time, in
     # blocks that gemm_blocks.row_blocking picks (the parameters pin the blocks each case takes,
     # so that a change of the estimate cannot leave one of them untested).
-    from delegate.compiler.ops.gemm_blocks import row_blocking
+    from delegate.compiler.kernels.cpu.gemm_blocks import row_blocking
 
     rng = np.random.default_rng(cout + k[0] * 7 + k[1])
     b, h, w, c = src
@@ -1372,7 +1372,7 @@ def test_1x1_convolution_in_lane_order(src, cout, residual, precision):
 
 
 def test_lane_order_blocks_fit_the_vector_registers():
-    from delegate.compiler.ops.gemm_blocks import (
+    from delegate.compiler.kernels.cpu.gemm_blocks import (
         PIXELS_FIRST,
         VECTOR_REGISTERS,
         WEIGHTS_FIRST,

@@ -25,10 +25,8 @@ from .. import layout
 from ..graph import Builtin, Node
 from ..kernel import ENTRY, LANE_MASK, Kernel, Piece, RequiredWorkGroup
 from ..kernels.common.pieces import activation_code, buffer_object, operation
-from .base import EmitContext
-from .conv import bias_values, conv_window, use_gemm
-from .depthwise_rows import pack_depthwise_weights, slice_offsets, slice_pack_load
-from .gemm_blocks import (
+from ..kernels.cpu.depthwise_rows import pack_depthwise_weights, slice_offsets, slice_pack_load
+from ..kernels.cpu.gemm_blocks import (
     SLICE_PARTS,
     THIRDS_GROUPS,
     THIRDS_PIXELS,
@@ -43,6 +41,8 @@ from .gemm_blocks import (
     slice_step,
     spilled_writes,
 )
+from .base import EmitContext
+from .conv import bias_values, conv_window, use_gemm
 
 #: Pixels per depthwise item, pixels and groups of 8 output channels per 1x1 item.
 DW_PIXELS = 8

@@ -9,9 +9,9 @@ from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import LANE_MASK, WRITE, WRITE_AT, Kernel, Piece
 from ..kernels.common.pieces import HEAD, activation_code, operation, written
+from ..kernels.common.row_blocks import row_block_head, window_row_loads
 from . import shape_rules
 from .base import EmitContext, Op, activation_check, runtime_io, same_padding
-from .row_blocks import row_block_head, window_row_loads
 from .traits import MOVES_INTEGERS, Traits
 
 #: Output pixels per work-item of the row kernel (``pool_rows_code``).

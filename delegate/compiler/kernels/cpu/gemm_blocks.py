@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import layout
-from ..kernel import WRITE, WRITE_AT, Piece
-from ..kernels.common.pieces import activation_code
+from ... import layout
+from ...kernel import WRITE, WRITE_AT, Piece
+from ..common.pieces import activation_code
 
 #: Default blocking of the matrix-product kernel: 6 (or 5, see gemm_pixels) pixels x 2 groups of 8
 #: output channels, 12 FLT8 accumulators: with a lane's FMAs going pixel by pixel (slice_step)

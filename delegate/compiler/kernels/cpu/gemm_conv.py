@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..kernel import Piece, PixelOps
+from ...kernel import Piece, PixelOps
 from .gemm_blocks import (
     GEMM_GROUPS,
     GEMM_PIXELS,
