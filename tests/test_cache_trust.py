@@ -186,7 +186,7 @@ def test_compiler_fingerprint_follows_the_compiler_sources(tmp_path):
     copy = tmp_path / "compiler"
     shutil.copytree(Path(delegate.compiler.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert source_fingerprint(copy) == compiler_fingerprint()
-    kernel = copy / "ops" / "gemm_conv.py"
+    kernel = copy / "kernels" / "cpu" / "gemm_conv.py"
     kernel.write_text(kernel.read_text() + "\n# changed\n")
     assert source_fingerprint(copy) != compiler_fingerprint()
 

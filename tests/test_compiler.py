@@ -14,9 +14,9 @@ from delegate.compiler.kernel import MASKED_WRITE, WRITE, Kernel, PixelOps, Requ
 from delegate.compiler.kernels.common.pieces import operation, written
 from delegate.compiler.ops import OPS
 from delegate.compiler.ops.base import EmitContext, Op
-from delegate.compiler.ops.conv_pair import PAIR_LOCAL_BYTES
 from delegate.compiler.options import ConvKernels, KernelFamily
 from delegate.compiler.partition import CompileOptions, compile_partition
+from delegate.compiler.selectors.pair import PAIR_LOCAL_BYTES
 from delegate.context import model
 from delegate.context.kernel_text import SERIAL_MARKER
 from delegate.context.schedule import schedule_violation

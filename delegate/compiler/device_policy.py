@@ -7,8 +7,8 @@ from typing import Protocol
 
 from ..context.model import CalculationsPrecision, TensorStorageType
 from ..errors import DelegateError
-from .ops.conv_pair import PAIR_LOCAL_BYTES
 from .options import CompileOptions, KernelFamily
+from .selectors.pair import PAIR_LOCAL_BYTES
 
 
 class DeviceFacts(Protocol):
@@ -40,7 +40,7 @@ class DeviceFacts(Protocol):
 
 def pair_local_bytes(device: DeviceFacts) -> int:
     """How much local memory a depthwise + 1x1 pair kernel may hold on this device: none on a GPU
-    (the pair kernel is shaped for CPU cores, see ops/conv_pair.py)."""
+    (the pair kernel is shaped for CPU cores, see kernels/cpu/conv_pair.py)."""
     return 0 if device.is_gpu else min(PAIR_LOCAL_BYTES, device.local_mem_bytes)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from ...context import model
 from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
-from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Padding, Tensor
+from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Tensor
 from ..kernel import Kernel
 from ..options import CompileOptions
 from .traits import NO_TRAITS, Traits
@@ -224,15 +224,6 @@ def activation_check(act: int) -> str | None:
     except ValueError:
         name = str(act)
     return f"fused activation {name} is left to TFLite's CPU kernels"
-
-
-def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation: int, padding: int) -> int:
-    """Leading padding TFLite uses for SAME (half the total, rounded down) or 0 for VALID."""
-    if padding != Padding.SAME:
-        return 0
-    effective = (kernel - 1) * dilation + 1
-    total = max((out_size - 1) * stride + effective - in_size, 0)
-    return total // 2
 
 
 #: half's smallest normal and largest finite values
