@@ -1257,12 +1257,6 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
     assert [p.kernels for p in plain.partitions] == [len(ops)]
 
 
-def test_odd_thirds_picks_odd_multiples_of_three_groups():
-    from delegate.compiler.selectors.gemm import odd_thirds
-
-    assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
-
-
 @pytest.mark.parametrize(
     ("src", "cout", "residual"),
     [
@@ -1369,18 +1363,6 @@ def test_1x1_convolution_in_lane_order(src, cout, residual, precision):
         inputs, out = _add_residual(tensors, ops, feeds, out, (b, h, w, cout), rng)
     state = check(tensors, ops, inputs, [out], feeds, precision)
     assert [p.kernels for p in state.partitions] == [1]
-
-
-def test_lane_order_blocks_fit_the_vector_registers():
-    from delegate.compiler.kernels.cpu.gemm_blocks import PIXELS_FIRST, WEIGHTS_FIRST
-    from delegate.compiler.selectors.gemm import VECTOR_REGISTERS, lane_registers, row_blocking
-
-    for row in (1, 2, 3, 7, 16, 33, 112):
-        for groups in range(1, 40):
-            pixels, per_item, order = row_blocking(row, groups)
-            assert 1 <= pixels <= row and 1 <= per_item <= groups
-            assert lane_registers(pixels, per_item) <= VECTOR_REGISTERS
-            assert order == (PIXELS_FIRST if pixels <= per_item else WEIGHTS_FIRST)
 
 
 def _pair_model(rng, src: tuple[int, int, int, int], cout: int) -> tuple[list, list]:
