@@ -91,12 +91,15 @@ def entry_seal(kind: str, key: str, **more: str) -> dict[str, str]:
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as JSON can hold it: enums by name."""
-    return value.name if isinstance(value, enum.Enum) else value
+    """``value`` as JSON can hold it: string enums by their value (the string they stand for, as
+    the options spell it), other enums by name."""
+    if isinstance(value, enum.Enum):
+        return value.value if isinstance(value, str) else value.name
+    return value
 
 
 def options_fields(options: Any) -> dict[str, Any]:
-    """Every field of a dataclass of options (CompileOptions), by name, enums by name."""
+    """Every field of a dataclass of options (CompileOptions), by name, enums as ``_plain`` writes them."""
     return {f.name: _plain(getattr(options, f.name)) for f in dataclasses.fields(options)}
 
 

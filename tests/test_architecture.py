@@ -136,6 +136,41 @@ def test_the_rule_can_fail(tmp_path):
     assert layers["compiler"] == layers["runtime"] and ("runtime", "compiler") not in same_layer
 
 
+#: inside the compiler, the kernel choice in layers (docs/architecture.md, "Where things live in
+#: the compiler"): the templates (kernels/) below the selectors below the ops, and the options and
+#: window arguments below all three; each part -> the parts it may not import
+COMPILER_BELOW = {
+    "options": {"kernels", "selectors", "ops"},
+    "window": {"kernels", "selectors", "ops"},
+    "kernels": {"selectors", "ops"},
+    "selectors": {"ops"},
+}
+
+
+def compiler_reaches(package: Path = PACKAGE) -> list[str]:
+    """Imports from a part of COMPILER_BELOW into a part above it, in ``package``."""
+    found = []
+    for part, above in COMPILER_BELOW.items():
+        base = package / "compiler" / part
+        for path in base.rglob("*.py") if base.is_dir() else [base.with_suffix(".py")]:
+            for target in _imports(path, package.parent):
+                parts = target.split(".")
+                if parts[:2] == ["delegate", "compiler"] and len(parts) > 2 and parts[2] in above:
+                    found.append(f"{_module_name(path, package.parent)} imports {target}")
+    return found
+
+
+def test_kernel_templates_and_selectors_sit_below_the_ops(tmp_path):
+    assert compiler_reaches() == []
+    copy = tmp_path / "delegate"  # a probe in a copy: a template reaching up into the ops is seen
+    for path in (PACKAGE / "compiler").rglob("*.py"):
+        target = copy / path.relative_to(PACKAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    (copy / "compiler" / "kernels" / "_probe.py").write_text("from ..ops.base import EmitContext  # noqa: F401\n")
+    assert compiler_reaches(copy) == ["delegate.compiler.kernels._probe imports delegate.compiler.ops.base"]
+
+
 # ---------------------------------------------------------------- reach through duck typing
 #
 # An import is not the only way to depend on a unit: a function can take a higher layer's object

@@ -186,7 +186,7 @@ def test_compiler_fingerprint_follows_the_compiler_sources(tmp_path):
     copy = tmp_path / "compiler"
     shutil.copytree(Path(delegate.compiler.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert source_fingerprint(copy) == compiler_fingerprint()
-    kernel = copy / "ops" / "gemm_conv.py"
+    kernel = copy / "kernels" / "cpu" / "gemm_conv.py"
     kernel.write_text(kernel.read_text() + "\n# changed\n")
     assert source_fingerprint(copy) != compiler_fingerprint()
 
@@ -226,6 +226,23 @@ def test_partition_keys_are_stable_and_an_older_key_layout_is_never_used(tmp_pat
     with pytest.raises(CacheIntegrityError):
         store.read(store.entry(older), cache.entry_seal("partition", base))
     assert store.read(store.entry(base), cache.entry_seal("partition", base)) is None  # not found
+
+
+def test_typed_compile_choices_key_as_the_strings_the_options_spell():
+    """CompileOptions' kernel choices are enums whose values are the strings the keys always held,
+    so a typed option makes the key it made as a string."""
+    from delegate import cache
+    from delegate.compiler.options import CompileOptions, ConvKernels, KernelFamily
+
+    typed = CompileOptions(kernel_family=KernelFamily.GPU, conv_kernels=ConvKernels.PLAIN)
+    assert cache.options_fields(typed) == {
+        "precision": "F32", "storage": "BUFFER", "fuse": True, "pair_local_bytes": 0, "vector_width": 8,
+        "conv_kernels": "plain", "kernel_family": "gpu", "gpu_work_group": 64, "widen_sensitive": True,
+    }  # fmt: skip
+    spelled = CompileOptions(kernel_family="gpu", conv_kernels="plain")  # type: ignore[arg-type]
+    assert spelled == typed
+    key = cache.partition_key("f", typed, device_key="d", extra=["x"], model_id=b"m")
+    assert key == cache.partition_key("f", spelled, device_key="d", extra=["x"], model_id=b"m")
 
 
 @pytest.mark.opencl

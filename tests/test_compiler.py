@@ -11,10 +11,12 @@ import pytest
 from delegate.compiler import kernel_names
 from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Padding, Tensor
 from delegate.compiler.kernel import MASKED_WRITE, WRITE, Kernel, PixelOps, RequiredWorkGroup
+from delegate.compiler.kernels.common.pieces import operation, written
 from delegate.compiler.ops import OPS
-from delegate.compiler.ops.base import EmitContext, Op, operation, written
-from delegate.compiler.ops.conv_pair import PAIR_LOCAL_BYTES
+from delegate.compiler.ops.base import EmitContext, Op
+from delegate.compiler.options import ConvKernels, KernelFamily
 from delegate.compiler.partition import CompileOptions, compile_partition
+from delegate.compiler.selectors.pair import PAIR_LOCAL_BYTES
 from delegate.context import model
 from delegate.context.kernel_text import SERIAL_MARKER
 from delegate.context.schedule import schedule_violation
@@ -233,8 +235,11 @@ def test_the_required_work_group_sets_the_launch_size():
 def test_emit_context_is_what_generators_read():
     g = _Builder()
     g.tensor((1, 2, 2, 3))
-    ctx = EmitContext(Graph(g.tensors, g.nodes), model.CalculationsPrecision.F16)
-    assert ctx.dtype == np.float16 and ctx.linear_storage
+    options = CompileOptions(precision=model.CalculationsPrecision.F16, kernel_family="gpu")
+    ctx = EmitContext(Graph(g.tensors, g.nodes), options)
+    assert ctx.dtype == np.float16 and ctx.linear_storage and ctx.options is options
+    # the choices are typed, whatever spelling the options were given in
+    assert options.kernel_family is KernelFamily.GPU and options.conv_kernels is ConvKernels.GEMM
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ def test_f16_within_tolerance(path):
     _check(path, {"precision": "F16"}, tolerance, why)
 
 
-#: the models the gpu kernel family (option kernel_family, compiler/ops/gpu_conv.py) is checked on
+#: the models the gpu kernel family (option kernel_family, compiler/kernels/gpu/gpu_conv.py) is checked on
 #: here, where PoCL would pick the cpu family: the convolution networks it is made for
 #: (EfficientNet-B0 too, once ../shared/models has one: none is there at this writing)
 _GPU_FAMILY = [

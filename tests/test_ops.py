@@ -51,7 +51,7 @@ shapes = st.tuples(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.i
 seeds = st.integers(0, 2**31 - 1)
 precisions = st.sampled_from(["F32", "F32", "F16", "F32_F16"])
 #: the kernel families of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (option kernel_family):
-#: their tests run with each; PoCL picks cpu by itself, gpu is what GPUs pick (ops/gpu_conv.py)
+#: their tests run with each; PoCL picks cpu by itself, gpu is what GPUs pick (kernels/gpu/gpu_conv.py)
 families = pytest.mark.parametrize("family", ["cpu", "gpu"])
 
 # ------------------------------------------------------------------ elementwise
@@ -750,7 +750,7 @@ def test_softmax_runs_inside_a_convolution_holding_every_channel(op, k, cout, ac
     # A segmentation head: a convolution to a few channels, then softmax over them. When one
     # work-item holds all of a pixel's channels, the softmax runs on its accumulators: 1x1 layers
     # hold up to 16 (up to 24 for 17-24 channels, in items of 4 pixels x 3 groups); windowed ones
-    # hold the groups gemm_blocks.row_blocking gives an item, here up to 4 (7-pixel rows).
+    # hold the groups selectors/gemm.row_blocking gives an item, here up to 4 (7-pixel rows).
     rng = np.random.default_rng(cout * 10 + k)
     src = (2, 6, 7, 8)
     tensors = [T(src), T((cout, k, k, 8), rand((cout, k, k, 8), rng)), T((cout,), rand((cout,), rng))]
@@ -1254,12 +1254,6 @@ def test_depthwise_then_1x1_runs_as_one_kernel(src, cout, k, stride, padding, ac
     assert [p.kernels for p in plain.partitions] == [len(ops)]
 
 
-def test_odd_thirds_picks_odd_multiples_of_three_groups():
-    from delegate.compiler.ops.gemm_blocks import odd_thirds
-
-    assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
-
-
 @pytest.mark.parametrize(
     ("src", "cout", "residual"),
     [
@@ -1271,7 +1265,7 @@ def test_odd_thirds_picks_odd_multiples_of_three_groups():
 @pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
 def test_1x1_convolution_in_items_of_three_groups(src, cout, residual, precision):
     # Outputs of an odd multiple of 3 groups of 8 channels take items of 4 pixels x 3 groups
-    # (gemm_blocks.odd_thirds); as a pair's projection they are covered by the pair test's 24 and
+    # (selectors/gemm.odd_thirds); as a pair's projection they are covered by the pair test's 24 and
     # 19 output channels.
     rng = np.random.default_rng(cout)
     b, h, w, c = src
@@ -1298,7 +1292,7 @@ def test_1x1_convolution_in_items_of_three_groups(src, cout, residual, precision
 @pytest.mark.parametrize("precision", ["F32", "F16"])
 def test_windowed_convolution_in_items_of_three_groups(src, k, stride, padding, cout, precision):
     # Windowed layers of 17-24 output channels take items of 4 pixels x 3 groups too (the rows
-    # kernel; gemm_blocks.odd_thirds), with their interior and edge paths.
+    # kernel; selectors/gemm.odd_thirds), with their interior and edge paths.
     rng = np.random.default_rng(cout + k)
     b, h, w, c = src
     same = 1 if padding == 0 else 0  # TFLite's Padding: 0 SAME, 1 VALID
@@ -1326,9 +1320,9 @@ def test_windowed_convolution_in_items_of_three_groups(src, k, stride, padding, 
 @pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
 def test_windowed_convolution_in_lane_order(src, k, stride, padding, cout, block, precision):
     # Windowed layers of more than one group of 8 channels read their input a lane at a time, in
-    # blocks that gemm_blocks.row_blocking picks (the parameters pin the blocks each case takes,
+    # blocks that selectors/gemm.row_blocking picks (the parameters pin the blocks each case takes,
     # so that a change of the estimate cannot leave one of them untested).
-    from delegate.compiler.ops.gemm_blocks import row_blocking
+    from delegate.compiler.selectors.gemm import row_blocking
 
     rng = np.random.default_rng(cout + k[0] * 7 + k[1])
     b, h, w, c = src
@@ -1354,7 +1348,7 @@ def test_windowed_convolution_in_lane_order(src, k, stride, padding, cout, block
 def test_1x1_convolution_in_lane_order(src, cout, residual, precision):
     # 1x1 layers of an even number of groups (or any not an odd multiple of 3) over at least 6
     # pixels read their input a lane at a time in items of 6 pixels x 2 groups, weights first
-    # (gemm_blocks.FLAT_PIXELS, FLAT_GROUPS).
+    # (selectors/gemm.FLAT_PIXELS, FLAT_GROUPS).
     rng = np.random.default_rng(cout + src[3])
     b, h, w, c = src
     tensors = [T(src), T((cout, 1, 1, c), rand((cout, 1, 1, c), rng)), T((cout,), rand((cout,), rng))]
@@ -1366,23 +1360,6 @@ def test_1x1_convolution_in_lane_order(src, cout, residual, precision):
         inputs, out = _add_residual(tensors, ops, feeds, out, (b, h, w, cout), rng)
     state = check(tensors, ops, inputs, [out], feeds, precision)
     assert [p.kernels for p in state.partitions] == [1]
-
-
-def test_lane_order_blocks_fit_the_vector_registers():
-    from delegate.compiler.ops.gemm_blocks import (
-        PIXELS_FIRST,
-        VECTOR_REGISTERS,
-        WEIGHTS_FIRST,
-        lane_registers,
-        row_blocking,
-    )
-
-    for row in (1, 2, 3, 7, 16, 33, 112):
-        for groups in range(1, 40):
-            pixels, per_item, order = row_blocking(row, groups)
-            assert 1 <= pixels <= row and 1 <= per_item <= groups
-            assert lane_registers(pixels, per_item) <= VECTOR_REGISTERS
-            assert order == (PIXELS_FIRST if pixels <= per_item else WEIGHTS_FIRST)
 
 
 def _pair_model(rng, src: tuple[int, int, int, int], cout: int) -> tuple[list, list]:

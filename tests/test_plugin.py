@@ -398,7 +398,7 @@ def test_fusion_reduces_mobilenet_kernels(programs):
         counts[fuse] = (state.partitions[0].kernels, state.partitions[0].fused_ops)
     # The ten residual ADDs run inside the convolutions that feed them; on a CPU device 13 of the
     # 17 depthwise layers also run with the 1x1 convolution after them, in one kernel (the four
-    # with 7x7 outputs stay apart: compiler/ops/conv_pair.py).
+    # with 7x7 outputs stay apart: compiler/selectors/pair.py).
     on_cpu = not describe(select_device()).is_gpu
     fused = (42, 23) if on_cpu else (55, 10)
     assert counts == {"true": fused, "false": (65, 0)}

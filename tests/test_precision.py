@@ -10,8 +10,8 @@ import pytest
 
 from delegate.compiler import precision
 from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Padding, Tensor
-from delegate.compiler.ops.conv_pair import PAIR_LOCAL_BYTES
 from delegate.compiler.partition import CompileOptions, compile_partition
+from delegate.compiler.selectors.pair import PAIR_LOCAL_BYTES
 from delegate.context.model import CalculationsPrecision, DataType
 
 F16 = CalculationsPrecision.F16

@@ -3,13 +3,16 @@
 the contexts the runtime loads byte for byte as they were.
 
 Each model under ../shared/models (and its real/ and quant/) is prepared by the delegate with
-each option set of ``OPTIONS`` (the defaults, F16, texture storage, 8-wide vectors); the context
+each option set of ``OPTIONS`` (the defaults, F16, texture storage, 8-wide vectors, the gpu
+kernel family) and each compile-option change of ``COMPILE_CHANGES`` (the generic convolution
+kernels, which only tests and benchmarks pick, and 16-wide vectors on any CPU); the context
 ``compile_partition`` returns is serialized as it comes out of the compiler and hashed. One line
 per partition: ``model options partition sha256``. Run it on two checkouts (same device: the
-compile options depend on it) and diff the output.
+compile options depend on it) and diff the output; ``--sets`` picks option sets by label.
 
 The partitions are not loaded (no OpenCL program is built): each compile is recorded, then made
-to fail, with ``compile_fallback`` on, so the next partition compiles. ``--dump DIR`` also writes
+to fail, with ``compile_fallback`` on, so the next partition compiles; ``cpu_when_faster`` is off,
+so partitions TFLite's CPU kernels would run faster are compiled too. ``--dump DIR`` also writes
 each partition's kernels as text (one file per kernel), to see what a digest difference is.
 
     PYTHONPATH=CHECKOUT python benchmarks/experiments/context_digest.py [--models NAME ...] [--dump DIR] > digests.txt
@@ -34,6 +37,16 @@ OPTIONS: dict[str, dict[str, str]] = {
     "F16": {"precision": "F16"},
     "texture": {"storage_type": "TEXTURE_2D"},
     "vector8": {"vector_width": "8"},
+    "gpu": {"kernel_family": "gpu"},
+    "gpu_F16": {"kernel_family": "gpu", "precision": "F16"},
+}
+#: option sets that change CompileOptions fields no delegate option reaches (the delegate's
+#: defaults otherwise): by label, field -> value
+COMPILE_CHANGES: dict[str, dict[str, Any]] = {
+    "plain": {"conv_kernels": "plain"},
+    "blocked": {"conv_kernels": "blocked"},
+    # the 16-wide matrix products, which the device policy allows only on AVX-512 CPU models
+    "vector16": {"vector_width": 16},
 }
 
 
@@ -45,8 +58,11 @@ class _Recorded(ValueError):
     """Raised after a partition's context is recorded: the delegate leaves it on CPU and goes on."""
 
 
-def digests(path: Path, options: dict[str, str], dump: Path | None = None) -> list[str]:
-    """The SHA-256 of each partition's context, in the order the delegate compiles them."""
+def digests(
+    path: Path, options: dict[str, str], dump: Path | None = None, changes: dict[str, Any] | None = None
+) -> list[str]:
+    """The SHA-256 of each partition's context, in the order the delegate compiles them, with
+    CompileOptions fields ``changes`` replaced."""
     import delegate
     from delegate.context.writer import serialize_context
     from delegate.plugin.registry import REGISTRY
@@ -55,9 +71,12 @@ def digests(path: Path, options: dict[str, str], dump: Path | None = None) -> li
     plan = REGISTRY.plan
     original = plan.loader.compiler.compile
 
-    def recording(*args: Any, **kwargs: Any) -> Any:
+    def recording(*args: Any) -> Any:
+        *partition, compile_options = args
+        if changes:
+            compile_options = dataclasses.replace(compile_options, **changes)
         try:
-            context = original(*args, **kwargs)
+            context = original(*partition, compile_options)
         except Exception as exc:
             found.append(f"failed: {type(exc).__name__}: {exc}".splitlines()[0])
             raise
@@ -72,7 +91,8 @@ def digests(path: Path, options: dict[str, str], dump: Path | None = None) -> li
     compiler = dataclasses.replace(plan.loader.compiler, compile=recording)
     with REGISTRY.using(dataclasses.replace(plan, loader=dataclasses.replace(plan.loader, compiler=compiler))):
         try:
-            interpreter = delegate.Interpreter(path, **options, compile_fallback="true")
+            # every partition the compiler can run, even where TFLite's CPU kernels would be faster
+            interpreter = delegate.Interpreter(path, **options, compile_fallback="true", cpu_when_faster="false")
             interpreter.allocate_tensors()
             del interpreter
         except Exception as exc:  # a model the delegate cannot prepare: say so, keep going
@@ -84,12 +104,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=[], help="model file stems (default: all)")
     parser.add_argument("--dump", type=Path, help="folder for the kernels' text, per model, options and partition")
+    labels = [*OPTIONS, *COMPILE_CHANGES]
+    parser.add_argument("--sets", nargs="*", default=labels, choices=labels, help="option sets (default: all)")
     args = parser.parse_args()
     for path in model_paths(args.models):
         name = path.relative_to(MODELS).as_posix()
-        for label, options in OPTIONS.items():
+        for label in args.sets:
+            options, changes = OPTIONS.get(label, {}), COMPILE_CHANGES.get(label)
             dump = args.dump / name / label if args.dump else None
-            for i, digest in enumerate(digests(path, options, dump)):
+            for i, digest in enumerate(digests(path, options, dump, changes)):
                 print(f"{name} {label} {i} {digest}", flush=True)
     return 0
 

@@ -7,9 +7,8 @@ from typing import Protocol
 
 from ..context.model import CalculationsPrecision, TensorStorageType
 from ..errors import DelegateError
-from .ops.base import KernelFamily
-from .ops.conv_pair import PAIR_LOCAL_BYTES
-from .partition import CompileOptions
+from .options import CompileOptions, KernelFamily
+from .selectors.pair import PAIR_LOCAL_BYTES
 
 
 class DeviceFacts(Protocol):
@@ -41,7 +40,7 @@ class DeviceFacts(Protocol):
 
 def pair_local_bytes(device: DeviceFacts) -> int:
     """How much local memory a depthwise + 1x1 pair kernel may hold on this device: none on a GPU
-    (the pair kernel is shaped for CPU cores, see ops/conv_pair.py)."""
+    (the pair kernel is shaped for CPU cores, see kernels/cpu/conv_pair.py)."""
     return 0 if device.is_gpu else min(PAIR_LOCAL_BYTES, device.local_mem_bytes)
 
 
@@ -79,8 +78,8 @@ def kernel_family(device: DeviceFacts, requested: str) -> KernelFamily:
     if requested not in FAMILIES:
         raise DelegateError(f"kernel_family must be one of {', '.join(FAMILIES)}, not {requested!r}")
     if requested == "auto":
-        return "gpu" if device.is_gpu else "cpu"
-    return "gpu" if requested == "gpu" else "cpu"
+        return KernelFamily.GPU if device.is_gpu else KernelFamily.CPU
+    return KernelFamily(requested)
 
 
 def gpu_work_group(device: DeviceFacts) -> int:
@@ -110,7 +109,7 @@ def compile_options(
         storage,
         fuse,
         # the pair kernel is the cpu family's: the gpu family runs each node by itself
-        pair_local_bytes(device) if family == "cpu" else 0,
+        pair_local_bytes(device) if family is KernelFamily.CPU else 0,
         vector_width(device, requested_vector_width),
         kernel_family=family,
         gpu_work_group=gpu_work_group(device),

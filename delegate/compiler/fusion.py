@@ -35,10 +35,11 @@ from .kernel import KernelNode
 from .kernel_graph import Fusion, FusionMatch, KernelGraph
 from .ops import op_for, traits_of
 from .ops.base import EmitContext, Link
-from .ops.conv import reads_concat_in_place
-from .ops.conv_pair import pair_operation, pairs
+from .ops.conv_pair import pair_operation
 from .ops.pixel_softmax import accepts_pixel_softmax, pixel_softmax_code
 from .quant import qdq_code
+from .selectors.conv import reads_concat_in_place
+from .selectors.pair import select_pair
 
 _SOFTMAX = (Builtin.SOFTMAX, Builtin.LOG_SOFTMAX)
 
@@ -117,7 +118,7 @@ class ConcatReadInPlace:
             return None
         if regrids(site.graph, node):
             return None  # its output must be rounded onto its grid, which a read in place skips
-        if not reads_concat_in_place(reader, node, site.emit):
+        if not reads_concat_in_place(reader, node, site.graph, site.emit.options):
             return None
         return FusionMatch((kernel, site.kernel_of[reader.index]), out)
 
@@ -131,13 +132,14 @@ class ConcatReadInPlace:
 
 
 class DepthwisePair:
-    """A depthwise node and the 1x1 convolution reading it in one kernel (ops/conv_pair.py). The
-    depthwise output must have no other reader, not be a partition output, and not need float32
-    storage (the pair holds it in FLT local memory)."""
+    """A depthwise node and the 1x1 convolution reading it in one kernel (ops/conv_pair.py), where
+    selectors/pair.select_pair gives the pair a kernel. The depthwise output must have no other
+    reader, not be a partition output, and not need float32 storage (the pair holds it in FLT
+    local memory)."""
 
     def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
         node = kernel.ops[0]
-        if site.pair_local_bytes <= 0 or node.op != Builtin.DEPTHWISE_CONV_2D or len(node.outputs) != 1:
+        if site.emit.options.pair_local_bytes <= 0 or node.op != Builtin.DEPTHWISE_CONV_2D or len(node.outputs) != 1:
             return None
         if len(kernel.ops) != 1:
             return None
@@ -149,14 +151,16 @@ class DepthwisePair:
             return None
         if site.graph.tensor(out).carried is not None:
             return None  # the depthwise output is rounded onto its grid, which the pair kernel has no point for
-        if not pairs(node, conv, site.emit, site.pair_local_bytes):
+        if select_pair(node, conv, site.graph, site.emit.options) is None:
             return None
         return FusionMatch((kernel, site.kernel_of[conv.index]), out)
 
     def apply(self, site: KernelGraph, found: FusionMatch) -> None:
         first, second = found.kernels
         node, conv = first.ops[0], second.ops[0]
-        kernel = pair_operation(node, conv, site.emit, site.pair_local_bytes)
+        spec = select_pair(node, conv, site.graph, site.emit.options)
+        assert spec is not None  # match found one
+        kernel = pair_operation(node, conv, site.emit, spec)
         names = [node.name, conv.name, *(site.names[i] for i in (node.index, conv.index) if i in site.names)]
         pair = site.place(kernel, [node.inputs[0]], list(conv.outputs), names, [node, conv], first.position)
         site.drop(second)

@@ -38,8 +38,6 @@ class KernelGraph:
     names: dict[int, str]
     #: tensors a half-precision partition stores in float32 (precision.py)
     wide: frozenset[int] = frozenset()
-    #: local memory a depthwise + 1x1 pair kernel may hold (CompileOptions.pair_local_bytes)
-    pair_local_bytes: int = 0
     kernels: list[KernelNode] = field(default_factory=list)
     #: tensor -> how many of ``nodes`` read it
     readers: dict[int, int] = field(default_factory=dict)

@@ -30,7 +30,7 @@ from .graph import Builtin, Graph, Node
 from .ops.elementwise import BINARY
 from .rewrites import Match, Site, replace_nodes
 
-#: the convolutions whose window arguments take ``merged_pad`` (ops/conv.py ``conv_window``)
+#: the convolutions whose window arguments take ``merged_pad`` (window.py ``conv_window``)
 _READERS = frozenset({Builtin.CONV_2D, Builtin.DEPTHWISE_CONV_2D})
 #: the params a merge adds to a reader
 _EDITS = frozenset({"merged_pad", "zero_extended"})

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..context import model
-from ..context.model import CalculationsPrecision, TensorStorageType
+from ..context.model import CalculationsPrecision
 from . import layout
 from .bounds import check_bounds
 from .fusion import FUSIONS, UNFUSED, check_rounded
 from .graph import FLOAT32, Graph, Node
 from .kernel import KernelNode
 from .kernel_graph import KernelGraph, emit_kernels, fuse, runtime_inputs
+from .kernels.common.pieces import HEAD, operation, written
 from .layer_norm import LayerNormRewrite
 from .ops import EmitContext, op_for
-from .ops.base import HEAD, ConvKernels, KernelFamily, constant_tensor, operation, written
+from .ops.base import constant_tensor
+from .options import CompileOptions
 from .pad_merge import PadMerge
 from .precision import wide_tensors
 from .rewrites import Rewrite, rewrite
@@ -25,34 +25,6 @@ __all__ = ["CompileOptions", "compile_partition", "runtime_inputs", "unsupported
 
 #: the graph rewrites, in the order they run (rewrites.py): with CompileOptions.fuse only
 REWRITES: list[Rewrite] = [PadMerge(), LayerNormRewrite()]
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    """How a partition is compiled: precision, tensor storage, fusion."""
-
-    precision: CalculationsPrecision = CalculationsPrecision.F32
-    storage: TensorStorageType = TensorStorageType.BUFFER
-    #: link elementwise ops into the kernel of their producer (fusion.py)
-    fuse: bool = True
-    #: local memory a depthwise + 1x1 pair kernel may hold (ops/conv_pair.py); 0 (the default)
-    #: keeps every pair as two kernels. The plugin sets it for CPU devices only (with ``fuse``).
-    pair_local_bytes: int = 0
-    #: floats per vector register of the device's compiler target: 16 makes the matrix-product
-    #: kernels use 16-channel (AVX-512) accumulators where the channel counts suit them
-    #: (ops/gemm_blocks.gemm_width). The plugin sets it for CPU devices compiling for AVX-512.
-    vector_width: int = 8
-    #: CONV_2D's kernel family (ops/base.py): the generic ones only for comparisons (tests,
-    #: benchmarks); like every field, part of the serialization cache key (delegate/cache.py)
-    conv_kernels: ConvKernels = "gemm"
-    #: the kernels of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED (ops/base.py); device_policy
-    #: picks gpu on GPU devices unless option kernel_family says otherwise
-    kernel_family: KernelFamily = "cpu"
-    #: work-items per work-group of the gpu family's convolutions: a power of two <= the device's limit
-    gpu_work_group: int = 64
-    #: at F16 and F32_F16, store in float32 the tensors whose rounding a high-gain consumer would
-    #: magnify (precision.py); off only to measure what it saves
-    widen_sensitive: bool = True
 
 
 def unsupported_reason(node: Node, graph: Graph) -> str | None:
@@ -87,12 +59,10 @@ def compile_partition(
     # rewrite: the graph passes, zero PADs into their readers and patterns into single nodes (rewrites.py)
     site = rewrite(graph, nodes, outputs, REWRITES if options.fuse else [])
     graph, nodes = site.graph, site.nodes
-    emit = EmitContext(graph, options.precision, options.storage, vector_width=options.vector_width,
-                       conv_kernels=options.conv_kernels, kernel_family=options.kernel_family,
-                       gpu_work_group=options.gpu_work_group)  # fmt: skip
+    emit = EmitContext(graph, options)
     wide = wide_tensors(graph, nodes, options.precision) if options.widen_sensitive else frozenset()
     # emit: one kernel per op (kernel_graph.py); fuse: the passes over the kernels (fusion.py)
-    kernel_graph = KernelGraph(graph, nodes, inputs, outputs, emit, site.names, wide, options.pair_local_bytes)
+    kernel_graph = KernelGraph(graph, nodes, inputs, outputs, emit, site.names, wide)
     emit_kernels(kernel_graph)
     fuse(kernel_graph, FUSIONS if options.fuse else UNFUSED)
     check_rounded(kernel_graph)

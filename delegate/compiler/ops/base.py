@@ -1,45 +1,40 @@
-"""What every op module shares: the op interface, support checks, activation code, kernel heads."""
+"""What every op module shares: the op interface, the emit context, support checks, operands and
+constants (the pieces of kernel text are kernels/common/pieces.py's)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 
 from ...context import model
 from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
-from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Padding, Tensor
-from ..kernel import WRITE, Kernel, Piece, RequiredWorkGroup
+from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Tensor
+from ..kernel import Kernel
+from ..options import CompileOptions
 from .traits import NO_TRAITS, Traits
-
-#: CONV_2D's kernels: the matrix products (buffer storages only), or the generic ones, ``blocked`` (4
-#: pixels x 2 slices per work-item, what texture storages get) or ``plain`` (one output FLT4 each)
-ConvKernels = Literal["gemm", "blocked", "plain"]
-#: the kernels of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: ``cpu`` (a work-item holds a
-#: block of pixels x channel groups in registers, shaped for CPU cores) or ``gpu`` (ops/gpu_conv.py:
-#: a work-item per pixel or two, work-groups sharing weights through local memory)
-KernelFamily = Literal["cpu", "gpu"]
 
 
 @dataclass
 class EmitContext:
-    """What an op's code generator may read: the graph, the precision and storage, in-place reads."""
+    """What an op's code generator may read: the graph, the compile options, in-place reads."""
 
     graph: Graph
-    precision: CalculationsPrecision
-    storage: TensorStorageType = TensorStorageType.BUFFER
+    #: precision, storage and the kernel choices (selectors/ read them)
+    options: CompileOptions = field(default_factory=CompileOptions)
     #: CONCATENATION outputs that are never written: their only reader (a matrix-product CONV_2D)
-    #: reads the concatenation's inputs instead, in order (partition.py decides which)
+    #: reads the concatenation's inputs instead, in order (fusion.ConcatReadInPlace decides which)
     concat_sources: dict[int, list[int]] = field(default_factory=dict)
-    #: floats per register-sized vector the matrix-product kernels group output channels by: 8
-    #: (AVX2, GPUs), or 16 on CPU devices whose compiler targets AVX-512 (CompileOptions)
-    vector_width: int = 8
-    conv_kernels: ConvKernels = "gemm"
-    kernel_family: KernelFamily = "cpu"
-    #: work-items per work-group of the gpu family's convolutions (a power of two the device takes)
-    gpu_work_group: int = 64
+
+    @property
+    def precision(self) -> CalculationsPrecision:
+        return self.options.precision
+
+    @property
+    def storage(self) -> TensorStorageType:
+        return self.options.storage
 
     @property
     def dtype(self) -> np.dtype:
@@ -48,7 +43,7 @@ class EmitContext:
     @property
     def linear_storage(self) -> bool:
         """Runtime tensors live in buffers, so kernels may address them linearly (Offset / ReadAt)."""
-        return self.storage in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER)
+        return self.options.linear_storage
 
     def desc(self, tensor: int) -> model.TensorDescriptor:
         return layout.tensor_descriptor(self.graph.tensor(tensor).shape, self.precision)
@@ -229,107 +224,6 @@ def activation_check(act: int) -> str | None:
     except ValueError:
         name = str(act)
     return f"fused activation {name} is left to TFLite's CPU kernels"
-
-
-def activation_code(act: int, var: str = "result", width: int = 4) -> str:
-    """OpenCL statements applying a fused activation to ``var``, a FLT4 (or FLT8 with ``width`` 8),
-    with ternaries: PoCL calls min/max."""
-    init = "INIT_FLT4({})" if width == 4 else f"((FLT{width})({{}}))"
-    zero, one, six = (init.format(v) for v in ("0.0f", "1.0f", "6.0f"))
-    if act == Activation.NONE:
-        return ""
-    if act == Activation.RELU:
-        return f"{var} = {var} < {zero} ? {zero} : {var};"
-    if act == Activation.RELU6:
-        return f"{var} = {var} < {zero} ? {zero} : {var};\n  {var} = {var} > {six} ? {six} : {var};"
-    if act == Activation.RELU_N1_TO_1:
-        return f"{var} = {var} < -{one} ? -{one} : {var};\n  {var} = {var} > {one} ? {one} : {var};"
-    if act == Activation.TANH:
-        return f"{var} = tanh({var});"
-    if act == Activation.SIGMOID:
-        return f"{var} = {one} / ({one} + exp(-{var}));"
-    raise ValueError(f"unsupported activation {act}")
-
-
-#: Pick lane i of a FLT4 (dlg_component) and set lane i (dlg_set): for kernels that move single channels.
-LANES = """
-FLT dlg_component(FLT4 v, int i) { return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w)); }
-FLT4 dlg_set(FLT4 v, int i, FLT x) {
-  if (i == 0) v.x = x; else if (i == 1) v.y = x; else if (i == 2) v.z = x; else v.w = x;
-  return v;
-}
-"""
-
-
-#: Kernel head: X over W*B, Y over H, S over slices of the output; b the batch.
-HEAD = """
-MAIN_FUNCTION($0) {
-  int gx = GLOBAL_ID_0;
-  int Y = GLOBAL_ID_1;
-  int S = GLOBAL_ID_2;
-  int B = args.dst_tensor.Batch();
-  if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
-  int X = gx, b = 0;
-  if (B != 1) { X = gx / B; b = gx % B; }  // batch 1 (the usual case) needs no division
-"""
-
-
-def same_padding(in_size: int, out_size: int, kernel: int, stride: int, dilation: int, padding: int) -> int:
-    """Leading padding TFLite uses for SAME (half the total, rounded down) or 0 for VALID."""
-    if padding != Padding.SAME:
-        return 0
-    effective = (kernel - 1) * dilation + 1
-    total = max((out_size - 1) * stride + effective - in_size, 0)
-    return total // 2
-
-
-def operation(body: str | list[Piece], *, srcs: list[str], ints: dict[str, int] | None = None,
-              floats: dict[str, float] | None = None, literals: dict[str, int] | None = None,
-              work_group: RequiredWorkGroup | None = None, **arguments: list) -> Kernel:  # fmt: skip
-    """The kernel of ``body`` over one output ``dst_tensor`` with the scalar arguments given.
-
-    ``ints`` become kernel parameters; ``literals`` are inactive values the runtime writes into the
-    source as constants (so the OpenCL compiler can unroll and fold them).
-    """
-    args = model.Arguments(
-        int_values=[
-            *(model.IntValue(k, int(v), True) for k, v in (ints or {}).items()),
-            *(model.IntValue(k, int(v), False) for k, v in (literals or {}).items()),
-        ],
-        float_values=[model.FloatValue(k, float(v), True) for k, v in (floats or {}).items()],
-        **arguments,
-    )
-    size = model.Int3(*work_group.size) if work_group else model.Int3(8, 4, 1)
-    op = model.GPUOperation(
-        arguments=args,
-        work_group_size=size,
-        tensor_to_grid=model.TensorToGrid.WB_TO_X_HD_TO_Y_S_TO_Z,
-        definition=model.OperationDef(),
-        grid_dimension=3,
-        src_tensors_names=srcs,
-        dst_tensors_names=["dst_tensor"],
-    )
-    return Kernel(op, [body] if isinstance(body, str) else body, work_group)
-
-
-def written(body: str) -> list[Piece]:
-    """``body``, then the masked write of ``result`` that closes the kernel (where links go)."""
-    return [body, WRITE]
-
-
-def buffer_object(name: str, data: bytes, dtype: np.dtype, element_size: int = 4) -> model.BufferDescriptorMapValue:
-    element = model.DataType.FLOAT16 if dtype == np.float16 else model.DataType.FLOAT32
-    return model.BufferDescriptorMapValue(
-        name,
-        model.BufferDescriptor(element_type=element, element_size=element_size, size=len(data), data=data),
-    )
-
-
-def linear_object(name: str, data: bytes, dtype: np.dtype) -> model.TensorLinearDescriptorMapValue:
-    element = model.DataType.FLOAT16 if dtype == np.float16 else model.DataType.FLOAT32
-    return model.TensorLinearDescriptorMapValue(
-        name, model.TensorLinearDescriptor(element_type=element, size=len(data) // (4 * dtype.itemsize), data=data)
-    )
 
 
 #: half's smallest normal and largest finite values

@@ -7,8 +7,9 @@ from typing import ClassVar
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
+from ..kernels.common.pieces import HEAD, LANES, operation, written
 from . import costs
-from .base import HEAD, LANES, EmitContext, Op, operands, operation, runtime_io, written
+from .base import EmitContext, Op, operands, runtime_io
 from .traits import Traits
 
 

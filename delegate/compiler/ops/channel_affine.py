@@ -5,7 +5,8 @@ kernel (fusion.py) like one."""
 from __future__ import annotations
 
 from ..graph import Graph, Node
-from .base import Link, activation_code
+from ..kernels.common.pieces import activation_code
+from .base import Link
 from .elementwise import read_broadcast
 
 

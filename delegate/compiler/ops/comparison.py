@@ -15,7 +15,8 @@ from __future__ import annotations
 from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
 from ..kernel import Kernel
-from .base import DTYPE_NAMES, HEAD, LANES, EmitContext, Op, operands, operation, value_tensors, written
+from ..kernels.common.pieces import HEAD, LANES, operation, written
+from .base import DTYPE_NAMES, EmitContext, Op, operands, value_tensors
 from .elementwise import read_broadcast
 
 #: OpenCL's comparison of FLT4 ``a_v`` and ``b_in_v`` for each op (IEEE: NaN compares false but for

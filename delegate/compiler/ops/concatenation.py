@@ -9,19 +9,9 @@ import numpy as np
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
+from ..kernels.common.pieces import HEAD, LANES, activation_code, operation, written
 from . import shape_rules
-from .base import (
-    HEAD,
-    LANES,
-    EmitContext,
-    Op,
-    activation_check,
-    activation_code,
-    operands,
-    operation,
-    runtime_io,
-    written,
-)
+from .base import EmitContext, Op, activation_check, operands, runtime_io
 from .traits import Quantization, Traits
 
 

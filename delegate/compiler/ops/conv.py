@@ -1,4 +1,6 @@
-"""CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: one work-item per output pixel and slice."""
+"""CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV: their semantics (checks, shape
+rules, costs, links); each ``emit`` asks its selector (selectors/conv.py) for the kernel and
+renders the KernelSpec it gets (ops/conv_render.py, templates in kernels/)."""
 
 from __future__ import annotations
 
@@ -6,164 +8,22 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...context import model
 from .. import layout
-from ..graph import Builtin, Graph, Node, Tensor
+from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
+from ..kernels.common.conv_blocked import blocked_conv_code
+from ..kernels.common.conv_plain import CONV, DEPTHWISE, DEPTHWISE_MULTIPLIER, FULLY_CONNECTED, GROUPED, TRANSPOSE_CONV
+from ..kernels.common.pieces import activation_code, buffer_object, operation, written
+from ..kernels.cpu.depthwise_rows import depthwise_code, pack_depthwise_weights
+from ..kernels.cpu.gemm_blocks import pack_gemm_biases
+from ..selectors.conv import select_conv, select_depthwise, select_fully_connected, select_transpose_conv
+from ..selectors.spec import KernelSpec, Variant
+from ..window import conv_window, transpose_window, unit_window
 from . import costs, shape_rules
-from .base import (
-    HEAD,
-    LANES,
-    EmitContext,
-    Link,
-    Op,
-    activation_check,
-    activation_code,
-    buffer_object,
-    linear_object,
-    operation,
-    runtime_io,
-    same_padding,
-    written,
-)
+from .base import EmitContext, Link, Op, activation_check, runtime_io
 from .channel_affine import channel_affine_code, is_channel_affine
-from .conv_blocked import blocked_conv_code
-from .depthwise_rows import DEPTHWISE_MAX_TAPS, DEPTHWISE_PIXELS, depthwise_code, pack_depthwise_weights
-from .gemm_blocks import (
-    FLAT_GROUPS,
-    FLAT_PIXELS,
-    GEMM_GROUPS,
-    THIRDS_GROUPS,
-    THIRDS_PIXELS,
-    dot_outputs,
-    gemm_groups,
-    gemm_pixels,
-    gemm_width,
-    lane_order,
-    odd_thirds,
-    pack_gemm_biases,
-    pack_gemm_weights,
-    row_blocking,
-    source_names,
-)
-from .gemm_conv import GemmSpec, flat_code, phases_code, rows_code, transposed_code
-from .gpu_conv import GPU_MAX_TAPS, conv_kernel, depthwise_kernel
+from .conv_render import bias_values, constant_filters, launched, product_operation, weighted_operation
 from .traits import MATRIX_PRODUCT, Quantization, Traits
-
-_WINDOW = """
-  for (int ky = 0; ky < args.kernel_h; ++ky) {
-    int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
-    if (yc < 0 || yc >= args.src_tensor.Height()) continue;
-    for (int kx = 0; kx < args.kernel_w; ++kx) {
-      int xc = X * args.stride_w + kx * args.dilation_w - args.pad_w;
-      if (xc < 0 || xc >= args.src_tensor.Width()) continue;
-"""
-
-
-#: Close a kernel that accumulated ``acc``: convert, apply the fused activation (the write follows).
-_FINISH = """  FLT4 result = TO_FLT4(acc);
-  {activation}
-"""
-
-
-def _mac(x: str, y: str, indent: str) -> str:
-    """Accumulate input slices at (x, y) against the weight rows from ``w`` on (four FLT4 rows a slice)."""
-    body = f"""for (int s = 0; s < src_slices; ++s) {{
-  FLT4 src = args.src_tensor.Read({x}, {y}, s, b);
-  acc += TO_ACCUM_FLT4(src.x * args.weights.Read(w) + src.y * args.weights.Read(w + 1)
-                     + src.z * args.weights.Read(w + 2) + src.w * args.weights.Read(w + 3));
-  w += 4;
-}}
-"""
-    return "".join(indent + line + "\n" for line in body.splitlines())
-
-
-# Weights: FLT4 rows (out slice S, ky, kx, in slice s, in channel i) holding 4 output channels.
-CONV = (
-    HEAD
-    + """  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));
-  int src_slices = args.src_tensor.Slices();"""
-    + _WINDOW
-    + """      int w = ((S * args.kernel_h + ky) * args.kernel_w + kx) * src_slices * 4;
-"""
-    + _mac("xc", "yc", "      ")
-    + """    }
-  }
-"""
-    + _FINISH
-)
-
-# Grouped: output channel oc reads input channels [g * cin_group, (g + 1) * cin_group) of its group g;
-# weights as TFLite stores them, [oc][ky][kx][input channel within the group].
-GROUPED = (
-    LANES
-    + HEAD
-    + """  FLT4 bias = args.biases.Read(S);
-  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {
-    int oc = S * 4 + k;
-    if (oc >= args.dst_tensor.Channels()) break;
-    int first = (oc / args.cout_group) * args.cin_group;
-    float acc = (float)dlg_component(bias, k);"""
-    + _WINDOW.replace("\n  ", "\n    ")
-    + """        int w = ((oc * args.kernel_h + ky) * args.kernel_w + kx) * args.cin_group;
-        for (int i = 0; i < args.cin_group; ++i) {
-          int ic = first + i;
-          FLT v = dlg_component(args.src_tensor.Read(xc, yc, ic / 4, b), ic % 4);
-          acc += (float)v * (float)args.weights.Read(w + i);
-        }
-      }
-    }
-    if (k == 0) result.x = (FLT)acc; else if (k == 1) result.y = (FLT)acc; else if (k == 2) result.z = (FLT)acc;
-    else result.w = (FLT)acc;
-  }
-  {activation}
-"""
-)
-
-# Depth multiplier 1: output slice S reads input slice S; weights FLT4 per (S, ky, kx).
-DEPTHWISE = (
-    HEAD
-    + "  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));"
-    + _WINDOW
-    + """      acc += TO_ACCUM_FLT4(args.src_tensor.Read(xc, yc, S, b)
-                           * args.weights.Read((S * args.kernel_h + ky) * args.kernel_w + kx));
-    }
-  }
-"""
-    + _FINISH
-)
-
-# Depth multiplier m > 1: output channel c reads input channel c / m, one component at a time.
-DEPTHWISE_MULTIPLIER = (
-    LANES
-    + HEAD
-    + "  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));"
-    + _WINDOW
-    + """      FLT4 w = args.weights.Read((S * args.kernel_h + ky) * args.kernel_w + kx);
-      int c0 = (S * 4) / args.multiplier;
-      int c1 = (S * 4 + 1) / args.multiplier;
-      int c2 = (S * 4 + 2) / args.multiplier;
-      int c3 = (S * 4 + 3) / args.multiplier;
-      int last = args.src_tensor.Channels() - 1;
-      c1 = c1 > last ? last : c1; c2 = c2 > last ? last : c2; c3 = c3 > last ? last : c3;
-      FLT4 src;
-      src.x = dlg_component(args.src_tensor.Read(xc, yc, c0 / 4, b), c0 % 4);
-      src.y = dlg_component(args.src_tensor.Read(xc, yc, c1 / 4, b), c1 % 4);
-      src.z = dlg_component(args.src_tensor.Read(xc, yc, c2 / 4, b), c2 % 4);
-      src.w = dlg_component(args.src_tensor.Read(xc, yc, c3 / 4, b), c3 % 4);
-      acc += TO_ACCUM_FLT4(src * w);
-    }
-  }
-"""
-    + _FINISH
-)
-
-
-def bias_values(node: Node, graph: Graph, channels: int, ctx: EmitContext) -> bytes:
-    """A convolution node's biases (its input 2, zeros when absent) as layout.linear lays them out."""
-    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] >= 0 else None
-    return layout.linear(None if bias is None else graph.tensor(bias).constant, channels, ctx.dtype)
 
 
 class Conv2D(Op):
@@ -192,45 +52,29 @@ class Conv2D(Op):
         return activation_check(node.params["activation"])
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        g, p = ctx.graph, node.params
-        src, dst, filters, ints = conv_window(node, ctx)
-        _, kh, kw, _ = filters.shape
-        if filters.shape[3] != src.shape[3]:
-            return self._grouped(node, ctx, filters, ints)
-        if ctx.kernel_family == "gpu" and kh * kw <= GPU_MAX_TAPS:
-            biases = bias_values(node, g, dst.shape[3], ctx)
-            gpu = conv_kernel(node, ctx, filters, ints, biases)
-            if gpu is not None:
-                return gpu
-        if use_gemm(ctx):
-            flat = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
-            sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
-            return gemm_operation(node, ctx, filters, ints, flat, sources=sources)
-        blocked = ctx.conv_kernels != "plain"
-        code = (
-            blocked_conv_code(activation_code(p["activation"]))
-            if blocked
-            else written(CONV.replace("{activation}", activation_code(p["activation"])))
-        )
-        kernel = operation(
-            code,
-            srcs=["src_tensor"],
-            ints=ints,
-            buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", bias_values(node, g, dst.shape[3], ctx), ctx.dtype)],
-        )
-        if blocked:  # one work-item per 4 pixels x 2 slices
-            b, h, w, c = dst.shape
-            op = kernel.operation
-            op.tensor_to_grid = model.TensorToGrid.CUSTOM
-            op.grid_size = model.Int3(-(-w // 4) * b, h, -(-layout.slices(c) // 2))
-            op.work_group_size = model.Int3(4, 4, 2)
-        return kernel
+        g = ctx.graph
+        sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
+        spec = select_conv(node, g, ctx.options, sources)
+        filters, window = constant_filters(node, g), conv_window(node, g)
+        biases = bias_values(node, g, g.tensor(node.outputs[0]).shape[3], ctx)
+        if spec.variant is Variant.GROUPED:
+            return self._grouped(node, ctx, filters, window, biases)
+        product = product_operation(spec, node, ctx, filters, window, biases)
+        if product is not None:
+            return product
+        activation = activation_code(node.params["activation"])
+        if spec.variant is Variant.BLOCKED:
+            code = blocked_conv_code(activation)
+        else:
+            code = written(CONV.replace("{activation}", activation))
+        kernel = weighted_operation(code, ctx, layout.conv_weights(filters, ctx.dtype), biases, ints=window)
+        return launched(kernel, spec)
 
-    def _grouped(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> Kernel:
+    def _grouped(
+        self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], biases: bytes
+    ) -> Kernel:
         """Grouped convolution, one output lane at a time; weights stay in TFLite's OHWI order."""
         g = ctx.graph
-        dst = g.tensor(node.outputs[0])
         cin_group = filters.shape[3]
         ints |= {
             "cin_group": cin_group,
@@ -238,137 +82,7 @@ class Conv2D(Op):
         }
         code = written(GROUPED.replace("{activation}", activation_code(node.params["activation"])))
         weights = np.ascontiguousarray(filters, np.float32).astype(ctx.dtype).tobytes()
-        return operation(
-            code,
-            srcs=["src_tensor"],
-            ints=ints,
-            buffer_objects=[buffer_object("weights", weights, ctx.dtype, element_size=1)],
-            tensor_linear_objects=[linear_object("biases", bias_values(node, g, dst.shape[3], ctx), ctx.dtype)],
-        )
-
-
-def reads_concat_in_place(node: Node, concat: Node, ctx: EmitContext) -> bool:
-    """Can CONV_2D ``node`` read the inputs of CONCATENATION ``concat`` (its input 0) in place?
-    Yes for the matrix-product kernel when the concatenation joins runtime tensors of one batch,
-    height and width along channels, every one but the last a whole number of slices."""
-    g = ctx.graph
-    out = concat.outputs[0]
-    if node.op != Builtin.CONV_2D or node.inputs[0] != out or out in node.inputs[1:] or not use_gemm(ctx):
-        return False
-    if ctx.kernel_family == "gpu" or "merged_pad" in node.params:  # one input tensor; no padding of pieces
-        return False
-    shapes = [g.tensor(i).shape for i in concat.inputs]
-    if concat.params.get("activation", 0) or any(g.tensor(i).is_constant for i in concat.inputs):
-        return False
-    if any(len(s) != 4 for s in shapes):
-        return False
-    axis = concat.params.get("axis", 0)
-    if axis not in (3, -1) or len({tuple(s[:3]) for s in shapes}) != 1 or any(s[3] % 4 for s in shapes[:-1]):
-        return False
-    filters = g.tensor(node.inputs[1]).shape
-    return len(filters) == 4 and filters[3] == g.tensor(out).shape[3] and len(concat.inputs) <= 8
-
-
-def use_gemm(ctx: EmitContext) -> bool:
-    """The matrix-product kernels run on buffer-backed storage unless CompileOptions.conv_kernels picks
-    the generic ones (``blocked`` or ``plain``, for comparisons)."""
-    return ctx.linear_storage and ctx.conv_kernels == "gemm"
-
-
-def gemm_operation(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], flat: bool,
-                   biases: bytes | None = None, transposed: bool = False, phases: bool = False,
-                   sources: int = 1) -> Kernel:  # fmt: skip
-    """CONV_2D (OHWI ``filters``), FULLY_CONNECTED (1x1 filters, ``flat``) or TRANSPOSE_CONV
-    (``transposed``; ``phases`` when kernel = stride, see gemm_conv.phases_code) as the matrix-product
-    kernel; ``biases`` as layout.linear lays them out (default: the node's input 2); ``sources``:
-    how many tensors the input is concatenated from (EmitContext.concat_sources)."""
-    g = ctx.graph
-    dst = g.tensor(node.outputs[0])
-    b, h, w, c = layout.bhwc(dst.shape)
-    width = gemm_width(c, ctx.vector_width, narrow=True)
-    npix, groups = b * h * w, gemm_groups(c, width)
-    _, ih, iw, cin = layout.bhwc(g.tensor(node.inputs[2 if transposed else 0]).shape)
-    pixels = gemm_pixels(npix if flat else iw if phases else w)
-    per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
-    if not (transposed or phases) and pixels > 1 and odd_thirds(groups):
-        pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
-    lanes = cin if sources == 1 and cin < 4 else 4
-    dot = dot_outputs(c, width, lanes)
-    order = ""
-    if not (flat or transposed or phases) and width == 8 and not dot and groups > 1:
-        pixels, per_item, order = row_blocking(w, groups)
-    elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
-        pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
-    spec = GemmSpec(
-        node.params.get("activation", 0),
-        kernel=(filters.shape[1], filters.shape[2]),
-        pixels=pixels,
-        groups=per_item,
-        width=width,
-        sources=sources,
-        lanes=lanes,
-        whole_pixels=per_item >= groups,
-        dot=dot,
-        order=order,
-        one_slice=sources == 1 and cin <= 4,
-    )
-    mode = flat_code if flat else phases_code if phases else transposed_code if transposed else rows_code
-    window = {} if flat or phases else {k: v for k, v in ints.items() if k not in ("kernel_h", "kernel_w")}
-    block = per_item if order else 1  # lane order: a work-item's groups' weights interleaved
-    biases = pack_gemm_biases(bias_values(node, g, c, ctx) if biases is None else biases, ctx.dtype, width * block)
-    weights = pack_gemm_weights(filters, ctx.dtype, width, bool(dot), block)
-    kernel = operation(
-        mode(spec),
-        srcs=source_names(sources),
-        literals=window,
-        buffer_objects=[
-            buffer_object("weights", weights, ctx.dtype, width),
-            buffer_object("biases", biases, ctx.dtype, element_size=width),
-        ],
-    )
-    op = kernel.operation
-    op.tensor_to_grid = model.TensorToGrid.CUSTOM
-    if flat:
-        op.grid_size = model.Int3(-(-npix // pixels), -(-groups // per_item), 1)
-        op.work_group_size = model.Int3(8, 1, 1)
-    elif phases:
-        op.grid_size = model.Int3(
-            -(-iw // pixels) * b, ih, -(-groups // per_item) * filters.shape[1] * filters.shape[2]
-        )
-        op.work_group_size = model.Int3(8, 1, 1)
-    else:
-        blocks = -(-w // pixels) * b
-        op.grid_size = model.Int3(blocks, h, -(-groups // per_item))
-        local_x = min(8, 1 << (blocks - 1).bit_length())
-        op.work_group_size = model.Int3(local_x, max(1, min(8 // local_x, 1 << (h - 1).bit_length())), 1)
-    return kernel
-
-
-def conv_window(node: Node, ctx: EmitContext) -> tuple[Tensor, Tensor, np.ndarray, dict[str, int]]:
-    """A convolution node's input and output, its constant filters and its window arguments."""
-    g = ctx.graph
-    src, dst = g.tensor(node.inputs[0]), g.tensor(node.outputs[0])
-    filters = g.tensor(node.inputs[1]).constant
-    assert filters is not None
-    _, kh, kw, _ = filters.shape
-    return src, dst, filters, _window_args(node.params, src.shape, dst.shape, kh, kw)
-
-
-def _window_args(p: dict, src: tuple[int, ...], dst: tuple[int, ...], kh: int, kw: int) -> dict[str, int]:
-    dh, dw = p.get("dilation_height_factor", 1) or 1, p.get("dilation_width_factor", 1) or 1
-    # a zero PAD merged into this node (pad_merge.py): the window is placed on the padded input
-    top, bottom, left, right = p.get("merged_pad", (0, 0, 0, 0))
-    padded_h, padded_w = src[1] + top + bottom, src[2] + left + right
-    return {
-        "kernel_h": kh,
-        "kernel_w": kw,
-        "stride_h": p["stride_height"],
-        "stride_w": p["stride_width"],
-        "dilation_h": dh,
-        "dilation_w": dw,
-        "pad_h": top + same_padding(padded_h, dst[1], kh, p["stride_height"], dh, p["padding"]),
-        "pad_w": left + same_padding(padded_w, dst[2], kw, p["stride_width"], dw, p["padding"]),
-    }
+        return weighted_operation(code, ctx, weights, biases, ints=ints, element_size=1)
 
 
 class DepthwiseConv2D(Op):
@@ -401,29 +115,25 @@ class DepthwiseConv2D(Op):
         return activation_check(node.params["activation"])
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        p = node.params
-        src, dst, filters, ints = conv_window(node, ctx)
-        _, kh, kw, _ = filters.shape
-        multiplier = dst.shape[3] // src.shape[3]
-        if multiplier == 1 and ctx.kernel_family == "gpu" and kh * kw <= GPU_MAX_TAPS:
-            return depthwise_kernel(node, ctx, filters, ints, bias_values(node, ctx.graph, dst.shape[3], ctx))
-        if multiplier == 1 and ctx.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
-            return self._unrolled(node, ctx, filters, ints)
-        template = DEPTHWISE
-        if multiplier != 1:
-            ints["multiplier"] = multiplier
-            template = DEPTHWISE_MULTIPLIER
-        return operation(
-            written(template.replace("{activation}", activation_code(p["activation"]))),
-            srcs=["src_tensor"],
-            ints=ints,
-            buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", bias_values(node, ctx.graph, dst.shape[3], ctx), ctx.dtype)],
-        )
-
-    def _unrolled(self, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int]) -> Kernel:
         g = ctx.graph
-        dst = g.tensor(node.outputs[0])
+        spec = select_depthwise(node, g, ctx.options)
+        filters, window = constant_filters(node, g), conv_window(node, g)
+        src, dst = g.tensor(node.inputs[0]).shape, g.tensor(node.outputs[0]).shape
+        biases = bias_values(node, g, dst[3], ctx)
+        product = product_operation(spec, node, ctx, filters, window, biases)
+        if product is not None:
+            return product
+        if spec.variant is Variant.DEPTHWISE_ROWS:
+            return self._rows(spec, node, ctx, filters, window, biases)
+        template = DEPTHWISE
+        if spec.variant is Variant.DEPTHWISE_MULTIPLIER:
+            window["multiplier"] = dst[3] // src[3]
+            template = DEPTHWISE_MULTIPLIER
+        code = written(template.replace("{activation}", activation_code(node.params["activation"])))
+        return weighted_operation(code, ctx, layout.depthwise_weights(filters, ctx.dtype), biases, ints=window)
+
+    def _rows(self, spec: KernelSpec, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int],
+              biases: bytes) -> Kernel:  # fmt: skip
         code = depthwise_code(
             node.params["activation"],
             kernel=(ints["kernel_h"], ints["kernel_w"]),
@@ -436,30 +146,10 @@ class DepthwiseConv2D(Op):
             srcs=["src_tensor"],
             buffer_objects=[
                 buffer_object("weights", pack_depthwise_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
-                buffer_object("biases", pack_gemm_biases(bias_values(node, g, dst.shape[3], ctx), ctx.dtype), ctx.dtype,
-                              element_size=8),
+                buffer_object("biases", pack_gemm_biases(biases, ctx.dtype), ctx.dtype, element_size=8),
             ],
-        )  # fmt: skip
-        b, h, w, c = dst.shape
-        op = kernel.operation
-        op.tensor_to_grid = model.TensorToGrid.CUSTOM
-        op.grid_size = model.Int3(-(-w // DEPTHWISE_PIXELS) * b, h, -(-layout.slices(c) // 2))
-        # a column of row blocks: the small outputs' grids are only 1-2 blocks wide
-        # (benchmarks/RESULTS.md, "Kernel choices")
-        op.work_group_size = model.Int3(1, h, 1)
-        return kernel
-
-
-# Fully connected: a 1x1 convolution over (b, h, w) rows; weights as for CONV_2D.
-FULLY_CONNECTED = (
-    HEAD
-    + """  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));
-  int src_slices = args.src_tensor.Slices();
-  int w = S * src_slices * 4;
-"""
-    + _mac("X", "Y", "  ")
-    + _FINISH
-)
+        )
+        return launched(kernel, spec)
 
 
 class FullyConnected(Op):
@@ -486,52 +176,16 @@ class FullyConnected(Op):
         return activation_check(node.params["activation"])
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        g, p = ctx.graph, node.params
-        dst = g.tensor(node.outputs[0])
-        weights = g.tensor(node.inputs[1]).constant
-        assert weights is not None
+        g = ctx.graph
+        spec = select_fully_connected(node, g, ctx.options)
+        weights = constant_filters(node, g)
         filters = np.asarray(weights, np.float32).reshape(weights.shape[0], 1, 1, weights.shape[1])
-        if ctx.kernel_family == "gpu":
-            window = _window_args(
-                {"stride_height": 1, "stride_width": 1, "padding": 0}, (1, 1, 1, 1), (1, 1, 1, 1), 1, 1
-            )
-            gpu = conv_kernel(node, ctx, filters, window, bias_values(node, g, dst.shape[-1], ctx))
-            assert gpu is not None  # a 1x1 window always fits
-            return gpu
-        if use_gemm(ctx):
-            return gemm_operation(node, ctx, filters, {}, flat=True)
-        return operation(
-            written(FULLY_CONNECTED.replace("{activation}", activation_code(p["activation"]))),
-            srcs=["src_tensor"],
-            buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", bias_values(node, g, dst.shape[-1], ctx), ctx.dtype)],
-        )
-
-
-# Transposed convolution as a gather: output (X, Y) takes input (iy, ix) through tap (ky, kx) when
-# Y + pad_h - ky = iy * stride_h (and likewise for x). Weights laid out as for CONV_2D (OHWI).
-TRANSPOSE_CONV = (
-    HEAD
-    + """  ACCUM_FLT4 acc = TO_ACCUM_FLT4(args.biases.Read(S));
-  int src_slices = args.src_tensor.Slices();
-  for (int ky = 0; ky < args.kernel_h; ++ky) {
-    int ty = Y + args.pad_h - ky;
-    if (ty < 0 || ty % args.stride_h != 0) continue;
-    int yc = ty / args.stride_h;
-    if (yc >= args.src_tensor.Height()) continue;
-    for (int kx = 0; kx < args.kernel_w; ++kx) {
-      int tx = X + args.pad_w - kx;
-      if (tx < 0 || tx % args.stride_w != 0) continue;
-      int xc = tx / args.stride_w;
-      if (xc >= args.src_tensor.Width()) continue;
-      int w = ((S * args.kernel_h + ky) * args.kernel_w + kx) * src_slices * 4;
-"""
-    + _mac("xc", "yc", "      ")
-    + """    }
-  }
-"""
-    + _FINISH
-)
+        biases = bias_values(node, g, g.tensor(node.outputs[0]).shape[-1], ctx)
+        product = product_operation(spec, node, ctx, filters, unit_window(), biases)
+        if product is not None:
+            return product
+        code = written(FULLY_CONNECTED.replace("{activation}", activation_code(node.params["activation"])))
+        return weighted_operation(code, ctx, layout.conv_weights(filters, ctx.dtype), biases)
 
 
 class TransposeConv(Op):
@@ -565,32 +219,14 @@ class TransposeConv(Op):
         return activation_check(node.params.get("activation", 0))
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        g, p = ctx.graph, node.params
-        src, dst = g.tensor(node.inputs[2]), g.tensor(node.outputs[0])
-        filters = g.tensor(node.inputs[1]).constant
-        assert filters is not None
-        _, kh, kw, _ = filters.shape
-        sh, sw = p["stride_height"], p["stride_width"]
+        g = ctx.graph
+        spec = select_transpose_conv(node, g, ctx.options)
+        filters, window = constant_filters(node, g), transpose_window(node, g)
         bias = node.inputs[3] if len(node.inputs) > 3 and node.inputs[3] >= 0 else None
-        ints = {
-            "kernel_h": kh,
-            "kernel_w": kw,
-            "stride_h": sh,
-            "stride_w": sw,
-            # The padding of the forward convolution this one transposes (output -> input).
-            "pad_h": same_padding(dst.shape[1], src.shape[1], kh, sh, 1, p["padding"]),
-            "pad_w": same_padding(dst.shape[2], src.shape[2], kw, sw, 1, p["padding"]),
-        }
-        biases = layout.linear(None if bias is None else g.tensor(bias).constant, dst.shape[3], ctx.dtype)
-        if use_gemm(ctx):
-            # Kernel = stride without padding: each output pixel has exactly one tap.
-            phases = (kh, kw) == (sh, sw) and ints["pad_h"] == ints["pad_w"] == 0
-            phases = phases and tuple(dst.shape[1:3]) == (src.shape[1] * sh, src.shape[2] * sw)
-            return gemm_operation(node, ctx, filters, ints, flat=False, biases=biases, transposed=True, phases=phases)
-        return operation(
-            written(TRANSPOSE_CONV.replace("{activation}", activation_code(p.get("activation", 0)))),
-            srcs=["src_tensor"],
-            ints=ints,
-            buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
-            tensor_linear_objects=[linear_object("biases", biases, ctx.dtype)],
-        )
+        channels = g.tensor(node.outputs[0]).shape[3]
+        biases = layout.linear(None if bias is None else g.tensor(bias).constant, channels, ctx.dtype)
+        product = product_operation(spec, node, ctx, filters, window, biases)
+        if product is not None:
+            return product
+        code = written(TRANSPOSE_CONV.replace("{activation}", activation_code(node.params.get("activation", 0))))
+        return weighted_operation(code, ctx, layout.conv_weights(filters, ctx.dtype), biases, ints=window)

@@ -9,19 +9,10 @@ from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import Kernel
+from ..kernels.common.pieces import HEAD, activation_code, operation, written
+from ..options import KernelFamily
 from . import shape_rules
-from .base import (
-    HEAD,
-    EmitContext,
-    Link,
-    Op,
-    activation_check,
-    activation_code,
-    operands,
-    operation,
-    runtime_io,
-    written,
-)
+from .base import EmitContext, Link, Op, activation_check, operands, runtime_io
 from .traits import NO_TRAITS, Quantization, Traits
 
 #: traits of the binary ops (ops/traits.py)
@@ -249,7 +240,7 @@ def row_runs(kernel: Kernel, node: Node, ctx: EmitContext) -> Kernel:
     """``kernel`` (a ``HEAD`` body, one pixel per work-item) with ROW_PIXELS pixels per work-item
     on CPU devices; GPUs keep a work-item per pixel (their work-items are cheap, and coalesced
     neighbours read neighbouring pixels)."""
-    if ctx.kernel_family == "gpu":
+    if ctx.options.kernel_family is KernelFamily.GPU:
         return kernel
     head = kernel.body[0]
     assert isinstance(head, str) and head.startswith(HEAD)

@@ -13,7 +13,8 @@ from typing import ClassVar
 from ...context import model
 from ..graph import Graph, Node
 from ..kernel import WRITE, Kernel
-from .base import HEAD, EmitContext, Op, constant_tensor, operation, runtime_io
+from ..kernels.common.pieces import HEAD, operation
+from .base import EmitContext, Op, constant_tensor, runtime_io
 from .traits import Traits
 
 #: the compiler-internal code of the fused node (TFLite's codes are non-negative)

@@ -27,7 +27,9 @@ import struct
 
 from ..graph import FLOAT32, Graph, Node, Padding
 from ..kernel import Kernel
-from .base import HEAD, EmitContext, Op, activation_check, activation_code, operation, same_padding, written
+from ..kernels.common.pieces import HEAD, activation_code, operation, written
+from ..window import same_padding
+from .base import EmitContext, Op, activation_check
 
 #: TfLitePoolParams' leading fields: padding, stride_width, stride_height, filter_width, filter_height, activation
 _OPTIONS = struct.Struct("<6i")

@@ -23,7 +23,8 @@ from typing import Any
 from .. import layout
 from ..graph import FLOAT32, Graph, Node
 from ..kernel import Kernel
-from .base import HEAD, LANES, EmitContext, Op, operation, written
+from ..kernels.common.pieces import HEAD, LANES, operation, written
+from .base import EmitContext, Op
 
 _BILINEAR, _LEGACY, _LANDMARKS = "TransformTensorBilinear", "TransformTensor", "TransformLandmarks"
 

@@ -8,8 +8,9 @@ import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
+from ..kernels.common.pieces import HEAD, LANES, operation, written
 from . import shape_rules
-from .base import HEAD, LANES, EmitContext, Op, operation, runtime_io, written
+from .base import EmitContext, Op, runtime_io
 from .reindex import OUT, SIZE, constant_values, data_check, gather_code, rank_of
 from .traits import MOVES_INTEGERS, Traits
 

@@ -8,9 +8,11 @@ from typing import ClassVar
 from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import LANE_MASK, WRITE, WRITE_AT, Kernel, Piece
+from ..kernels.common.pieces import HEAD, activation_code, operation, written
+from ..kernels.common.row_blocks import row_block_head, window_row_loads
+from ..window import same_padding
 from . import shape_rules
-from .base import HEAD, EmitContext, Op, activation_check, activation_code, operation, runtime_io, same_padding, written
-from .row_blocks import row_block_head, window_row_loads
+from .base import EmitContext, Op, activation_check, runtime_io
 from .traits import MOVES_INTEGERS, Traits
 
 #: Output pixels per work-item of the row kernel (``pool_rows_code``).

@@ -6,7 +6,8 @@ from typing import ClassVar
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
-from .base import HEAD, LANES, EmitContext, Op, operation, written
+from ..kernels.common.pieces import HEAD, LANES, operation, written
+from .base import EmitContext, Op
 from .reindex import IN, OUT, SIZE, constant_values, data_check, rank_of, surviving
 from .traits import Quantization, Traits
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel, Piece
-from .base import HEAD, LANES, EmitContext, Op, float_tensors, operation, runtime_io, written
+from ..kernels.common.pieces import HEAD, LANES, operation, written
+from .base import EmitContext, Op, float_tensors, runtime_io
 from .traits import MOVES_INTEGERS, Quantization, Traits
 
 #: TILE and SPLIT copy values, whose bounds they keep; precision.py has them pass small values only

@@ -11,7 +11,8 @@ from typing import ClassVar
 from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
 from ..kernel import Kernel
-from .base import HEAD, LANES, EmitContext, Op, operation, value_tensors, written
+from ..kernels.common.pieces import HEAD, LANES, operation, written
+from .base import EmitContext, Op, value_tensors
 from .traits import MOVES_INTEGERS, Traits
 
 # Each output channel c at (b, Y, X) is element ((b*H + Y)*W + X)*C + c of the row-major data,

@@ -8,8 +8,9 @@ from ...context import model
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import WRITE_AT, Kernel
+from ..kernels.common.pieces import HEAD, operation, written
 from . import shape_rules
-from .base import HEAD, EmitContext, Op, operation, runtime_io, written
+from .base import EmitContext, Op, runtime_io
 from .reindex import data_check, gather_code, rank_of
 from .traits import MOVES_INTEGERS, Traits
 

@@ -8,7 +8,8 @@ from typing import ClassVar
 from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import WRITE, Kernel, Piece
-from .base import HEAD, EmitContext, Op, operation, runtime_io
+from ..kernels.common.pieces import HEAD, operation
+from .base import EmitContext, Op, runtime_io
 from .traits import Quantization, Traits
 
 # One work-item per (b, Y, X) row: max, sum of exp, normalise; padded channels masked out.

@@ -14,24 +14,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import layout
-from ..kernel import WRITE, WRITE_AT, Piece
-from .base import activation_code
+from ... import layout
+from ...kernel import WRITE, WRITE_AT, Piece
+from ..common.pieces import activation_code
 
-#: Default blocking of the matrix-product kernel: 6 (or 5, see gemm_pixels) pixels x 2 groups of 8
+#: Default blocking of the matrix-product kernel: 6 (or 5, see selectors/gemm.gemm_pixels) pixels x 2 groups of 8
 #: output channels, 12 FLT8 accumulators: with a lane's FMAs going pixel by pixel (slice_step)
 #: they fit AVX2's 16 registers (the choice is measured in benchmarks/RESULTS.md, "Kernel
 #: choices").
 GEMM_PIXELS = 6
-#: The other pixel count ``gemm_pixels`` may pick.
-GEMM_PIXELS_ALT = 5
 GEMM_GROUPS = 2
 
 
 def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8, dot: bool = False, block: int = 1) -> bytes:
     """OHWI filters as FLT8 (``width`` 16: FLT16) rows: (group of ``width`` output channels, ky,
     kx, input channel padded to a multiple of 4) -> the group's output channels. Missing output
-    channels are zero. ``dot`` (``width`` 4, see ``dot_outputs``): each input slice's 4x4 block
+    channels are zero. ``dot`` (``width`` 4, see selectors/gemm.dot_outputs): each input slice's 4x4 block
     transposed, so that row j holds output channel j's weights of the slice's 4 input channels.
     ``block`` > 1 (the lane-order kernels, ``lane_step``): the rows of ``block`` consecutive groups
     interleaved, (block of groups, ky, kx, input channel, group in the block), the groups padded
@@ -51,14 +49,6 @@ def pack_gemm_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8, dot:
     return np.ascontiguousarray(f.transpose(0, 2, 3, 4, 1)).astype(dtype).tobytes()
 
 
-def dot_outputs(channels: int, width: int, lanes: int) -> int:
-    """Output channels a matrix-product kernel computes as dot products (0: none). An output of 1
-    or 2 channels (a mask, a detection head) from whole input slices takes, per input slice and
-    pixel, one FLT4 product per output channel, summed across lanes at the end, instead of a
-    broadcast and a product per input channel for 4 output lanes mostly padding."""
-    return channels if width == 4 and channels <= 2 and lanes == 4 else 0
-
-
 def dot_fold(pixels: int, dot: int) -> list[str]:
     """Add the dot products' lane sums ``d{p}{c}`` into the accumulators ``a0{p}`` (after the slice loops)."""
     parts: list[str] = []
@@ -76,33 +66,8 @@ def pack_gemm_biases(bias: bytes, dtype: np.dtype, width: int = 8) -> bytes:
     return np.concatenate([values, np.zeros(extra, dtype)]).tobytes()
 
 
-def gemm_pixels(pixels: int) -> int:
-    """Pixels per work-item for a row (or flat run) of ``pixels``: GEMM_PIXELS, unless its last
-    block pads more than 2% over what GEMM_PIXELS_ALT's would (49 pixels: 9 x 6 = 54 slots
-    against 10 x 5 = 50), or 1 for rows shorter than a block."""
-    if pixels < GEMM_PIXELS_ALT:
-        return 1
-    if pixels < GEMM_PIXELS:
-        return GEMM_PIXELS_ALT
-    slots, alt_slots = (-(-pixels // p) * p for p in (GEMM_PIXELS, GEMM_PIXELS_ALT))
-    return GEMM_PIXELS_ALT if slots > 1.02 * alt_slots else GEMM_PIXELS
-
-
 def gemm_groups(channels: int, width: int = 8) -> int:
     return -(-channels // width)
-
-
-def gemm_width(channels: int, vector_width: int, narrow: bool = False) -> int:
-    """Output channels per group of a matrix-product kernel writing ``channels``: 16 when the
-    device wants 16-wide vectors (``EmitContext.vector_width``) and there are more than 8 channels,
-    else 8: padding costs less than half-width vectors (benchmarks/RESULTS.md, "Kernel choices").
-    ``narrow`` (kernels that take it): 4 for outputs of up to 4 channels, a single slice, which
-    the whole-block write then covers."""
-    if narrow and channels <= 4:
-        return 4
-    if vector_width < 16:
-        return 8
-    return 16 if channels > 8 else 8
 
 
 #: Components of an accumulator of ``width`` channels, one FLT4 (slice) each, in order.
@@ -114,66 +79,8 @@ def spill_slices(accumulator: str, first: int, parts: tuple[str, ...]) -> str:
     return "  " + " ".join(f"outs[{first + h}] = TO_FLT4({accumulator}.{part});" for h, part in enumerate(parts)) + "\n"
 
 
-#: Items of an output that ``odd_thirds`` picks: pixels x groups of 8 channels.
+#: Items of an output that selectors/gemm.odd_thirds picks: pixels x groups of 8 channels.
 THIRDS_PIXELS, THIRDS_GROUPS = 4, 3
-
-
-def odd_thirds(groups: int) -> bool:
-    """Does an output of ``groups`` groups of 8 channels take items of THIRDS_PIXELS (4) pixels x
-    THIRDS_GROUPS (3) groups (12 accumulators) instead of GEMM_PIXELS x GEMM_GROUPS? Yes for an
-    odd multiple of 3 (24 channels: 2 groups per item would compute a fourth, padding group, a
-    third more work; 5 x 3 would not fit AVX2's 16 registers)."""
-    return groups % 2 == 1 and groups % 3 == 0
-
-
-#: Vector registers a lane-order block may hold (``row_blocking``): AVX2 has 16, and blocks that
-#: need all 16 were measured to spill an accumulator through the stack inside the loop.
-VECTOR_REGISTERS = 15
-#: The most pixels a lane-order block takes (more measured no faster on one group of channels).
-ROW_MAX_PIXELS = 8
-
-
-#: The lane-order block of a 1x1 convolution over the flat pixel order: 6 pixels x 2 groups,
-#: the weights first (each weight vector meets 6 pixels). Blocks of 2 pixels x 4-6 groups, the
-#: windowed layers' choice, measured slower there (MobileNetV2's 1x1 layers: 1.01-1.02 of the
-#: FLT4-per-pixel kernel's time, against 0.93; benchmarks/RESULTS.md, "Lane-order matrix products").
-FLAT_PIXELS, FLAT_GROUPS = 6, 2
-
-
-def lane_order(pixels: int, groups: int) -> str:
-    """The ``lane_step`` order of a block: hold the smaller of one lane's pixel inputs and its
-    weight vectors, and stream the other one at a time."""
-    return PIXELS_FIRST if pixels <= groups else WEIGHTS_FIRST
-
-
-def lane_registers(pixels: int, groups: int) -> int:
-    """FLT8 registers a ``lane_step`` block holds: its accumulators, one lane's inputs or weights
-    (``lane_order``) and the one value streamed."""
-    return pixels * groups + min(pixels, groups) + 1
-
-
-def row_blocking(row: int, groups: int) -> tuple[int, int, str]:
-    """Pixels, groups (of 8 channels) and ``lane_step`` order of a work-item of the lane-order
-    row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
-    VECTOR_REGISTERS, the one with the least estimated time. The estimate counts the products a
-    block computes, padding included (a last block past the row, groups past the output), each
-    with its share of the loads: an input broadcast per ``groups`` products, weighed half again
-    a weight vector per ``pixels`` products (2 pixels x 4 groups measured faster than 4 x 2),
-    plus a block's setup and write, about one product's worth per output vector. Blocks of one
-    pixel load a weight vector per product and measured slower than blocks of two (the weights of
-    many groups leave the L1 cache), so they serve rows of one pixel only. The layers measured
-    are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
-    best: tuple[float, int, int] | None = None
-    for g in range(1, groups + 1):
-        for p in range(min(2, row), min(row, ROW_MAX_PIXELS) + 1):
-            if lane_registers(p, g) > VECTOR_REGISTERS:
-                continue
-            work = -(-row // p) * p * -(-groups // g) * g
-            cost = work * (1 + 1.5 / g + 1 / p + 1 / (p * g))
-            if best is None or cost < best[0] - 1e-9:
-                best = (cost, p, g)
-    assert best is not None  # a block of one group fits
-    return best[1], best[2], lane_order(best[1], best[2])
 
 
 def gemm_head(width: int) -> str:
@@ -274,7 +181,7 @@ def lane_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mask
     ``lane``) is the scalar input of pixel p, lane ``lane``. Written in the order its registers
     are live: per lane, PIXELS_FIRST holds the pixels' inputs and one weight vector at a time,
     WEIGHTS_FIRST the groups' weights and one input at a time, besides the pixels x groups
-    accumulators (``row_blocking`` keeps the sum within the vector registers). Reading a whole
+    accumulators (selectors/gemm.row_blocking keeps the sum within the vector registers). Reading a whole
     FLT4 per pixel instead lets the compiler hoist every lane's broadcast of every pixel ahead of
     the products, which spills accumulators (benchmarks/RESULTS.md, "Lane-order matrix products")."""
     parts = []
@@ -315,7 +222,7 @@ def slice_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mas
     """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
     p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
     group, read from ``wbase``0.. on, which then step to the next slice. ``dot``: the slice meets
-    the weights of each of the ``dot`` output channels in one product (``dot_outputs``)."""
+    the weights of each of the ``dot`` output channels in one product (selectors/gemm.dot_outputs)."""
     parts = []
     for p in range(pixels):
         parts.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)};\n")

@@ -1,21 +1,24 @@
-"""The gpu kernel family (CompileOptions.kernel_family): CONV_2D, FULLY_CONNECTED and
+"""The gpu kernel family's templates (CompileOptions.kernel_family): CONV_2D, FULLY_CONNECTED and
 DEPTHWISE_CONV_2D shaped for GPUs, where the cpu family's blocks of pixels x channel groups in
-registers leave most of a GPU's lanes idle (benchmarks/RESULTS.md, H200).
+registers leave most of a GPU's lanes idle (benchmarks/RESULTS.md, H200). selectors/gpu.py picks
+which one a node gets and its ``GpuTile`` and launch.
 
-- ``conv_kernel``: a work-item computes ``pixels`` (1-2) consecutive output pixels of a row x
-  ``blocks`` (1-4) output slices; a work-group is ``gpu_work_group`` work-items over a patch of
-  pixels, all of one block of output slices, so they share its weights: the input-slice loop runs
-  in tiles whose weights the work-group loads into local memory together (coalesced, one
-  barrier-synchronised tile at a time), and every work-item reads them from there. Adjacent
-  work-items read adjacent input pixels of one slice (coalesced). Grid (ceil(W / pixels) * B, H,
-  ceil(slices / blocks)); the kernel requires its work-group size (the tile is shared by it).
-- ``reduction_kernel``: a fully connected layer or a 1x1 convolution over few pixels (a
-  classifier head, a squeeze-and-excite block): a work-group of up to ``gpu_work_group``
-  work-items splits one output slice's input slices, then sums its parts in local memory.
-  Grid (R, pixels, slices).
-- ``depthwise_kernel`` (depth multiplier 1): a work-item per output pixel x slice, the window
-  unrolled; the work-group's items share a slice, so its weights are one broadcast read each.
-  No local memory and no required size: the runtime's tuning may pick its work-group.
+- ``tiled_conv_body`` (``GPU_DIRECT``): a work-item computes ``pixels`` (1-2) consecutive output
+  pixels of a row x ``blocks`` (1-4) output slices; a work-group is ``gpu_work_group`` work-items
+  over a patch of pixels, all of one block of output slices, so they share its weights: the
+  input-slice loop runs in tiles whose weights the work-group loads into local memory together
+  (coalesced, one barrier-synchronised tile at a time), and every work-item reads them from
+  there. Adjacent work-items read adjacent input pixels of one slice (coalesced). Grid
+  (ceil(W / pixels) * B, H, ceil(slices / blocks)); the kernel requires its work-group size (the
+  tile is shared by it).
+- ``reduction_body`` (``GPU_REDUCTION``): a fully connected layer or a 1x1 convolution over few
+  pixels (a classifier head, a squeeze-and-excite block): a work-group of up to
+  ``gpu_work_group`` work-items splits one output slice's input slices, then sums its parts in
+  local memory. Grid (R, pixels, slices).
+- ``depthwise_body`` (``GPU_DEPTHWISE``, depth multiplier 1): a work-item per output pixel x
+  slice, the window unrolled; the work-group's items share a slice, so its weights are one
+  broadcast read each. No local memory and no required size: the runtime's tuning may pick its
+  work-group.
 
 Every kernel writes through the write hook, so elementwise ops link into it as into the cpu ones.
 Shapes, strides and paddings are literals, so the OpenCL compiler folds the coordinate math.
@@ -23,42 +26,29 @@ Shapes, strides and paddings are literals, so the OpenCL compiler folds the coor
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ...context import model
-from .. import layout
-from ..graph import Node
-from ..kernel import ENTRY, WRITE, Kernel, Piece, RequiredWorkGroup
-from .base import HEAD, EmitContext, activation_code, buffer_object, linear_object, operation
+from ... import layout
+from ...kernel import ENTRY, WRITE, Piece
+from ..common.pieces import HEAD, activation_code
 
-#: windows up to this many taps run in the gpu family (unrolled); larger ones keep the cpu kernels
-GPU_MAX_TAPS = 25
-#: local memory a convolution's weight tile may take (f32 bytes): a quarter of the 32 KiB every
-#: OpenCL GPU has, so several work-groups fit on one compute unit
-TILE_BYTES = 8192
-#: below this many output pixels a 1x1 product splits its input slices over a work-group instead
-REDUCTION_PIXELS = 16
+#: (input height, width), (output height, width) of a kernel's window
+Extents = tuple[tuple[int, int], tuple[int, int]]
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << (max(n, 1) - 1).bit_length()
+@dataclass(frozen=True)
+class GpuTile:
+    """The blocking of a ``tiled_conv_body`` kernel: ``pixels`` x ``blocks`` output slices per
+    work-item, input slices in tiles of ``tile_slices`` whose weights the work-group holds in
+    local memory, ``lanes`` input channels of a slice multiplied (fewer than 4: a single-slice
+    input, its padding lanes skipped)."""
 
-
-def work_group_2d(extent_x: int, extent_y: int, total: int) -> tuple[int, int, int]:
-    """A (x, y, 1) work-group of at most ``total`` work-items (a power of two), x first, neither
-    axis beyond the next power of two above its grid extent."""
-    x = min(total, _pow2_at_least(extent_x))
-    y = min(total // x, _pow2_at_least(extent_y))
-    return (x, y, 1)
-
-
-def _blocks(dst_slices: int, taps: int) -> int:
-    """Output slices per work-item: 4 where there are enough, fewer on thin outputs (no work-item
-    of a block past the last slice) and wide windows (the tile of one input slice fits TILE_BYTES)."""
-    blocks = 4 if dst_slices >= 8 or dst_slices % 4 == 0 else 2 if dst_slices >= 2 else 1
-    while blocks > 1 and taps * blocks * 4 * 16 > TILE_BYTES:
-        blocks //= 2
-    return blocks
+    pixels: int
+    blocks: int
+    tile_slices: int
+    lanes: int
 
 
 def pack_tile_weights(filters: np.ndarray, blocks: int, dtype: np.dtype) -> bytes:
@@ -93,9 +83,11 @@ def _needs_mask(in_size: int, out_size: int, kernel: int, stride: int, dilation:
     return pad > 0 or (out_size - 1) * stride + (kernel - 1) * dilation - pad >= in_size
 
 
-def _conv_body(ints: dict[str, int], shapes: tuple, pixels: int, blocks: int, tile_slices: int, group: int,
-               lanes: int, act: int) -> list[Piece]:  # fmt: skip
+def tiled_conv_body(tile: GpuTile, ints: dict[str, int], shapes: Extents, group: int, act: int) -> list[Piece]:
+    """The ``GPU_DIRECT`` kernel over window ``ints``, its work-group ``group`` work-items (weights:
+    ``pack_tile_weights`` with the tile's ``blocks``)."""
     (ih, iw), (oh, ow) = shapes
+    pixels, blocks, tile_slices, lanes = tile.pixels, tile.blocks, tile.tile_slices, tile.lanes
     kh, kw = ints["kernel_h"], ints["kernel_w"]
     per_slice = kh * kw * blocks * 4
     mask_y = _needs_mask(ih, oh, kh, ints["stride_h"], ints["dilation_h"], ints["pad_h"])
@@ -161,52 +153,11 @@ def _conv_body(ints: dict[str, int], shapes: tuple, pixels: int, blocks: int, ti
     return parts
 
 
-def conv_kernel(
-    node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], biases: bytes
-) -> Kernel | None:
-    """CONV_2D (OHWI ``filters``, not grouped) or FULLY_CONNECTED (1x1 ``filters``) in the gpu family,
-    ``biases`` as layout.linear lays them out; None when the window is too large for it."""
-    g = ctx.graph
-    src, dst = layout.bhwc(g.tensor(node.inputs[0]).shape), layout.bhwc(g.tensor(node.outputs[0]).shape)
-    _, kh, kw, cin = filters.shape
-    if kh * kw > GPU_MAX_TAPS:
-        return None
-    b, h, w, c = dst
-    one_by_one = kh == kw == 1 and ints["stride_h"] == ints["stride_w"] == 1 and ints["pad_h"] == ints["pad_w"] == 0
-    if one_by_one and b * h * w < REDUCTION_PIXELS:
-        return reduction_kernel(node, ctx, filters, biases)
-    blocks = _blocks(layout.slices(c), kh * kw)
-    per_slice = kh * kw * blocks * 4
-    src_slices = layout.slices(cin)
-    tile_slices = max(1, min(src_slices, TILE_BYTES // (per_slice * 16)))
-    pixels = 2 if w >= 14 else 1
-    grid = (-(-w // pixels) * b, h, -(-layout.slices(c) // blocks))
-    size = work_group_2d(grid[0], grid[1], ctx.gpu_work_group)
-    lanes = cin if src_slices == 1 else 4
-    body = _conv_body(ints, ((src[1], src[2]), (h, w)), pixels, blocks, tile_slices, size[0] * size[1], lanes,
-                      node.params.get("activation", 0))  # fmt: skip
-    kernel = operation(
-        body,
-        srcs=["src_tensor"],
-        buffer_objects=[buffer_object("weights", pack_tile_weights(filters, blocks, ctx.dtype), ctx.dtype)],
-        tensor_linear_objects=[linear_object("biases", biases, ctx.dtype)],
-        work_group=RequiredWorkGroup(size),
-    )
-    op = kernel.operation
-    op.tensor_to_grid = model.TensorToGrid.CUSTOM
-    op.grid_size = model.Int3(*grid)
-    return kernel
-
-
-def reduction_kernel(node: Node, ctx: EmitContext, filters: np.ndarray, biases: bytes) -> Kernel:
-    """A 1x1 product over few pixels: a work-group per output pixel x slice, its work-items taking
-    every R-th input slice, their sums added in local memory (a tree of halvings)."""
-    g = ctx.graph
-    b, h, w, c = layout.bhwc(g.tensor(node.outputs[0]).shape)
-    cin = filters.shape[3]
-    size = min(ctx.gpu_work_group, _pow2_at_least(layout.slices(cin)))
-    act = node.params.get("activation", 0)
-    body: list[Piece] = [
+def reduction_body(size: int, act: int) -> list[Piece]:
+    """The ``GPU_REDUCTION`` kernel: a 1x1 product over few pixels, a work-group of ``size`` per
+    output pixel x slice, its work-items taking every ``size``-th input slice, their sums added in
+    local memory (a tree of halvings). Weights: layout.conv_weights."""
+    return [
         ENTRY,
         f"""  __local ACCUM_FLT4 part[{size}];
   int lid = LOCAL_ID_0;
@@ -238,24 +189,12 @@ def reduction_kernel(node: Node, ctx: EmitContext, filters: np.ndarray, biases: 
         WRITE,
         "}\n",
     ]
-    kernel = operation(
-        body,
-        srcs=["src_tensor"],
-        buffer_objects=[buffer_object("weights", layout.conv_weights(filters, ctx.dtype), ctx.dtype)],
-        tensor_linear_objects=[linear_object("biases", biases, ctx.dtype)],
-        work_group=RequiredWorkGroup((size, 1, 1)),
-    )
-    op = kernel.operation
-    op.tensor_to_grid = model.TensorToGrid.CUSTOM
-    op.grid_size = model.Int3(size, b * h * w, layout.slices(c))
-    return kernel
 
 
-def depthwise_kernel(node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int], biases: bytes) -> Kernel:
-    """DEPTHWISE_CONV_2D with depth multiplier 1: a work-item per output pixel x slice."""
-    g = ctx.graph
-    _, ih, iw, _ = layout.bhwc(g.tensor(node.inputs[0]).shape)
-    b, h, w, _ = layout.bhwc(g.tensor(node.outputs[0]).shape)
+def depthwise_body(ints: dict[str, int], shapes: Extents, act: int) -> list[Piece]:
+    """The ``GPU_DEPTHWISE`` kernel (depth multiplier 1) over window ``ints``: a work-item per
+    output pixel x slice. Weights: layout.depthwise_weights."""
+    (ih, iw), (h, w) = shapes
     kh, kw = ints["kernel_h"], ints["kernel_w"]
     mask_y = _needs_mask(ih, h, kh, ints["stride_h"], ints["dilation_h"], ints["pad_h"])
     mask_x = _needs_mask(iw, w, kw, ints["stride_w"], ints["dilation_w"], ints["pad_w"])
@@ -271,12 +210,5 @@ def depthwise_kernel(node: Node, ctx: EmitContext, filters: np.ndarray, ints: di
             read = f"args.src_tensor.Read(x{kx}, y{ky}, S, b) * args.weights.Read(wbase + {ky * kw + kx})"
             cond = " && ".join(c for c in (f"my{ky}" if mask_y else "", f"mx{kx}" if mask_x else "") if c)
             code.append(f"  {f'if ({cond}) ' if cond else ''}acc += TO_ACCUM_FLT4({read});\n")
-    code.append(f"  FLT4 result = TO_FLT4(acc);\n  {activation_code(node.params['activation'])}\n")
-    kernel = operation(
-        [*code, WRITE],
-        srcs=["src_tensor"],
-        buffer_objects=[buffer_object("weights", layout.depthwise_weights(filters, ctx.dtype), ctx.dtype)],
-        tensor_linear_objects=[linear_object("biases", biases, ctx.dtype)],
-    )
-    kernel.operation.work_group_size = model.Int3(*work_group_2d(w * b, h, ctx.gpu_work_group))
-    return kernel
+    code.append(f"  FLT4 result = TO_FLT4(acc);\n  {activation_code(act)}\n")
+    return [*code, WRITE]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..kernel import Piece, PixelOps
+from ...kernel import Piece, PixelOps
 from .gemm_blocks import (
     GEMM_GROUPS,
     GEMM_PIXELS,
@@ -69,7 +69,7 @@ class GemmSpec:
     sources: int = 1
     lanes: int = 4
     whole_pixels: bool = False
-    #: output channels computed as dot products (gemm_blocks.dot_outputs; 0: none)
+    #: output channels computed as dot products (selectors/gemm.dot_outputs; 0: none)
     dot: int = 0
     #: rows mode: read the input a lane at a time in this ``gemm_blocks.lane_step`` order ("":
     #: a FLT4 per pixel, ``slice_step``)

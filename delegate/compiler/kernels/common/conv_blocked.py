@@ -9,7 +9,7 @@ still fuse into it.
 
 from __future__ import annotations
 
-from ..kernel import WRITE, Piece
+from ...kernel import WRITE, Piece
 
 PIXELS = 4
 SLICES = 2

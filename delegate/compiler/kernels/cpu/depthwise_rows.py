@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import layout
-from ..kernel import LANE_MASK, WRITE, WRITE_AT, Piece
-from .base import activation_code
-from .row_blocks import row_block_head, window_row_loads
+from ... import layout
+from ...kernel import LANE_MASK, WRITE, WRITE_AT, Piece
+from ..common.pieces import activation_code
+from ..common.row_blocks import row_block_head, window_row_loads
 
 #: Output pixels per work-item of the depthwise kernel.
 DEPTHWISE_PIXELS = 8
-#: Largest depthwise window the unrolled kernel is generated for.
-DEPTHWISE_MAX_TAPS = 49
 
 
 def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8) -> bytes:

@@ -1,0 +1,1 @@
+"""Kernel pieces and generic kernels either kernel family uses."""

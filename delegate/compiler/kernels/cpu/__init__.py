@@ -1,0 +1,1 @@
+"""The cpu kernel family's templates: register blocks shaped for CPU cores."""

@@ -1,0 +1,1 @@
+"""The gpu kernel family's templates: work-groups sharing weights through local memory."""

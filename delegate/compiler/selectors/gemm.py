@@ -1,0 +1,165 @@
+"""The matrix products' choices (kernels/cpu/gemm_conv.py): a work-item's block of pixels x groups
+of output channels, the vector width, the lane order, the dot-product outputs, the grid and the
+work-group of each mode, given the node's shapes. ``select_gemm`` returns them as a KernelSpec
+whose ``gemm`` is the template's GemmSpec; the rest are its rules, measured on PoCL's CPU targets
+(benchmarks/RESULTS.md, "Kernel choices", "Lane-order matrix products")."""
+
+from __future__ import annotations
+
+from .. import layout
+from ..graph import Graph, Node
+from ..kernels.cpu.gemm_blocks import (
+    GEMM_GROUPS,
+    GEMM_PIXELS,
+    PIXELS_FIRST,
+    THIRDS_GROUPS,
+    THIRDS_PIXELS,
+    WEIGHTS_FIRST,
+    gemm_groups,
+)
+from ..kernels.cpu.gemm_conv import GemmSpec
+from .spec import GEMM_VARIANTS, KernelSpec, Variant
+
+#: The other pixel count ``gemm_pixels`` may pick.
+GEMM_PIXELS_ALT = 5
+
+
+def gemm_pixels(pixels: int) -> int:
+    """Pixels per work-item for a row (or flat run) of ``pixels``: GEMM_PIXELS, unless its last
+    block pads more than 2% over what GEMM_PIXELS_ALT's would (49 pixels: 9 x 6 = 54 slots
+    against 10 x 5 = 50), or 1 for rows shorter than a block."""
+    if pixels < GEMM_PIXELS_ALT:
+        return 1
+    if pixels < GEMM_PIXELS:
+        return GEMM_PIXELS_ALT
+    slots, alt_slots = (-(-pixels // p) * p for p in (GEMM_PIXELS, GEMM_PIXELS_ALT))
+    return GEMM_PIXELS_ALT if slots > 1.02 * alt_slots else GEMM_PIXELS
+
+
+def gemm_width(channels: int, vector_width: int, narrow: bool = False) -> int:
+    """Output channels per group of a matrix-product kernel writing ``channels``: 16 when the
+    device wants 16-wide vectors (``CompileOptions.vector_width``) and there are more than 8 channels,
+    else 8: padding costs less than half-width vectors (benchmarks/RESULTS.md, "Kernel choices").
+    ``narrow`` (kernels that take it): 4 for outputs of up to 4 channels, a single slice, which
+    the whole-block write then covers."""
+    if narrow and channels <= 4:
+        return 4
+    if vector_width < 16:
+        return 8
+    return 16 if channels > 8 else 8
+
+
+def dot_outputs(channels: int, width: int, lanes: int) -> int:
+    """Output channels a matrix-product kernel computes as dot products (0: none). An output of 1
+    or 2 channels (a mask, a detection head) from whole input slices takes, per input slice and
+    pixel, one FLT4 product per output channel, summed across lanes at the end, instead of a
+    broadcast and a product per input channel for 4 output lanes mostly padding."""
+    return channels if width == 4 and channels <= 2 and lanes == 4 else 0
+
+
+def odd_thirds(groups: int) -> bool:
+    """Does an output of ``groups`` groups of 8 channels take items of THIRDS_PIXELS (4) pixels x
+    THIRDS_GROUPS (3) groups (12 accumulators) instead of GEMM_PIXELS x GEMM_GROUPS? Yes for an
+    odd multiple of 3 (24 channels: 2 groups per item would compute a fourth, padding group, a
+    third more work; 5 x 3 would not fit AVX2's 16 registers)."""
+    return groups % 2 == 1 and groups % 3 == 0
+
+
+#: Vector registers a lane-order block may hold (``row_blocking``): AVX2 has 16, and blocks that
+#: need all 16 were measured to spill an accumulator through the stack inside the loop.
+VECTOR_REGISTERS = 15
+#: The most pixels a lane-order block takes (more measured no faster on one group of channels).
+ROW_MAX_PIXELS = 8
+
+
+#: The lane-order block of a 1x1 convolution over the flat pixel order: 6 pixels x 2 groups,
+#: the weights first (each weight vector meets 6 pixels). Blocks of 2 pixels x 4-6 groups, the
+#: windowed layers' choice, measured slower there (MobileNetV2's 1x1 layers: 1.01-1.02 of the
+#: FLT4-per-pixel kernel's time, against 0.93; benchmarks/RESULTS.md, "Lane-order matrix products").
+FLAT_PIXELS, FLAT_GROUPS = 6, 2
+
+
+def lane_order(pixels: int, groups: int) -> str:
+    """The ``lane_step`` order of a block: hold the smaller of one lane's pixel inputs and its
+    weight vectors, and stream the other one at a time."""
+    return PIXELS_FIRST if pixels <= groups else WEIGHTS_FIRST
+
+
+def lane_registers(pixels: int, groups: int) -> int:
+    """FLT8 registers a ``lane_step`` block holds: its accumulators, one lane's inputs or weights
+    (``lane_order``) and the one value streamed."""
+    return pixels * groups + min(pixels, groups) + 1
+
+
+def row_blocking(row: int, groups: int) -> tuple[int, int, str]:
+    """Pixels, groups (of 8 channels) and ``lane_step`` order of a work-item of the lane-order
+    row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
+    VECTOR_REGISTERS, the one with the least estimated time. The estimate counts the products a
+    block computes, padding included (a last block past the row, groups past the output), each
+    with its share of the loads: an input broadcast per ``groups`` products, weighed half again
+    a weight vector per ``pixels`` products (2 pixels x 4 groups measured faster than 4 x 2),
+    plus a block's setup and write, about one product's worth per output vector. Blocks of one
+    pixel load a weight vector per product and measured slower than blocks of two (the weights of
+    many groups leave the L1 cache), so they serve rows of one pixel only. The layers measured
+    are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
+    best: tuple[float, int, int] | None = None
+    for g in range(1, groups + 1):
+        for p in range(min(2, row), min(row, ROW_MAX_PIXELS) + 1):
+            if lane_registers(p, g) > VECTOR_REGISTERS:
+                continue
+            work = -(-row // p) * p * -(-groups // g) * g
+            cost = work * (1 + 1.5 / g + 1 / p + 1 / (p * g))
+            if best is None or cost < best[0] - 1e-9:
+                best = (cost, p, g)
+    assert best is not None  # a block of one group fits
+    return best[1], best[2], lane_order(best[1], best[2])
+
+
+def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, int], vector_width: int,
+                sources: int = 1) -> KernelSpec:  # fmt: skip
+    """The matrix product ``variant`` (GEMM_FLAT: CONV_2D 1x1 or FULLY_CONNECTED; GEMM_ROWS: CONV_2D;
+    GEMM_TRANSPOSED / GEMM_PHASES: TRANSPOSE_CONV, whose input is its input 2) of ``node`` with a
+    ``kernel`` (KH, KW) window, for a device of ``vector_width`` floats per vector; ``sources``:
+    how many tensors the input is concatenated from (EmitContext.concat_sources)."""
+    assert variant in GEMM_VARIANTS
+    flat, rows = variant is Variant.GEMM_FLAT, variant is Variant.GEMM_ROWS
+    phases = variant is Variant.GEMM_PHASES
+    b, h, w, c = layout.bhwc(graph.tensor(node.outputs[0]).shape)
+    width = gemm_width(c, vector_width, narrow=True)
+    npix, groups = b * h * w, gemm_groups(c, width)
+    transposed = variant in (Variant.GEMM_TRANSPOSED, Variant.GEMM_PHASES)
+    _, ih, iw, cin = layout.bhwc(graph.tensor(node.inputs[2 if transposed else 0]).shape)
+    pixels = gemm_pixels(npix if flat else iw if phases else w)
+    per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
+    if not transposed and pixels > 1 and odd_thirds(groups):
+        pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
+    lanes = cin if sources == 1 and cin < 4 else 4
+    dot = dot_outputs(c, width, lanes)
+    order = ""
+    if rows and width == 8 and not dot and groups > 1:
+        pixels, per_item, order = row_blocking(w, groups)
+    elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
+        pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
+    spec = GemmSpec(
+        node.params.get("activation", 0),
+        kernel=kernel,
+        pixels=pixels,
+        groups=per_item,
+        width=width,
+        sources=sources,
+        lanes=lanes,
+        whole_pixels=per_item >= groups,
+        dot=dot,
+        order=order,
+        one_slice=sources == 1 and cin <= 4,
+    )
+    item_groups = -(-groups // per_item)
+    if flat:
+        return KernelSpec(variant, grid=(-(-npix // pixels), item_groups, 1), work_group=(8, 1, 1), gemm=spec)
+    if phases:  # a work-item per input pixels x tap
+        grid = (-(-iw // pixels) * b, ih, item_groups * kernel[0] * kernel[1])
+        return KernelSpec(variant, grid=grid, work_group=(8, 1, 1), gemm=spec)
+    blocks = -(-w // pixels) * b
+    local_x = min(8, 1 << (blocks - 1).bit_length())
+    work_group = (local_x, max(1, min(8 // local_x, 1 << (h - 1).bit_length())), 1)
+    return KernelSpec(variant, grid=(blocks, h, item_groups), work_group=work_group, gemm=spec)

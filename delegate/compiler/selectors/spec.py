@@ -1,0 +1,61 @@
+"""What a selector returns: the kernel variant a node gets and what its template and launch take."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..kernels.cpu.gemm_conv import GemmSpec
+from ..kernels.gpu.gpu_conv import GpuTile
+
+#: a launch's three extents (x, y, z)
+Extent3 = tuple[int, int, int]
+
+
+class Variant(Enum):
+    """The kernels of the convolution-like ops; kernels/ holds their templates."""
+
+    #: CONV_2D whose input channels split into groups: one output lane at a time (common/conv_plain)
+    GROUPED = "grouped"
+    #: gpu family (gpu/gpu_conv): pixels x slices per work-item, weight tiles shared in local memory
+    GPU_DIRECT = "gpu_direct"
+    #: gpu family: a 1x1 product over few pixels, a work-group summing an output's input slices
+    GPU_REDUCTION = "gpu_reduction"
+    #: gpu family: DEPTHWISE_CONV_2D (depth multiplier 1), a work-item per output pixel x slice
+    GPU_DEPTHWISE = "gpu_depthwise"
+    #: matrix products (cpu/gemm_conv), named for how a work-item finds its input: the flat pixel
+    #: order (a 1x1 window), output rows, the transposed gather, one tap per output (kernel = stride)
+    GEMM_FLAT = "gemm_flat"
+    GEMM_ROWS = "gemm_rows"
+    GEMM_TRANSPOSED = "gemm_transposed"
+    GEMM_PHASES = "gemm_phases"
+    #: DEPTHWISE_CONV_2D (depth multiplier 1, buffers): rows of pixels x a pair of slices, the
+    #: window unrolled (cpu/depthwise_rows)
+    DEPTHWISE_ROWS = "depthwise_rows"
+    #: DEPTHWISE_CONV_2D with depth multiplier > 1: one input lane at a time (common/conv_plain)
+    DEPTHWISE_MULTIPLIER = "depthwise_multiplier"
+    #: CONV_2D's generic kernel of 4 pixels x 2 slices per work-item (common/conv_blocked)
+    BLOCKED = "blocked"
+    #: the op's generic kernel: one output FLT4 per work-item, any storage (common/conv_plain)
+    PLAIN = "plain"
+
+
+GEMM_VARIANTS = frozenset({Variant.GEMM_FLAT, Variant.GEMM_ROWS, Variant.GEMM_TRANSPOSED, Variant.GEMM_PHASES})
+#: the variants whose kernels require their work-group size (its work-items share local memory)
+REQUIRED_WORK_GROUP = frozenset({Variant.GPU_DIRECT, Variant.GPU_REDUCTION})
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A node's kernel, as a selector chose it: its ``variant``, its launch and its template's
+    parameters (the ones the variant takes; None elsewhere)."""
+
+    variant: Variant
+    #: the grid, or None for the default: a work-item per output pixel x slice (pieces.HEAD)
+    grid: Extent3 | None = None
+    #: the work-group size, or None for the default; REQUIRED_WORK_GROUP variants require theirs
+    work_group: Extent3 | None = None
+    #: GEMM_* variants: the matrix product's block, width and mode parameters
+    gemm: GemmSpec | None = None
+    #: GPU_DIRECT: the work-item's and the weight tile's blocking
+    tile: GpuTile | None = None

@@ -1,0 +1,310 @@
+"""The kernel selectors (delegate/compiler/selectors/) as pure decisions: small graphs in, the
+KernelSpec a node gets out, without generating any kernel text; then that ``emit`` renders the
+launch its selector chose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Padding, Tensor
+from delegate.compiler.kernels.cpu.gemm_blocks import PIXELS_FIRST, THIRDS_GROUPS, THIRDS_PIXELS, WEIGHTS_FIRST
+from delegate.compiler.kernels.cpu.gemm_conv import GemmSpec
+from delegate.compiler.kernels.gpu.gpu_conv import GpuTile
+from delegate.compiler.options import CompileOptions, ConvKernels, KernelFamily
+from delegate.compiler.partition import compile_partition
+from delegate.compiler.selectors.conv import (
+    reads_concat_in_place,
+    select_conv,
+    select_depthwise,
+    select_fully_connected,
+    select_transpose_conv,
+)
+from delegate.compiler.selectors.gemm import (
+    FLAT_GROUPS,
+    FLAT_PIXELS,
+    VECTOR_REGISTERS,
+    lane_registers,
+    odd_thirds,
+    row_blocking,
+)
+from delegate.compiler.selectors.pair import PAIR_LOCAL_BYTES, select_pair
+from delegate.compiler.selectors.spec import KernelSpec, Variant
+from delegate.context.model import TensorStorageType
+
+CPU = CompileOptions()
+GPU = CompileOptions(kernel_family=KernelFamily.GPU, gpu_work_group=64)
+TEXTURE = CompileOptions(storage=TensorStorageType.TEXTURE_2D)
+
+
+class _Graph:
+    """A graph of shapes (constants hold zeros): selectors read shapes and parameters only."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[int, Tensor] = {}
+        self.nodes: dict[int, Node] = {}
+
+    def tensor(self, shape: tuple[int, ...], constant: bool = False) -> int:
+        index = len(self.tensors)
+        data = np.zeros(shape, np.float32) if constant else None
+        self.tensors[index] = Tensor(index, FLOAT32, shape, f"t{index}", is_constant=constant, constant=data)
+        return index
+
+    def node(self, op: int, inputs: list[int], shape: tuple[int, ...], **params: object) -> Node:
+        out = self.tensor(shape)
+        node = Node(len(self.nodes), op, 1, tuple(inputs), (out,), dict(params))
+        self.nodes[node.index] = node
+        return node
+
+    def conv(self, src: tuple[int, int, int, int], cout: int, kernel: int = 1, stride: int = 1,
+             cin_group: int | None = None, padding: int = Padding.SAME) -> Node:  # fmt: skip
+        b, h, w, cin = src
+        out = (b, -(-h // stride), -(-w // stride), cout)
+        filters = self.tensor((cout, kernel, kernel, cin_group or cin), constant=True)
+        params = {"stride_height": stride, "stride_width": stride, "padding": padding, "activation": 0}
+        return self.node(Builtin.CONV_2D, [self.tensor(src), filters, self.tensor((cout,), True)], out, **params)
+
+    def depthwise(self, src: tuple[int, int, int, int], kernel: int = 3, multiplier: int = 1,
+                  on: int | None = None) -> Node:  # fmt: skip
+        b, h, w, c = src
+        filters = self.tensor((1, kernel, kernel, c * multiplier), constant=True)
+        params = {"stride_height": 1, "stride_width": 1, "padding": Padding.SAME, "activation": 3}
+        x = self.tensor(src) if on is None else on
+        return self.node(Builtin.DEPTHWISE_CONV_2D, [x, filters, self.tensor((c * multiplier,), True)],
+                         (b, h, w, c * multiplier), depth_multiplier=multiplier, **params)  # fmt: skip
+
+    def fully_connected(self, rows: int, depth: int, units: int) -> Node:
+        inputs = [self.tensor((rows, depth)), self.tensor((units, depth), True), self.tensor((units,), True)]
+        return self.node(Builtin.FULLY_CONNECTED, inputs, (rows, units), activation=0, weights_format=0)
+
+    def transpose_conv(self, src: tuple[int, int, int, int], cout: int, kernel: int, stride: int,
+                       padding: int) -> Node:  # fmt: skip
+        b, h, w, cin = src
+        shape = self.tensor((4,), True)
+        weights = self.tensor((cout, kernel, kernel, cin), True)
+        params = {"stride_height": stride, "stride_width": stride, "padding": padding, "activation": 0}
+        out = (b, h * stride, w * stride, cout)
+        return self.node(Builtin.TRANSPOSE_CONV, [shape, weights, self.tensor(src)], out, **params)
+
+    @property
+    def graph(self) -> Graph:
+        return Graph(self.tensors, self.nodes)
+
+
+def _conv(src: tuple[int, int, int, int], cout: int, options: CompileOptions, **kwargs: int) -> KernelSpec:
+    g = _Graph()
+    node = g.conv(src, cout, **kwargs)
+    return select_conv(node, g.graph, options)
+
+
+def test_grouped_convolutions_pick_grouped_in_every_family_and_storage():
+    for options in (CPU, GPU, TEXTURE, CompileOptions(conv_kernels=ConvKernels.PLAIN)):
+        assert _conv((1, 8, 8, 16), 16, options, kernel=3, cin_group=4) == KernelSpec(Variant.GROUPED)
+
+
+def test_the_gpu_family_takes_small_windows_and_leaves_large_ones_to_the_matrix_products():
+    spec = _conv((1, 16, 16, 32), 48, GPU, kernel=3)
+    # 12 output slices in blocks of 4, pixel pairs on rows of 16, tiles of 3 input slices (3 x 144
+    # weight FLT4s within TILE_BYTES); 64 work-items over (x, y)
+    assert spec.variant is Variant.GPU_DIRECT and spec.gemm is None
+    assert spec.tile == GpuTile(pixels=2, blocks=4, tile_slices=3, lanes=4)
+    assert spec.grid == (8, 16, 3) and spec.work_group == (8, 8, 1)
+    assert _conv((1, 16, 16, 32), 48, GPU, kernel=5).variant is Variant.GPU_DIRECT  # 25 taps: the most it takes
+    large = _conv((1, 16, 16, 32), 48, GPU, kernel=7)  # 49 taps
+    assert large.variant is Variant.GEMM_ROWS and large == _conv((1, 16, 16, 32), 48, CPU, kernel=7)
+    # a work-group never exceeds the device's size
+    small = CompileOptions(kernel_family=KernelFamily.GPU, gpu_work_group=16)
+    wg = _conv((1, 16, 16, 32), 48, small, kernel=3).work_group
+    assert wg is not None and wg[0] * wg[1] * wg[2] <= 16
+
+
+def test_the_gpu_family_splits_the_input_slices_of_products_over_few_pixels():
+    spec = _conv((1, 2, 2, 256), 40, GPU)  # 4 pixels of a 1x1 window: a reduction per output
+    assert spec == KernelSpec(Variant.GPU_REDUCTION, grid=(64, 4, 10), work_group=(64, 1, 1))
+    assert _conv((1, 4, 4, 256), 40, GPU).variant is Variant.GPU_DIRECT  # 16 pixels
+    assert _conv((1, 2, 2, 8), 40, GPU).work_group == (2, 1, 1)  # 2 input slices: 2 work-items
+
+
+def test_the_cpu_family_picks_the_matrix_product_by_window():
+    flat = _conv((1, 8, 8, 16), 16, CPU)
+    assert flat.variant is Variant.GEMM_FLAT and flat.grid == (11, 1, 1) and flat.work_group == (8, 1, 1)
+    assert _conv((1, 8, 8, 16), 16, CPU, stride=2).variant is Variant.GEMM_ROWS  # a strided 1x1
+    rows = _conv((1, 8, 8, 16), 16, CPU, kernel=3)
+    assert rows.variant is Variant.GEMM_ROWS and rows.tile is None
+    assert isinstance(rows.gemm, GemmSpec) and rows.gemm.kernel == (3, 3)
+
+
+def test_the_generic_kernels_on_textures_or_when_the_options_ask():
+    blocked = _conv((1, 8, 10, 16), 24, TEXTURE, kernel=3)
+    # 4 pixels x 2 slices per work-item: 3 blocks of a 10-pixel row, 3 pairs of 6 slices
+    assert blocked == KernelSpec(Variant.BLOCKED, grid=(3, 8, 3), work_group=(4, 4, 2))
+    assert _conv((1, 8, 10, 16), 24, CompileOptions(conv_kernels=ConvKernels.BLOCKED), kernel=3) == blocked
+    plain = CompileOptions(conv_kernels=ConvKernels.PLAIN)
+    assert _conv((1, 8, 10, 16), 24, plain, kernel=3) == KernelSpec(Variant.PLAIN)
+    plain_texture = CompileOptions(storage=TensorStorageType.TEXTURE_2D, conv_kernels=ConvKernels.PLAIN)
+    assert _conv((1, 8, 10, 16), 24, plain_texture, kernel=3).variant is Variant.PLAIN
+    # the gpu family's convolutions take any storage (they read through the tensor's Read)
+    assert _conv((1, 8, 10, 16), 24, CompileOptions(kernel_family="gpu", conv_kernels="plain"), kernel=3).variant is (
+        Variant.GPU_DIRECT
+    )
+
+
+def _gemm(src: tuple[int, int, int, int], cout: int, options: CompileOptions = CPU, **kwargs: int) -> GemmSpec:
+    spec = _conv(src, cout, options, **kwargs)
+    assert spec.gemm is not None, spec
+    return spec.gemm
+
+
+def test_matrix_product_blocks_follow_the_channel_counts():
+    # 16 channels over 64 pixels: items of 6 pixels x 2 groups in lane order, weights first
+    lane = _gemm((1, 8, 8, 16), 16)
+    assert (lane.pixels, lane.groups, lane.order, lane.width) == (FLAT_PIXELS, FLAT_GROUPS, WEIGHTS_FIRST, 8)
+    # 24 channels (3 groups of 8): items of 4 pixels x 3 groups, a FLT4 per pixel
+    thirds = _gemm((1, 8, 8, 16), 24)
+    assert (thirds.pixels, thirds.groups, thirds.order) == (THIRDS_PIXELS, THIRDS_GROUPS, "")
+    assert thirds.whole_pixels  # every channel in one item: a pixel's channels are there together
+    # windowed layers of several groups: row_blocking's block
+    rows = _gemm((1, 9, 7, 16), 32, kernel=3)
+    assert (rows.pixels, rows.groups, rows.order) == row_blocking(7, 4)
+    # 16-wide vectors where the device wants them, for more than 8 channels
+    assert _gemm((1, 8, 8, 16), 32, CompileOptions(vector_width=16)).width == 16
+    assert _gemm((1, 8, 8, 16), 8, CompileOptions(vector_width=16)).width == 8
+
+
+def test_narrow_outputs_and_thin_inputs():
+    # 2 output channels from whole input slices: dot products in a 4-wide group
+    mask = _gemm((1, 8, 8, 16), 2, kernel=3)
+    assert (mask.width, mask.dot, mask.order) == (4, 2, "")
+    # an image's 3 channels: the padding lane is not multiplied, the slice loop runs once
+    image = _gemm((1, 8, 8, 3), 16, kernel=3, stride=2)
+    assert (image.lanes, image.one_slice) == (3, True)
+
+
+def test_a_concatenated_input_is_read_through_its_sources():
+    g = _Graph()
+    node = g.conv((1, 8, 8, 3), 16, kernel=3)
+    spec = select_conv(node, g.graph, CPU, sources=2)
+    assert spec.gemm is not None and (spec.gemm.sources, spec.gemm.lanes, spec.gemm.one_slice) == (2, 4, False)
+
+
+def test_depthwise_choices():
+    def pick(options: CompileOptions, src: tuple[int, int, int, int] = (1, 14, 14, 32), **kwargs: int) -> KernelSpec:
+        g = _Graph()
+        return select_depthwise(g.depthwise(src, **kwargs), g.graph, options)
+
+    assert pick(CPU, multiplier=2).variant is Variant.DEPTHWISE_MULTIPLIER
+    assert pick(GPU, multiplier=2).variant is Variant.DEPTHWISE_MULTIPLIER
+    # 8 pixels x 2 slices per work-item, a column of row blocks per work-group
+    assert pick(CPU) == KernelSpec(Variant.DEPTHWISE_ROWS, grid=(2, 14, 4), work_group=(1, 14, 1))
+    assert pick(CPU, kernel=7).variant is Variant.DEPTHWISE_ROWS  # 49 taps: the most it unrolls
+    assert pick(CPU, kernel=9).variant is Variant.PLAIN
+    assert pick(TEXTURE).variant is Variant.PLAIN
+    assert pick(GPU) == KernelSpec(Variant.GPU_DEPTHWISE, work_group=(16, 4, 1))
+    assert pick(GPU, kernel=7).variant is Variant.DEPTHWISE_ROWS  # past the gpu family's taps
+
+
+def test_fully_connected_choices():
+    def pick(options: CompileOptions, rows: int = 1) -> KernelSpec:
+        g = _Graph()
+        return select_fully_connected(g.fully_connected(rows, 1280, 1000), g.graph, options)
+
+    assert pick(GPU) == KernelSpec(Variant.GPU_REDUCTION, grid=(64, 1, 250), work_group=(64, 1, 1))
+    assert pick(GPU, rows=32).variant is Variant.GPU_DIRECT
+    flat = pick(CPU, rows=32)
+    assert flat.variant is Variant.GEMM_FLAT and flat.gemm is not None and flat.gemm.kernel == (1, 1)
+    assert pick(CompileOptions(conv_kernels=ConvKernels.PLAIN)) == KernelSpec(Variant.PLAIN)
+    assert pick(TEXTURE) == KernelSpec(Variant.PLAIN)
+
+
+def test_transpose_conv_choices():
+    def pick(kernel: int, stride: int, padding: int, options: CompileOptions = CPU) -> KernelSpec:
+        g = _Graph()
+        return select_transpose_conv(g.transpose_conv((1, 6, 6, 8), 16, kernel, stride, padding), g.graph, options)
+
+    phases = pick(2, 2, Padding.VALID)  # each output pixel has one tap: a 1x1 product per tap
+    assert phases.variant is Variant.GEMM_PHASES and phases.grid is not None and phases.grid[2] == 4
+    assert pick(3, 2, Padding.SAME).variant is Variant.GEMM_TRANSPOSED
+    assert pick(2, 2, Padding.VALID, TEXTURE) == KernelSpec(Variant.PLAIN)
+    assert pick(2, 2, Padding.VALID, GPU).variant is Variant.GEMM_PHASES  # no gpu kernel of its own
+
+
+def _pair(src: tuple[int, int, int, int], options: CompileOptions) -> tuple[Node, Node, Graph]:
+    g = _Graph()
+    dw = g.depthwise(src)
+    b, h, w, c = src
+    filters, bias = g.tensor((24, 1, 1, c), True), g.tensor((24,), True)
+    params = {"stride_height": 1, "stride_width": 1, "padding": Padding.SAME, "activation": 0}
+    conv = g.node(Builtin.CONV_2D, [dw.outputs[0], filters, bias], (b, h, w, 24), **params)
+    return dw, conv, g.graph
+
+
+def test_depthwise_and_1x1_pairs():
+    paired = CompileOptions(pair_local_bytes=PAIR_LOCAL_BYTES)
+    spec = select_pair(*_pair((1, 14, 14, 32), paired), paired)
+    assert spec is not None and spec.kernel == (3, 3) and spec.thirds and spec.width == 8
+    assert select_pair(*_pair((1, 14, 14, 32), CPU), CPU) is None  # no local memory for it
+    assert select_pair(*_pair((1, 7, 7, 32), paired), paired) is None  # rows too few and short
+    textured = CompileOptions(storage=TensorStorageType.TEXTURE_2D, pair_local_bytes=PAIR_LOCAL_BYTES)
+    assert select_pair(*_pair((1, 14, 14, 32), textured), textured) is None
+
+
+def test_a_concatenation_is_read_in_place_by_the_cpu_matrix_products_only():
+    g = _Graph()
+    a, b = g.tensor((1, 8, 8, 8)), g.tensor((1, 8, 8, 4))
+    concat = g.node(Builtin.CONCATENATION, [a, b], (1, 8, 8, 12), axis=3, activation=0)
+    filters, bias = g.tensor((16, 3, 3, 12), True), g.tensor((16,), True)
+    params = {"stride_height": 1, "stride_width": 1, "padding": Padding.SAME, "activation": 0}
+    conv = g.node(Builtin.CONV_2D, [concat.outputs[0], filters, bias], (1, 8, 8, 16), **params)
+    assert reads_concat_in_place(conv, concat, g.graph, CPU)
+    assert not reads_concat_in_place(conv, concat, g.graph, GPU)
+    assert not reads_concat_in_place(conv, concat, g.graph, TEXTURE)
+
+
+def test_odd_thirds_picks_odd_multiples_of_three_groups():
+    assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
+
+
+def test_lane_order_blocks_fit_the_vector_registers():
+    for row in (1, 2, 3, 7, 16, 33, 112):
+        for groups in range(1, 40):
+            pixels, per_item, order = row_blocking(row, groups)
+            assert 1 <= pixels <= row and 1 <= per_item <= groups
+            assert lane_registers(pixels, per_item) <= VECTOR_REGISTERS
+            assert order == (PIXELS_FIRST if pixels <= per_item else WEIGHTS_FIRST)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [CPU, GPU, TEXTURE, CompileOptions(conv_kernels=ConvKernels.PLAIN), CompileOptions(vector_width=16)],
+    ids=["cpu", "gpu", "texture", "plain", "vector16"],
+)
+def test_emit_launches_the_kernel_its_selector_chose(options):
+    """Each node's kernel has the grid and work-group of the spec its selector returns (one kernel
+    per node: no fusion), so the selectors are the whole of the choice."""
+    g = _Graph()
+    nodes = [
+        g.conv((1, 16, 16, 32), 48, kernel=3),
+        g.conv((1, 8, 8, 16), 24),
+        g.conv((1, 2, 2, 256), 40),
+        g.conv((1, 16, 16, 32), 48, kernel=7),
+        g.depthwise((1, 14, 14, 32)),
+        g.fully_connected(32, 64, 10),
+        g.transpose_conv((1, 6, 6, 8), 16, 2, 2, Padding.VALID),
+    ]
+    graph = g.graph
+    select = {
+        Builtin.CONV_2D: select_conv,
+        Builtin.DEPTHWISE_CONV_2D: select_depthwise,
+        Builtin.FULLY_CONNECTED: select_fully_connected,
+        Builtin.TRANSPOSE_CONV: select_transpose_conv,
+    }
+    for node in nodes:
+        spec = select[node.op](node, graph, options)
+        inputs = [i for i in node.inputs if not graph.tensor(i).is_constant]
+        (kernel,) = compile_partition(graph, [node.index], inputs, list(node.outputs), options).nodes
+        op = kernel.gpu_op
+        if spec.grid is not None:
+            assert (op.grid_size.x, op.grid_size.y, op.grid_size.z) == spec.grid, (node.name, spec)
+        if spec.work_group is not None:
+            assert (op.work_group_size.x, op.work_group_size.y, op.work_group_size.z) == spec.work_group
+        assert ("reqd_work_group_size" in op.code) == (spec.variant in (Variant.GPU_DIRECT, Variant.GPU_REDUCTION))
