@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -13,6 +14,7 @@ from .effective import Effective
 from .errors import DelegateError
 from .host import HostInfo, describe_host, host_module
 from .interpreter import DelegatedInterpreter, ExecutionPath
+from .measured_choice import measurer
 from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
@@ -193,12 +195,8 @@ def Interpreter(
     cpu_args = {k: v for k, v in interpreter_args.items() if k != "experimental_op_resolver_type"}
     cores = cpu_device_threads(kwargs.get("device")) if "num_threads" not in interpreter_args else 0
 
-    def make_cpu() -> Any:
-        cpu = host.Interpreter(model_path=model_path, **cpu_args)
-        cpu.allocate_tensors()
-        return cpu
-
     # execution fallback: an invoke that fails on the device runs on a CPU interpreter made then
+    make_cpu = _cpu_maker(host, model_path, cpu_args)
     fallback_cpu = make_cpu if effective is not None and effective.execution_fallback else None
 
     state: DelegateState | None = None
@@ -214,6 +212,9 @@ def Interpreter(
         state = state or delegate_state(delegate)
         reason = not_applicable(cpu, effective)
         if reason is None:
+            # measured against TFLite alone with the threads the delegated interpreter has
+            threads = {k: v for k, v in interpreter_args.items() if k == "num_threads"}
+            make_timing_cpu = _cpu_maker(host, model_path, {**cpu_args, **threads})
             return DelegatedInterpreter.with_background_compile(
                 cpu,
                 lambda: _allocated(_delegated(host, model_path, delegate, interpreter_args)),
@@ -226,6 +227,7 @@ def Interpreter(
                 opencl_delegate=delegate,
                 effective=effective or _from_options(kwargs, interpreter_args),
                 make_cpu=fallback_cpu,
+                measure=measurer(state, make_timing_cpu),
             )
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
@@ -238,6 +240,17 @@ def Interpreter(
         effective=effective or _from_options(kwargs, interpreter_args),
         make_cpu=fallback_cpu,
     )
+
+
+def _cpu_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> Callable[[], Any]:
+    """What makes an allocated host Interpreter of the model without the delegate."""
+
+    def make() -> Any:
+        cpu = host.Interpreter(model_path=model_path, **args)
+        cpu.allocate_tensors()
+        return cpu
+
+    return make
 
 
 def _from_options(options: dict[str, Any], interpreter_args: dict[str, Any]) -> Effective:

@@ -8,6 +8,8 @@ methods users call; where its invokes run is one explicit state, ``ExecutionPath
 - ``COMPILING``: background compile (delegate/warm_start.py): a pool thread builds the delegated
   interpreter while calls go to one on TFLite's CPU kernels; the first invoke after the build
   finished switches to ``DELEGATED`` (or, when the build failed, ``FELL_BACK`` or ``FAILED``).
+- ``CPU_FASTER``: background compile measured the built delegate slower than TFLite's CPU kernels
+  (cpu_when_faster, delegate/measured_choice.py): TFLite's CPU kernels from then on.
 - ``FELL_BACK``: the delegate failed, and the settings allow fallback: its background build, or
   an invoke under execution fallback (delegate/fallback.py); TFLite's CPU kernels from then on,
   ``fallback_cause`` says why.
@@ -54,6 +56,8 @@ class ExecutionPath(enum.Enum):
     DELEGATED = "delegated"
     #: background compile: the delegate builds, TFLite's CPU kernels answer meanwhile
     COMPILING = "compiling"
+    #: measured after the background build, TFLite's CPU kernels ran the model faster: on them from then on
+    CPU_FASTER = "cpu faster"
     #: the delegate failed (its build or an invoke) and the settings allow fallback: on CPU from then on
     FELL_BACK = "fell back"
     #: the background build failed and the settings allow no fallback: allocate and invoke raise its error
@@ -175,9 +179,11 @@ class DelegatedInterpreter:
         opencl_delegate: Any,
         effective: Effective | None,
         make_cpu: Callable[[], Any] | None = None,
+        measure: Callable[[Any], Any] | None = None,
     ) -> DelegatedInterpreter:
         """``COMPILING``: calls go to ``cpu`` (the host's Interpreter without the delegate, not
-        allocated) while a pool thread runs ``make`` (the allocated delegated interpreter).
+        allocated) while a pool thread runs ``make`` (the allocated delegated interpreter), then
+        ``measure`` on it (delegate/measured_choice.py, None: not measured).
         ``grace_s``: how long from now the first ``allocate_tensors`` waits for the build;
         ``fallback_allowed``: a failed build falls back to CPU instead of raising."""
         interpreter = cls(
@@ -192,7 +198,9 @@ class DelegatedInterpreter:
         interpreter._background = warm_start.BackgroundCompile(mode)
         if opencl is not None:
             opencl.background_compile = interpreter._background
-        build = warm_start.BackgroundBuild(make, warm_start.warm_up_on_zeros, execution_fallback=make_cpu is not None)
+        build = warm_start.BackgroundBuild(
+            make, warm_start.warm_up_on_zeros, execution_fallback=make_cpu is not None, measure=measure
+        )
         interpreter._build = build
         weakref.finalize(interpreter, build.token.cancel)  # dropped: its build stops or never starts
         warm_start.submit(build)
@@ -415,12 +423,20 @@ class DelegatedInterpreter:
         if mismatch:
             self._failed(DelegateError(f"the delegated interpreter's {mismatch}"), always_fall_back=True)
             return
+        outcome = self._build.outcome
+        faster_cpu = outcome.cpu if outcome is not None else None
+        if faster_cpu is not None:
+            interpreter = faster_cpu  # the delegated one is let go
         if self._cpu_allocated:
             for detail in self._host.get_input_details():  # what the caller set, on the interpreter it set it on
                 interpreter.set_tensor(detail["index"], self._host.get_tensor(detail["index"]))
         ready_at = self._build.ready_at
         report.ready_s = (ready_at - self._created) if ready_at is not None else now
         report.switched_s = now
+        if faster_cpu is not None:
+            report.path = "cpu faster"
+            self._host, self._path = interpreter, ExecutionPath.CPU_FASTER
+            return
         report.path = "delegate"
         self._host, self._path = interpreter, ExecutionPath.DELEGATED
         if self._build.warm_up_error is not None:  # the warm-up invoke failed on the device

@@ -300,6 +300,7 @@ def run_model(
             "execution": bool(effective and effective.execution_fallback),
         },
         "execution_fallback": getattr(interpreter, "fallback_cause", None),
+        "execution_path": interpreter.path.value if hasattr(interpreter, "path") else None,
         "background_compile": state.background_compile.describe() if state.background_compile else None,
         "tflite_threads": state.tflite_threads.as_dict() if state.tflite_threads else None,
         "worker_affinity": state.worker_affinity or None,
@@ -389,6 +390,13 @@ def format_cpu_choice(c: dict[str, Any]) -> str:
     where = "stays on CPU (faster there)" if c["decision"] == "cpu" else "delegated"
     rule = "" if c["applied"] else " (cpu_when_faster off)"
     rule += " (recorded)" if c.get("source") == "record" else ""
+    measured = c.get("measured")
+    if measured:
+        return (
+            f"CPU choice: partition of {len(c['nodes'])} node(s) {where}{rule}: measured, the model took"
+            f" {measured['delegate_ms']:.3f} ms per invoke with the delegate, {measured['cpu_ms']:.3f} ms on"
+            f" TFLite's CPU kernels (median of {measured['rounds']} rounds)"
+        )
     return (
         f"CPU choice: partition of {len(c['nodes'])} node(s) {where}{rule}: the delegate's fixed costs"
         f" {c['delegate_us']:.0f} us per invoke ({c['kernels']} kernel(s)), CPU estimate {c['cpu_us']:.1f} us"
@@ -438,8 +446,10 @@ def _cpu_nodes_lines(cpu_nodes: dict[str, str]) -> list[str]:
 
 def format_result(r: dict[str, Any]) -> str:
     timed = {k: v for k, v in r["latency_ms"].items() if v is not None}
+    # measured slower than TFLite's CPU kernels: the interpreter runs on them (measured_choice.py)
+    ours = "this interpreter (on TFLite's CPU kernels)" if r.get("execution_path") == "cpu faster" else "delegate"
     latency = "latency (median): " + (
-        ", ".join(f"{'CPU' if k == 'cpu' else k} {v:.2f} ms" for k, v in timed.items()) or "not timed (--runs 0)"
+        ", ".join(f"{'CPU' if k == 'cpu' else ours} {v:.2f} ms" for k, v in timed.items()) or "not timed (--runs 0)"
     )
     lines = [
         f"model: {r['model']}",

@@ -90,10 +90,12 @@ class BackgroundCompile:
     """What background compile did (``interpreter.opencl.background_compile``).
 
     ``path``: ``compiling`` (the delegate is being built; invokes run on TFLite's CPU kernels),
-    ``delegate`` (invokes run on the delegate), ``cpu`` (the build failed and the settings allow
-    fallback: invokes stay on CPU, ``cause`` says why) or ``failed`` (the build failed, no fallback
-    allowed: each invoke raises its error); ``off`` when ``auto`` did not apply to this model or
-    these settings (``cause`` says why): every invoke runs on the delegate, as without it.
+    ``delegate`` (invokes run on the delegate), ``cpu faster`` (measured, TFLite's CPU kernels ran
+    the model faster: invokes run on them, ``interpreter.opencl.measured``), ``cpu`` (the build
+    failed and the settings allow fallback: invokes stay on CPU, ``cause`` says why) or ``failed``
+    (the build failed, no fallback allowed: each invoke raises its error); ``off`` when ``auto``
+    did not apply to this model or these settings (``cause`` says why): every invoke runs on the
+    delegate, as without it.
     """
 
     mode: str
@@ -123,6 +125,8 @@ class BackgroundCompile:
             when = f"{self.switched_s:.2f} s after creation" if self.switched_s is not None else "later"
             waited = f" ({self.waited_for} waited for the build)" if self.waited_for else ""
             return head + f"{on_cpu} while compiling, then the delegate, {when}{waited}"
+        if self.path == "cpu faster":
+            return head + f"built in {self.ready_s:.2f} s, measured slower than TFLite's CPU kernels: runs on them"
         return head + f"the build failed ({self.cause}); " + ("on CPU from then on" if self.path == "cpu" else "raised")
 
 
@@ -130,10 +134,19 @@ class BackgroundBuild:
     """One background build of a delegated interpreter and its handoff. The pool thread holds
     this, never the DelegatedInterpreter it is for (dropping that cancels the build)."""
 
-    def __init__(self, make: Callable[[], Any], warm_up: Callable[[Any], None], *, execution_fallback: bool) -> None:
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        warm_up: Callable[[Any], None],
+        *,
+        execution_fallback: bool,
+        measure: Callable[[Any], Any] | None = None,
+    ) -> None:
         self.lock = threading.Lock()
         self.done = threading.Event()
-        self._make, self._warm_up = make, warm_up
+        self._make, self._warm_up, self._measure = make, warm_up, measure
+        #: what ``measure`` found (delegate/measured_choice.Outcome), None where it did not measure
+        self.outcome: Any = None
         #: the settings allow execution fallback: a failed warm-up invoke is not the build's failure
         self._execution_fallback = execution_fallback
         #: the caller runs on CPU already: warm the delegate up before handing it over
@@ -155,17 +168,17 @@ class BackgroundBuild:
                 cancel.checkpoint()  # closed or dropped while queued: never started
                 interpreter = self._make()
                 cancel.checkpoint()
+                # cpu_when_faster by measurement (delegate/measured_choice.py): its invokes warm the delegate up too
+                warmed = self._measured(interpreter)
+                cancel.checkpoint()
                 with self.lock:
-                    if not self.on_cpu:  # the caller still waits: hand it over as it is, as without background compile
+                    # the caller still waits (hand it over as it is, as without background compile), or the
+                    # measurement's invokes warmed it up
+                    if not self.on_cpu or warmed:
                         self.interpreter, self.ready_at = interpreter, time.perf_counter()
                         return
                 # PoCL specialises kernels at their first launch: here, not in the caller's invoke
-                try:
-                    self._warm_up(interpreter)
-                except RuntimeError as exc:
-                    if not self._execution_fallback:
-                        raise
-                    self.warm_up_error = exc
+                self._warmed_up(interpreter)
             with self.lock:
                 self.interpreter, self.ready_at = interpreter, time.perf_counter()
         except BaseException as exc:  # handed to the caller's next call
@@ -173,6 +186,28 @@ class BackgroundBuild:
                 self.error = exc
         finally:
             self.done.set()
+
+    def _measured(self, interpreter: Any) -> bool:
+        """Measure the delegated ``interpreter`` against TFLite's CPU kernels where that applies;
+        whether it was invoked (a failed invoke, under execution fallback, counts: it is reported at the switch)."""
+        if self._measure is None:
+            return False
+        try:
+            self.outcome = self._measure(interpreter)
+        except RuntimeError as exc:
+            if not self._execution_fallback:
+                raise
+            self.warm_up_error = exc
+            return True
+        return self.outcome is not None
+
+    def _warmed_up(self, interpreter: Any) -> None:
+        try:
+            self._warm_up(interpreter)
+        except RuntimeError as exc:
+            if not self._execution_fallback:
+                raise
+            self.warm_up_error = exc
 
     def wait(self) -> None:
         """A call of the caller's waits for the build's end (no limit)."""

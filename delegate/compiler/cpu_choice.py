@@ -9,6 +9,10 @@ took no time would leave the delegate slower. That catches the small partitions 
 costs dominate (a few small layers: tens of microseconds against one or two), and never a partition
 where the delegate could win. It does not catch a large partition whose kernels are slower than
 XNNPACK's: that is the kernels' matter, not a rule's (benchmarks/RESULTS.md, "CPU choice").
+
+That case is caught by a measurement instead: ``delegate.Interpreter`` times the delegated model
+against TFLite's CPU kernels once its kernels are built (delegate/measured_choice.py), and a
+partition carrying a ``Measured`` decides by it, not by the estimate.
 """
 
 from __future__ import annotations
@@ -37,6 +41,35 @@ def node_macs(node: Node, graph: Graph) -> int:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """Latencies measured side by side (median milliseconds per invoke over ``rounds`` interleaved
+    rounds) of the model with this delegate and on TFLite's CPU kernels alone."""
+
+    delegate_ms: float
+    cpu_ms: float
+    rounds: int
+
+    @property
+    def cpu_faster(self) -> bool:
+        return self.cpu_ms < self.delegate_ms
+
+    def as_dict(self) -> dict[str, object]:
+        return {"delegate_ms": round(self.delegate_ms, 4), "cpu_ms": round(self.cpu_ms, 4), "rounds": self.rounds}
+
+    @classmethod
+    def from_record(cls, value: object) -> Measured:
+        """The figures ``as_dict`` wrote; raises ValueError for anything else."""
+        if not isinstance(value, dict) or set(value) != {"delegate_ms", "cpu_ms", "rounds"}:
+            raise ValueError(f"its measurement {value!r} is not one")
+        times, rounds = [value["delegate_ms"], value["cpu_ms"]], value["rounds"]
+        if not all(type(v) in (int, float) and math.isfinite(v) and v > 0 for v in times):
+            raise ValueError(f"its measured times {times!r} are not times")
+        if type(rounds) is not int or rounds < 1:
+            raise ValueError(f"its measured rounds {rounds!r} are not a count")
+        return cls(float(times[0]), float(times[1]), rounds)
+
+
+@dataclass(frozen=True)
 class CpuChoice:
     """One partition's figures: what it does, the delegate's fixed costs and the CPU's estimate."""
 
@@ -53,13 +86,26 @@ class CpuChoice:
     applied: bool = True
     #: read from the partition's record in the serialization folder, not estimated in this process
     recorded: bool = False
+    #: the whole model measured with the delegate and without it; when present it decides
+    measured: Measured | None = None
 
     @property
     def on_cpu(self) -> bool:
-        return self.applied and self.delegate_us > self.cpu_us
+        if not self.applied:
+            return False
+        if self.measured is not None:
+            return self.measured.cpu_faster
+        return self.delegate_us > self.cpu_us
 
     def reason(self) -> str:
         """Why a node of this partition stays on CPU (``interpreter.opencl.unsupported``)."""
+        if self.measured is not None:
+            m = self.measured
+            return (
+                f"faster on TFLite's CPU kernels: measured on this device, the model took {m.cpu_ms:.3f} ms per "
+                f"invoke on them against {m.delegate_ms:.3f} ms with the delegate (median of {m.rounds} rounds); "
+                "cpu_when_faster=false delegates it"
+            )
         return (
             f"faster on TFLite's CPU kernels: the delegate's fixed costs for its partition of {len(self.nodes)} "
             f"node(s) ({self.delegate_us:.0f} us per invoke) exceed the CPU's estimate ({self.cpu_us:.1f} us); "
@@ -77,7 +123,8 @@ class CpuChoice:
             "cpu_us": round(self.cpu_us, 2),
             "applied": self.applied,
             "decision": "cpu" if self.on_cpu else "delegate",
-            "source": "record" if self.recorded else "estimate",
+            "source": "record" if self.recorded else "measured" if self.measured is not None else "estimate",
+            **({"measured": self.measured.as_dict()} if self.measured is not None else {}),
         }
 
     @classmethod
@@ -95,7 +142,8 @@ class CpuChoice:
             raise ValueError(f"its figures {figures!r} are not times")
         if type(applied) is not bool:
             raise ValueError(f"its applied {applied!r} is not true or false")
-        choice = cls(tuple(nodes), names, *counts, *map(float, figures), applied, True)  # type: ignore[arg-type]
+        measured = Measured.from_record(record["measured"]) if "measured" in record else None
+        choice = cls(tuple(nodes), names, *counts, *map(float, figures), applied, True, measured)  # type: ignore[arg-type]
         if record.get("decision") != ("cpu" if choice.on_cpu else "delegate"):
             raise ValueError(f"its decision {record.get('decision')!r} does not follow from its figures")
         return choice

@@ -3,22 +3,27 @@
 With a serialization folder each candidate partition's figures and decision are written as a sealed
 JSON record (cache.py, ``SerializationCache.record``) the first time it is prepared, and read back,
 not estimated again, by later processes: the decision and its figures are kept with the partition,
-whether it was delegated (its context lies beside the record) or left on CPU (it has no context). A
-record that is unreadable, tampered with, sealed for another key or for other nodes is replaced, with
-a warning; a folder that cannot be written is reported once and the decision is estimated each time.
+whether it was delegated (its context lies beside the record) or left on CPU (it has no context).
+delegate.Interpreter's measurement of the model against TFLite's CPU kernels (measured_choice.py)
+is added to the records of the partitions it measured (``record_measurement``); a record holding
+one decides by it. A record that is unreadable, tampered with, sealed for another key or for other
+nodes is replaced, with a warning; a folder that cannot be written is reported once and the
+decision is estimated each time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from .._warnings import warn
 from ..cache import SerializationCache, entry_seal, partition_key
-from ..compiler.cpu_choice import POCL_CPU, CpuChoice, estimate
+from ..compiler.cpu_choice import POCL_CPU, CpuChoice, Measured, estimate
 from ..compiler.fingerprint import compiler_fingerprint, partition_fingerprint
 from ..errors import CacheIntegrityError
+from .report import ChoiceRecord, DelegateState
 
 log = logging.getLogger("delegate.plugin")
 
@@ -33,25 +38,55 @@ def decide(
     applied: bool,
     device_key: str,
     model_id: Callable[[], bytes],
-) -> CpuChoice:
+) -> tuple[CpuChoice, ChoiceRecord | None]:
     """The rule's choice for the partition ``members`` of ``graph``: its record's when ``store``
-    holds one, else estimated (and recorded when there is a ``store``). ``model_id`` is called for
-    the bytes identifying the weights only when there is a ``store``."""
+    holds one, else estimated (and recorded when there is a ``store``), with where its record is.
+    ``model_id`` is called for the bytes identifying the weights only when there is a ``store``."""
     if store is None:
-        return estimate(graph, members, applied=applied)
+        return estimate(graph, members, applied=applied), None
     extra = ["cpu_when_faster", applied, compiler_fingerprint()]
     nodes = partition_fingerprint(graph, members)
     key = partition_key(nodes, POCL_CPU, device_key=device_key, extra=extra, model_id=model_id())
     path = store.record(key)
     sealed = entry_seal("record", key)
     names = tuple(graph.nodes[i].name for i in members)
+    where = ChoiceRecord(store, path, sealed)
     try:
         record = store.read_record(path, sealed)
         if record is not None:
-            return CpuChoice.from_record(record, members, names)
+            return CpuChoice.from_record(record, members, names), where
     except (CacheIntegrityError, ValueError) as exc:
         log.warning("cache record %s is unusable (%s); estimating again", path, exc)
         warn(f"{_PLUGIN}: cache record {path} is unusable ({exc}); estimating again")
     choice = estimate(graph, members, applied=applied)
-    store.write_record({k: v for k, v in choice.as_dict().items() if k != "source"}, path, sealed)
-    return choice
+    _write(choice, where)
+    return choice, where
+
+
+def _write(choice: CpuChoice, where: ChoiceRecord) -> bool:
+    value = {k: v for k, v in choice.as_dict().items() if k != "source"}
+    return where.store.write_record(value, where.path, where.seal)
+
+
+def measured_partitions(state: DelegateState) -> tuple[int, int]:
+    """How many delegated partitions the rule applies to, and how many of them hold a measurement."""
+    with state._lock:
+        choices = [c for r in state.subgraphs for c in r.cpu_choices if c.applied and not c.on_cpu]
+    return len(choices), sum(c.measured is not None for c in choices)
+
+
+def record_measurement(state: DelegateState, measured: Measured) -> int:
+    """Give every delegated partition the rule applies to the measurement of the whole model (in the
+    report, and in its record where there is a serialization folder); the number of records written."""
+    written = 0
+    with state._lock:
+        state.measured = measured
+        for report in state.subgraphs:
+            for number, choice in enumerate(report.cpu_choices):
+                if not choice.applied or choice.on_cpu:  # left on CPU by the estimate: never ran on the delegate
+                    continue
+                report.cpu_choices[number] = updated = dataclasses.replace(choice, measured=measured)
+                where = report.choice_records.get(choice.nodes)
+                if where is not None and _write(updated, where):
+                    written += 1
+    return written

@@ -202,8 +202,10 @@ class PreparePlan:
 
         kept: set[int] = set()
         for members, _, _ in preview_partitions(context, nodes):
-            choice = decide(store, prep.graph, members, applied=applied, device_key=info.key, model_id=model_id)
+            choice, where = decide(store, prep.graph, members, applied=applied, device_key=info.key, model_id=model_id)
             prep.report.cpu_choices.append(choice)
+            if where is not None:
+                prep.report.choice_records[choice.nodes] = where
             if choice.on_cpu:
                 kept.update(members)
                 for name in choice.names:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..compiler.cpu_choice import CpuChoice
+from ..cache import SerializationCache
+from ..compiler.cpu_choice import CpuChoice, Measured
 from ..host import HostInfo
 from .options import DelegateOptions
 
@@ -28,6 +30,15 @@ class PartitionInfo:
     recompiles: int = 0
 
 
+@dataclass(frozen=True)
+class ChoiceRecord:
+    """Where a partition's cpu_when_faster record lives in the serialization folder, and its seal."""
+
+    store: SerializationCache
+    path: Path
+    seal: dict[str, str]
+
+
 @dataclass
 class SubgraphReport:
     """What one Prepare (one subgraph of a model: the main graph, or the body of an IF, WHILE or
@@ -45,6 +56,8 @@ class SubgraphReport:
     #: each candidate partition's figures of the rule cpu_when_faster, and its decision
     #: (compiler/cpu_choice.py): those left on CPU have their nodes in ``unsupported`` too
     cpu_choices: list[CpuChoice] = field(default_factory=list)
+    #: the record of each candidate partition (by its nodes), with a serialization folder
+    choice_records: dict[tuple[int, ...], ChoiceRecord] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -71,6 +84,9 @@ class DelegateState:
     tflite_threads: Any = None
     #: a PoCL CPU device: how its worker threads are placed (delegate/runtime/platforms/pocl_affinity.py); "" otherwise
     worker_affinity: str = ""
+    #: delegate.Interpreter's measurement of the model with the delegate against TFLite's CPU kernels
+    #: (delegate/measured_choice.py); None where it was not measured in this process
+    measured: Measured | None = None
     prepares: int = 0
     #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
     _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)

@@ -1,0 +1,217 @@
+"""cpu_when_faster by measurement (delegate/measured_choice.py): after the background build the
+model is timed with the delegate and on TFLite's CPU kernels, the faster one runs, and the
+measurement is kept in the partitions' records so that a later start decides without measuring.
+
+Real timings decide nothing asserted here: the tests that measure a real model check that what
+happens follows from the figures measured; those that check each decision give the figures
+themselves (fake interpreters, or a measurement recorded on a real delegate's state).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import delegate
+from delegate import measured_choice
+from delegate.api import host_runtime
+from delegate.compiler.cpu_choice import CpuChoice, Measured
+from delegate.interpreter import DelegatedInterpreter, ExecutionPath
+from delegate.plugin.choice_record import record_measurement
+
+from .helpers import shared_path
+
+UNET = str(shared_path("models", "unet_small.tflite"))
+#: F32 tolerance, of the output's scale
+TOLERANCE = 1e-4
+
+
+def _inputs(interpreter, seed):
+    rng = np.random.default_rng(seed)
+    return [(d["index"], rng.uniform(size=d["shape"]).astype(np.float32)) for d in interpreter.get_input_details()]
+
+
+def _run(interpreter, inputs):
+    for index, value in inputs:
+        interpreter.set_tensor(index, value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+
+
+def _cpu(model=UNET):
+    cpu = host_runtime().Interpreter(model_path=model)
+    cpu.allocate_tensors()
+    return cpu
+
+
+def _close(got, want):
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape
+        assert np.abs(a - b).max() <= TOLERANCE * max(float(np.abs(b).max()), 1e-30)
+
+
+class _Sleeper:
+    """An interpreter whose invoke takes ``ms`` milliseconds."""
+
+    def __init__(self, ms):
+        self.ms, self.invokes, self.inputs = ms, 0, {}
+
+    def get_input_details(self):
+        return [
+            {"index": 0, "shape": np.array([1, 4]), "dtype": np.float32},
+            {"index": 1, "shape": [2], "dtype": np.int32},
+        ]
+
+    def set_tensor(self, index, value):
+        self.inputs[index] = value
+
+    def invoke(self):
+        self.invokes += 1
+        time.sleep(self.ms / 1e3)
+
+
+@pytest.mark.parametrize(("delegate_ms", "cpu_ms"), [(12.0, 2.0), (2.0, 12.0)])
+def test_compare_times_both_interleaved_and_takes_medians(delegate_ms, cpu_ms):
+    on_delegate, on_cpu = _Sleeper(delegate_ms), _Sleeper(cpu_ms)
+    measured = measured_choice.compare(on_delegate, on_cpu, budget_s=0.05, min_rounds=3, max_rounds=5)
+    assert 3 <= measured.rounds <= 5
+    assert on_delegate.invokes == on_cpu.invokes == measured.rounds + 1  # one untimed invoke each first
+    assert measured.delegate_ms >= delegate_ms and measured.cpu_ms >= cpu_ms
+    assert measured.cpu_faster == (cpu_ms < delegate_ms)
+    # the same inputs for both: floats in [0, 1), integers zero
+    for a, b in zip(on_delegate.inputs.values(), on_cpu.inputs.values(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert 0 <= on_delegate.inputs[0].min() and on_delegate.inputs[0].max() < 1 and not on_delegate.inputs[1].any()
+
+
+def test_a_measurement_decides_over_the_estimate_and_survives_its_record():
+    estimate = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, delegate_us=100.0, cpu_us=1.0)
+    assert estimate.on_cpu  # the estimate alone keeps it on CPU
+    measured = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 100.0, 1.0, measured=Measured(1.0, 2.0, 5))
+    assert not measured.on_cpu and measured.as_dict()["source"] == "measured"
+    slower = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 1.0, 100.0, measured=Measured(3.0, 2.0, 5))
+    assert slower.on_cpu and "measured on this device" in slower.reason()
+    off = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 1.0, 100.0, applied=False, measured=Measured(3.0, 2.0, 5))
+    assert not off.on_cpu  # cpu_when_faster=false
+    for choice in (measured, slower):
+        record = {k: v for k, v in choice.as_dict().items() if k != "source"}
+        again = CpuChoice.from_record(json.loads(json.dumps(record)), [0, 1], ("a", "b"))
+        assert again.measured == choice.measured and again.on_cpu == choice.on_cpu and again.recorded
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"delegate_ms": 1.0, "cpu_ms": 2.0},
+        {"delegate_ms": -1.0, "cpu_ms": 2.0, "rounds": 3},
+        {"delegate_ms": 1.0, "cpu_ms": float("nan"), "rounds": 3},
+        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": True},
+        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": 0},
+        {"delegate_ms": "1", "cpu_ms": 2.0, "rounds": 3},
+        [1.0, 2.0, 3],
+    ],
+)
+def test_a_record_with_a_broken_measurement_is_refused(bad):
+    record = {k: v for k, v in CpuChoice((0,), ("a",), 1, 1, 0, 4, 1.0, 2.0).as_dict().items() if k != "source"}
+    with pytest.raises(ValueError, match="measure"):
+        CpuChoice.from_record({**record, "measured": bad}, [0], ("a",))
+
+
+def _built(measure, cpu_interpreter):
+    """A DelegatedInterpreter whose background build hands over ``cpu_interpreter``'s sibling (a
+    real interpreter of the model) and measures it with ``measure``."""
+    return DelegatedInterpreter.with_background_compile(
+        host_runtime().Interpreter(model_path=UNET),
+        lambda: cpu_interpreter,
+        mode="on",
+        grace_s=0.0,
+        fallback_allowed=False,
+        opencl=None,
+        opencl_delegate=None,
+        effective=None,
+        measure=measure,
+    )
+
+
+@pytest.mark.parametrize("cpu_faster", [True, False])
+def test_the_switch_goes_where_the_measurement_says(gate, cpu_faster):
+    built, faster = _cpu(), _cpu()
+    measured = Measured(2.0, 1.0, 3) if cpu_faster else Measured(1.0, 2.0, 3)
+    seen = []
+
+    def measure(interpreter):
+        seen.append(interpreter)
+        return measured_choice.Outcome(measured, faster if cpu_faster else None)
+
+    it = _built(measure, built)
+    it.allocate_tensors()
+    inputs = _inputs(it, 1)
+    on_cpu = _run(it, inputs)  # while it builds
+    gate.set()
+    assert it.build_finished(timeout=60) and seen == [built]
+    it.invoke()  # no set_tensor: the switch carries the caller's inputs over
+    assert it.path is (ExecutionPath.CPU_FASTER if cpu_faster else ExecutionPath.DELEGATED)
+    assert it.host is (faster if cpu_faster else built)
+    _close([it.get_tensor(d["index"]) for d in it.get_output_details()], on_cpu)
+    report = it._background
+    assert report.path == ("cpu faster" if cpu_faster else "delegate")
+    assert ("measured slower" in report.describe()) == cpu_faster
+    assert it.wait_for_delegate() is not cpu_faster
+
+
+@pytest.mark.cpu_choice_default
+def test_a_real_measurement_is_followed_and_recorded(gate, tmp_path):
+    folder = str(tmp_path)
+    it = delegate.Interpreter(UNET, background_compile="on", serialization_dir=folder)
+    it.allocate_tensors()
+    gate.set()
+    it.wait_for_delegate()
+    measured = it.opencl.measured
+    assert measured is not None and measured.rounds >= measured_choice.MIN_ROUNDS
+    assert it.path is (ExecutionPath.CPU_FASTER if measured.cpu_faster else ExecutionPath.DELEGATED)
+    inputs = _inputs(it, 2)
+    _close(_run(it, inputs), _run(_cpu(), inputs))
+    (choice,) = it.opencl.cpu_choices
+    assert choice["measured"] == measured.as_dict() and choice["decision"] == (
+        "cpu" if measured.cpu_faster else "delegate"
+    )
+    # a later start reads the measurement from the record: it does not measure again
+    again = delegate.Interpreter(UNET, background_compile="on", serialization_dir=folder)
+    again.allocate_tensors()
+    again.wait_for_delegate()
+    (recorded,) = again.opencl.cpu_choices
+    assert again.opencl.measured is None and recorded["source"] == "record"
+    assert recorded["measured"] == measured.as_dict()
+    assert bool(again.opencl.delegated_nodes) is not measured.cpu_faster
+    _close(_run(again, inputs), _run(_cpu(), inputs))
+
+
+@pytest.mark.cpu_choice_default
+@pytest.mark.parametrize("cpu_faster", [True, False])
+def test_a_recorded_measurement_decides_the_partition(tmp_path, cpu_faster):
+    folder = str(tmp_path)
+    first = delegate.Interpreter(UNET, background_compile="off", serialization_dir=folder)
+    first.allocate_tensors()
+    assert first.opencl.delegated_nodes and measured_choice.applies(first.opencl)
+    measured = Measured(2.0, 1.0, 4) if cpu_faster else Measured(1.0, 2.0, 4)
+    assert record_measurement(first.opencl, measured) == 1
+    assert not measured_choice.applies(first.opencl)  # measured now
+    later = delegate.Interpreter(UNET, background_compile="off", serialization_dir=folder)
+    later.allocate_tensors()
+    assert bool(later.opencl.delegated_nodes) is not cpu_faster
+    assert not measured_choice.applies(later.opencl)
+    reasons = set(later.opencl.unsupported.values())
+    assert (reasons and all("measured on this device" in why for why in reasons)) or not cpu_faster
+    inputs = _inputs(later, 3)
+    _close(_run(later, inputs), _run(_cpu(), inputs))
+
+
+def test_cpu_when_faster_false_measures_nothing(gate, tmp_path):
+    it = delegate.Interpreter(UNET, background_compile="on", cpu_when_faster="false", serialization_dir=str(tmp_path))
+    it.allocate_tensors()
+    gate.set()
+    assert it.wait_for_delegate() and it.path is ExecutionPath.DELEGATED
+    assert it.opencl.measured is None and not measured_choice.applies(it.opencl)
