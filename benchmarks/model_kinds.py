@@ -18,10 +18,16 @@ per model (a crash is that model's row, not the end of the run):
   load from other processes hits every path alike. Medians of the blocks; the ratio is the
   median of each round's delegate over the faster XNNPACK of that round (below 1: faster).
 
-Every interpreter is built with ``background_compile="off"``, so each timed call runs the delegate.
+The default options run as an application gets them (``background_compile`` auto, waited for with
+``wait_for_delegate``): where the delegate measured slower than TFLite's CPU kernels after its
+build, the default interpreter runs on them (delegate/measured_choice.py), and the row says so.
+The forced set is built with ``background_compile="off"``, so each timed call runs the delegate.
+
+``--check RATIO`` exits 1 when a model's default ratio is over RATIO (the target is 1.05: never
+slower than TFLite's CPU path by default).
 
     python benchmarks/model_kinds.py [FOLDER_OR_FILE ...] [--rounds R] [--block N] [--timeout S]
-                                     [--json [FILE]]
+                                     [--json [FILE]] [--check RATIO]
 
 ``--json`` prints the records as JSON instead of the Markdown; ``--json FILE`` writes them there
 and prints the Markdown.
@@ -148,11 +154,18 @@ def measure_one(model: Path, rounds: int, block: int) -> dict[str, Any]:
     timed: dict[str, Any] = {"xnnpack": reference, "xnnpack_1t": single}
     for config, options in CONFIGS.items():
         try:
-            interpreter = delegate.Interpreter(str(model), background_compile="off", **options)
+            mode = "auto" if config == "default" else "off"
+            interpreter = delegate.Interpreter(str(model), background_compile=mode, **options)
             interpreter.allocate_tensors()
+            interpreter.wait_for_delegate()  # the switch: to the delegate, or to the CPU measured faster
             _feed(interpreter, inputs)
             interpreter.invoke()
             record[config] = {**_coverage(interpreter.opencl), **_error(details, _outputs(interpreter), want)}
+            measured = interpreter.opencl.measured if interpreter.opencl else None
+            record[config]["path"] = interpreter.path.value
+            background = interpreter.opencl.background_compile if interpreter.opencl else None
+            record[config]["path_cause"] = background.cause if background else None
+            record[config]["measured"] = measured.as_dict() if measured else None
             timed[config] = interpreter
         except Exception as exc:  # a model the delegate cannot take is a finding, not the end
             message = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -254,6 +267,8 @@ def markdown(records: list[dict[str, Any]]) -> str:
         d, f = r.get("default"), r.get("forced")
         latency, ratio = r.get("latency_ms", {}), r.get("ratio", {})
         notes = list(r["notes"]) + [f"fell back: {c}" for c in (f or {}).get("fallbacks", [])]
+        if (d or {}).get("path") == "cpu faster":
+            notes.append(f"default on TFLite's CPU kernels: {d['path_cause']}")
         rows.append(
             f"| {r['model']} | {r['size_kib']:.0f} | {_share(d)} | {_share(f)} "
             f"| {_error_cell(d)} / {_error_cell(f)} "
@@ -301,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=10, help="invokes per block (default 10)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per model (default 900)")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE", help="the records as JSON (to FILE)")
+    parser.add_argument("--check", type=float, metavar="RATIO", help="exit 1 when a default ratio is over RATIO")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.block < 1:
@@ -318,10 +334,23 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(records, indent=1)
     if args.json == "-":
         print(text)
+    else:
+        if args.json:
+            Path(args.json).write_text(text + "\n")
+        print(markdown(records))
+    return _check(records, args.check)
+
+
+def _check(records: list[dict[str, Any]], limit: float | None) -> int:
+    """1 when a model's default ratio is over ``limit`` (or has none), with the models named."""
+    if limit is None:
         return 0
-    if args.json:
-        Path(args.json).write_text(text + "\n")
-    print(markdown(records))
+    over = [f"{r['model']} ({_fmt(r.get('ratio', {}).get('default'), '.2f')})" for r in records
+            if not r.get("ratio", {}).get("default", float("inf")) <= limit]  # fmt: skip
+    if over:
+        print(f"default slower than {limit:g}x TFLite's CPU path: {', '.join(over)}", file=sys.stderr)
+        return 1
+    print(f"every default ratio is at most {limit:g}", file=sys.stderr)
     return 0
 
 

@@ -212,9 +212,10 @@ def Interpreter(
         state = state or delegate_state(delegate)
         reason = not_applicable(cpu, effective)
         if reason is None:
-            # measured against TFLite alone with the threads the delegated interpreter has
-            threads = {k: v for k, v in interpreter_args.items() if k == "num_threads"}
-            make_timing_cpu = _cpu_maker(host, model_path, {**cpu_args, **threads})
+            # measured against TFLite alone with the threads the delegated interpreter has, and
+            # TFLite's default of one unless the caller chose
+            threads = interpreter_args.get("num_threads")
+            candidates = (threads,) if "num_threads" in cpu_args else (threads or 1, 1)
             return DelegatedInterpreter.with_background_compile(
                 cpu,
                 lambda: _allocated(_delegated(host, model_path, delegate, interpreter_args)),
@@ -227,7 +228,9 @@ def Interpreter(
                 opencl_delegate=delegate,
                 effective=effective or _from_options(kwargs, interpreter_args),
                 make_cpu=fallback_cpu,
-                measure=measurer(state, make_timing_cpu),
+                measure=measurer(
+                    state, lambda n: _cpu_maker(host, model_path, {**cpu_args, "num_threads": n})(), candidates
+                ),
             )
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
@@ -251,6 +254,11 @@ def _cpu_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> Calla
         return cpu
 
     return make
+
+
+def _threads_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> Callable[[int], Any]:
+    """What makes an allocated host Interpreter of the model without the delegate, on ``n`` threads."""
+    return lambda n: _cpu_maker(host, model_path, {**args, "num_threads": n})()
 
 
 def _from_options(options: dict[str, Any], interpreter_args: dict[str, Any]) -> Effective:

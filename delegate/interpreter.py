@@ -29,8 +29,7 @@ import enum
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -71,44 +70,63 @@ class ExecutionPath(enum.Enum):
 class _Calls:
     """Which calls are inside an interpreter now: one that changes it (``exclusive``) or any number
     that only read it (``shared``). A call that would overlap another is refused at once, never
-    queued: overlapping calls are a race in the caller's code, which a wait would hide."""
+    queued: overlapping calls are a race in the caller's code, which a wait would hide.
+
+    Guards are plain context-manager objects, one per call name, not generators: an invoke of a
+    tiny model takes about 10 us, and a generator-based guard added a third of that."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: (call, thread name) of the exclusive call inside, if any
-        self._writer: tuple[str, str] | None = None
+        #: (call, thread) of the exclusive call inside, if any
+        self._writer: tuple[str, threading.Thread] | None = None
         self._readers = 0
+        self._guards: dict[tuple[str, bool], _Guard] = {}
 
     def _busy(self, call: str) -> InterpreterBusyError:
-        inside = f"{self._writer[0]} in thread {self._writer[1]!r}" if self._writer else "a read of its tensors"
+        inside = f"{self._writer[0]} in thread {self._writer[1].name!r}" if self._writer else "a read of its tensors"
         return InterpreterBusyError(
             f"{call}: the interpreter is in use by another thread ({inside}); a TFLite interpreter takes "
             "one call at a time: give each thread its own interpreter, or hold a lock around its calls"
         )
 
-    @contextmanager
-    def exclusive(self, call: str) -> Iterator[None]:
-        with self._lock:
-            if self._writer is not None or self._readers:
-                raise self._busy(call)
-            self._writer = (call, threading.current_thread().name)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._writer = None
+    def exclusive(self, call: str) -> _Guard:
+        return self._guard(call, True)
 
-    @contextmanager
-    def shared(self, call: str) -> Iterator[None]:
-        with self._lock:
-            if self._writer is not None:
-                raise self._busy(call)
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._readers -= 1
+    def shared(self, call: str) -> _Guard:
+        return self._guard(call, False)
+
+    def _guard(self, call: str, exclusive: bool) -> _Guard:
+        guard = self._guards.get((call, exclusive))
+        if guard is None:
+            guard = self._guards.setdefault((call, exclusive), _Guard(self, call, exclusive))
+        return guard
+
+
+class _Guard:
+    """One call's entry into ``_Calls``: ``with calls.exclusive("invoke"): ...``."""
+
+    __slots__ = ("_call", "_calls", "_exclusive")
+
+    def __init__(self, calls: _Calls, call: str, exclusive: bool) -> None:
+        self._calls, self._call, self._exclusive = calls, call, exclusive
+
+    def __enter__(self) -> None:
+        calls = self._calls
+        with calls._lock:
+            if calls._writer is not None or (self._exclusive and calls._readers):
+                raise calls._busy(self._call)
+            if self._exclusive:
+                calls._writer = (self._call, threading.current_thread())
+            else:
+                calls._readers += 1
+
+    def __exit__(self, *exc: object) -> None:
+        calls = self._calls
+        with calls._lock:
+            if self._exclusive:
+                calls._writer = None
+            else:
+                calls._readers -= 1
 
 
 class DelegatedInterpreter:
@@ -162,6 +180,8 @@ class DelegatedInterpreter:
         self._fallback_allowed = False
         #: the first allocate (or invoke) has waited out the grace for the build
         self._decided = False
+        #: no background build, or its switch is behind: an invoke has nothing to decide
+        self._settled = True
         #: the caller allocated the CPU interpreter (so its inputs hold what the caller set)
         self._cpu_allocated = False
         self._error: BaseException | None = None
@@ -195,6 +215,7 @@ class DelegatedInterpreter:
             make_cpu=make_cpu,
         )
         interpreter._grace_s, interpreter._fallback_allowed = grace_s, fallback_allowed
+        interpreter._settled = False
         interpreter._background = warm_start.BackgroundCompile(mode)
         if opencl is not None:
             opencl.background_compile = interpreter._background
@@ -242,8 +263,10 @@ class DelegatedInterpreter:
 
     def invoke(self) -> None:
         with self._calls.exclusive("invoke"):
-            if self._build is not None:
+            if not self._settled:
                 self._switch_when_built()
+                # decided and switched: later invokes skip the build's bookkeeping
+                self._settled = self._decided and self._path is not ExecutionPath.COMPILING
             self._invoke()
 
     def set_tensor(self, tensor_index: int, value: np.ndarray) -> None:
@@ -434,7 +457,7 @@ class DelegatedInterpreter:
         report.ready_s = (ready_at - self._created) if ready_at is not None else now
         report.switched_s = now
         if faster_cpu is not None:
-            report.path = "cpu faster"
+            report.path, report.cause = "cpu faster", outcome.why()
             self._host, self._path = interpreter, ExecutionPath.CPU_FASTER
             return
         report.path = "delegate"

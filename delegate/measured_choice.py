@@ -4,10 +4,12 @@ TFLite's CPU kernels once the delegate is built, and runs it on whichever was fa
 The rule's estimate (compiler/cpu_choice.py) weighs the delegate's fixed costs only, so it never
 catches a partition whose kernels are slower than TFLite's (a transformer's batched products, an
 int8 network on a CPU device). Under background compile the build thread therefore, after building
-the delegated interpreter, makes a CPU interpreter of the model (the threads the delegated one has)
-and times both on the same inputs, interleaved (one invoke of each per round, so that load on the
-machine weighs on both alike), and compares medians. When TFLite's CPU kernels were faster the
-caller's invokes go to that CPU interpreter (``ExecutionPath.CPU_FASTER``).
+the delegated interpreter, makes CPU interpreters of the model (with the threads the delegated one
+has, and with TFLite's default of one) and times them all on the same inputs, interleaved (one
+invoke of each per round, so that load on the machine weighs on all alike), and compares medians.
+When TFLite's CPU kernels were faster the caller's invokes go to the fastest CPU interpreter
+(``ExecutionPath.CPU_FASTER``). A later start that finds the model left on CPU by a recorded
+measurement runs it, likewise, on a CPU interpreter with the threads measured fastest.
 
 The measurement is of the whole model, and every delegated partition the rule applies to gets it:
 in ``interpreter.opencl.cpu_choices`` and, with a ``serialization_dir``, in its record there, so a
@@ -44,6 +46,21 @@ class Outcome:
 
     measured: Measured
     cpu: Any = None
+    #: nothing was delegated: the measurement chose TFLite's thread count only
+    threads_only: bool = False
+
+    def why(self) -> str:
+        """Why invokes go to ``cpu`` (the background compile report's cause)."""
+        m = self.measured
+        if self.threads_only:
+            return (
+                f"nothing delegated, and TFLite's kernels ran the model faster on {m.cpu_threads} thread(s) "
+                f"({m.cpu_ms:.3f} ms) than on the interpreter's ({m.delegate_ms:.3f} ms)"
+            )
+        return (
+            f"measured slower than TFLite's CPU kernels ({m.delegate_ms:.3f} ms per invoke against "
+            f"{m.cpu_ms:.3f} ms on {m.cpu_threads} thread(s))"
+        )
 
 
 def applies(state: DelegateState | None) -> bool:
@@ -84,50 +101,93 @@ def _timed(interpreter: Any, is_cpu: bool = False) -> float:
 
 def compare(
     delegated: Any,
-    cpu: Any,
+    cpus: dict[int, Any],
     *,
     budget_s: float = BUDGET_S,
     min_rounds: int = MIN_ROUNDS,
     max_rounds: int = MAX_ROUNDS,
 ) -> Measured:
-    """Median milliseconds per invoke of ``delegated`` and ``cpu`` (allocated interpreters of one
-    model) on the same inputs, after one untimed invoke of each; stops at a checkpoint when the
-    build is cancelled (delegate/cancel.py). Raises CpuUnavailable when ``cpu`` cannot invoke, and
-    the delegated interpreter's RuntimeError."""
+    """Median milliseconds per invoke of ``delegated`` and of the fastest of ``cpus`` (allocated CPU
+    interpreters of one model by their thread count) on the same inputs, after one untimed invoke
+    of each; stops at a checkpoint when the build is cancelled (delegate/cancel.py). Raises
+    CpuUnavailable when a CPU interpreter cannot invoke, and the delegated interpreter's RuntimeError."""
     inputs = sample_inputs(delegated)
-    for interpreter, is_cpu in ((delegated, False), (cpu, True)):
+    timed = [(delegated, False), *((cpu, True) for cpu in cpus.values())]
+    for interpreter, is_cpu in timed:
         for index, value in inputs:
             interpreter.set_tensor(index, value)
         _timed(interpreter, is_cpu)  # the first launch does the driver's one-off work
-    times: tuple[list[float], list[float]] = ([], [])
+    times: list[list[float]] = [[] for _ in timed]
     start = time.perf_counter()
     while len(times[0]) < max_rounds:
         cancel.checkpoint()
-        times[0].append(_timed(delegated))
-        times[1].append(_timed(cpu, True))
+        for samples, (interpreter, is_cpu) in zip(times, timed, strict=True):
+            samples.append(_timed(interpreter, is_cpu))
         if len(times[0]) >= min_rounds and time.perf_counter() - start >= budget_s:
             break
-    return Measured(statistics.median(times[0]), statistics.median(times[1]), len(times[0]))
+    medians = [statistics.median(samples) for samples in times]
+    cpu_ms, threads = min(zip(medians[1:], cpus, strict=True))
+    return Measured(medians[0], cpu_ms, len(times[0]), threads)
 
 
-def measurer(state: DelegateState | None, make_cpu: Callable[[], Any]) -> Callable[[Any], Outcome | None]:
+def measurer(
+    state: DelegateState | None, make_cpu: Callable[[int], Any], threads: tuple[int, ...]
+) -> Callable[[Any], Outcome | None]:
     """What the background build calls with the delegated interpreter it built: None where the
     measurement does not apply, else the outcome (recorded in ``state`` and its records).
-    ``make_cpu`` makes the allocated CPU interpreter to compare with."""
+    ``make_cpu(n)`` makes an allocated CPU interpreter with ``n`` threads; each of ``threads`` is
+    measured (TFLite's default of one, and the delegated interpreter's)."""
 
     def measure(delegated: Any) -> Outcome | None:
+        recorded = recorded_cpu_faster(state)
+        if recorded is not None:  # every partition left on CPU by a recorded measurement
+            return _with_cpu(recorded, make_cpu)
         if not applies(state):
-            return None
+            if state is None or state.delegated_nodes or len(set(threads)) < 2:
+                return None
+            return _fewer_threads(delegated, make_cpu, min(threads))
         assert state is not None
         try:
-            cpu = make_cpu()
+            cpus = {n: make_cpu(n) for n in dict.fromkeys(threads)}
         except (RuntimeError, ValueError):
             return None  # TFLite alone cannot run the model (a custom op only the delegate runs)
         try:
-            measured = compare(delegated, cpu)
+            measured = compare(delegated, cpus)
         except CpuUnavailable:
             return None
         record_measurement(state, measured)
-        return Outcome(measured, cpu if measured.cpu_faster else None)
+        return Outcome(measured, cpus[measured.cpu_threads] if measured.cpu_faster else None)
 
     return measure
+
+
+def _fewer_threads(interpreter: Any, make_cpu: Callable[[int], Any], threads: int) -> Outcome | None:
+    """Nothing delegated: ``interpreter`` (TFLite's kernels on the device's cores) against TFLite
+    on ``threads``; the outcome when fewer threads were faster (tiny models: waking threads costs
+    more than the work they share), else None. Kept in no record: no partition holds it."""
+    try:
+        cpus = {threads: make_cpu(threads)}
+        measured = compare(interpreter, cpus)
+    except (CpuUnavailable, RuntimeError, ValueError):
+        return None
+    return Outcome(measured, cpus[threads], threads_only=True) if measured.cpu_faster else None
+
+
+def _with_cpu(measured: Measured, make_cpu: Callable[[int], Any]) -> Outcome | None:
+    try:
+        return Outcome(measured, make_cpu(measured.cpu_threads))
+    except (RuntimeError, ValueError):
+        return None
+
+
+def recorded_cpu_faster(state: DelegateState | None) -> Measured | None:
+    """The recorded measurement that left this model on CPU: where the rule applies to partitions,
+    each holds one and each is on CPU by it, and nothing was delegated (then a CPU interpreter with
+    the threads measured fastest runs the model, not the delegated one with the device's)."""
+    if state is None or state.delegated_nodes:
+        return None
+    choices = [c for c in state.cpu_choices if c["applied"]]
+    found = {tuple(sorted(c["measured"].items())) for c in choices if c.get("measured") and c["decision"] == "cpu"}
+    if not choices or len(found) != 1 or any(not c.get("measured") for c in choices):
+        return None
+    return Measured.from_record(dict(next(iter(found))))

@@ -100,7 +100,7 @@ class BackgroundCompile:
 
     mode: str
     path: str = "compiling"
-    #: invokes that ran on TFLite's CPU kernels
+    #: invokes that ran on TFLite's CPU kernels up to the switch (and the switching one, when it went to CPU)
     cpu_invokes: int = 0
     #: seconds from the interpreter's creation until the delegated interpreter was built
     ready_s: float | None = None
@@ -126,7 +126,7 @@ class BackgroundCompile:
             waited = f" ({self.waited_for} waited for the build)" if self.waited_for else ""
             return head + f"{on_cpu} while compiling, then the delegate, {when}{waited}"
         if self.path == "cpu faster":
-            return head + f"built in {self.ready_s:.2f} s, measured slower than TFLite's CPU kernels: runs on them"
+            return head + f"built in {self.ready_s:.2f} s; {self.cause}: runs on TFLite's CPU kernels"
         return head + f"the build failed ({self.cause}); " + ("on CPU from then on" if self.path == "cpu" else "raised")
 
 

@@ -73,14 +73,18 @@ class _Sleeper:
         time.sleep(self.ms / 1e3)
 
 
-@pytest.mark.parametrize(("delegate_ms", "cpu_ms"), [(12.0, 2.0), (2.0, 12.0)])
-def test_compare_times_both_interleaved_and_takes_medians(delegate_ms, cpu_ms):
-    on_delegate, on_cpu = _Sleeper(delegate_ms), _Sleeper(cpu_ms)
-    measured = measured_choice.compare(on_delegate, on_cpu, budget_s=0.05, min_rounds=3, max_rounds=5)
+@pytest.mark.parametrize(("delegate_ms", "cpu_ms"), [(12.0, (2.0, 6.0)), (2.0, (20.0, 12.0))])
+def test_compare_times_all_interleaved_and_takes_medians(delegate_ms, cpu_ms):
+    on_delegate = _Sleeper(delegate_ms)
+    cpus = {threads: _Sleeper(ms) for threads, ms in zip((2, 1), cpu_ms, strict=True)}
+    on_cpu = cpus[2]
+    measured = measured_choice.compare(on_delegate, cpus, budget_s=0.05, min_rounds=3, max_rounds=5)
     assert 3 <= measured.rounds <= 5
-    assert on_delegate.invokes == on_cpu.invokes == measured.rounds + 1  # one untimed invoke each first
-    assert measured.delegate_ms >= delegate_ms and measured.cpu_ms >= cpu_ms
-    assert measured.cpu_faster == (cpu_ms < delegate_ms)
+    assert all(s.invokes == measured.rounds + 1 for s in (on_delegate, *cpus.values()))  # one untimed invoke first
+    fastest = min(cpu_ms)
+    assert measured.cpu_threads == (2, 1)[cpu_ms.index(fastest)]
+    assert measured.delegate_ms >= delegate_ms and fastest <= measured.cpu_ms < max(cpu_ms)
+    assert measured.cpu_faster == (fastest < delegate_ms)
     # the same inputs for both: floats in [0, 1), integers zero
     for a, b in zip(on_delegate.inputs.values(), on_cpu.inputs.values(), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -90,11 +94,11 @@ def test_compare_times_both_interleaved_and_takes_medians(delegate_ms, cpu_ms):
 def test_a_measurement_decides_over_the_estimate_and_survives_its_record():
     estimate = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, delegate_us=100.0, cpu_us=1.0)
     assert estimate.on_cpu  # the estimate alone keeps it on CPU
-    measured = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 100.0, 1.0, measured=Measured(1.0, 2.0, 5))
+    measured = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 100.0, 1.0, measured=Measured(1.0, 2.0, 5, 2))
     assert not measured.on_cpu and measured.as_dict()["source"] == "measured"
-    slower = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 1.0, 100.0, measured=Measured(3.0, 2.0, 5))
+    slower = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 1.0, 100.0, measured=Measured(3.0, 2.0, 5, 1))
     assert slower.on_cpu and "measured on this device" in slower.reason()
-    off = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 1.0, 100.0, applied=False, measured=Measured(3.0, 2.0, 5))
+    off = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 1.0, 100.0, applied=False, measured=Measured(3.0, 2.0, 5, 1))
     assert not off.on_cpu  # cpu_when_faster=false
     for choice in (measured, slower):
         record = {k: v for k, v in choice.as_dict().items() if k != "source"}
@@ -105,12 +109,13 @@ def test_a_measurement_decides_over_the_estimate_and_survives_its_record():
 @pytest.mark.parametrize(
     "bad",
     [
-        {"delegate_ms": 1.0, "cpu_ms": 2.0},
-        {"delegate_ms": -1.0, "cpu_ms": 2.0, "rounds": 3},
-        {"delegate_ms": 1.0, "cpu_ms": float("nan"), "rounds": 3},
-        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": True},
-        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": 0},
-        {"delegate_ms": "1", "cpu_ms": 2.0, "rounds": 3},
+        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": 3},
+        {"delegate_ms": -1.0, "cpu_ms": 2.0, "rounds": 3, "cpu_threads": 1},
+        {"delegate_ms": 1.0, "cpu_ms": float("nan"), "rounds": 3, "cpu_threads": 1},
+        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": True, "cpu_threads": 1},
+        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": 0, "cpu_threads": 1},
+        {"delegate_ms": 1.0, "cpu_ms": 2.0, "rounds": 3, "cpu_threads": 0},
+        {"delegate_ms": "1", "cpu_ms": 2.0, "rounds": 3, "cpu_threads": 1},
         [1.0, 2.0, 3],
     ],
 )
@@ -139,7 +144,7 @@ def _built(measure, cpu_interpreter):
 @pytest.mark.parametrize("cpu_faster", [True, False])
 def test_the_switch_goes_where_the_measurement_says(gate, cpu_faster):
     built, faster = _cpu(), _cpu()
-    measured = Measured(2.0, 1.0, 3) if cpu_faster else Measured(1.0, 2.0, 3)
+    measured = Measured(2.0, 1.0, 3, 1) if cpu_faster else Measured(1.0, 2.0, 3, 1)
     seen = []
 
     def measure(interpreter):
@@ -196,7 +201,7 @@ def test_a_recorded_measurement_decides_the_partition(tmp_path, cpu_faster):
     first = delegate.Interpreter(UNET, background_compile="off", serialization_dir=folder)
     first.allocate_tensors()
     assert first.opencl.delegated_nodes and measured_choice.applies(first.opencl)
-    measured = Measured(2.0, 1.0, 4) if cpu_faster else Measured(1.0, 2.0, 4)
+    measured = Measured(2.0, 1.0, 4, 1) if cpu_faster else Measured(1.0, 2.0, 4, 1)
     assert record_measurement(first.opencl, measured) == 1
     assert not measured_choice.applies(first.opencl)  # measured now
     later = delegate.Interpreter(UNET, background_compile="off", serialization_dir=folder)
@@ -207,6 +212,13 @@ def test_a_recorded_measurement_decides_the_partition(tmp_path, cpu_faster):
     assert (reasons and all("measured on this device" in why for why in reasons)) or not cpu_faster
     inputs = _inputs(later, 3)
     _close(_run(later, inputs), _run(_cpu(), inputs))
+    # under background compile the recorded decision also picks the CPU interpreter's threads
+    background = delegate.Interpreter(UNET, background_compile="on", serialization_dir=folder)
+    background.allocate_tensors()
+    assert background.wait_for_delegate() is not cpu_faster
+    assert background.path is (ExecutionPath.CPU_FASTER if cpu_faster else ExecutionPath.DELEGATED)
+    assert background.opencl.measured is None  # not measured again
+    _close(_run(background, inputs), _run(_cpu(), inputs))
 
 
 def test_cpu_when_faster_false_measures_nothing(gate, tmp_path):
@@ -215,3 +227,26 @@ def test_cpu_when_faster_false_measures_nothing(gate, tmp_path):
     gate.set()
     assert it.wait_for_delegate() and it.path is ExecutionPath.DELEGATED
     assert it.opencl.measured is None and not measured_choice.applies(it.opencl)
+
+
+@pytest.mark.parametrize(("fewer_ms", "chosen"), [(2.0, True), (30.0, False)])
+def test_with_nothing_delegated_only_the_thread_count_is_measured(fewer_ms, chosen):
+    from delegate.plugin import DelegateOptions, DelegateState
+
+    state = DelegateState(DelegateOptions())  # nothing delegated, no partition the rule applies to
+    made = {}
+
+    def make_cpu(threads):
+        made[threads] = _Sleeper(fewer_ms)
+        return made[threads]
+
+    measure = measured_choice.measurer(state, make_cpu, (2, 1))
+    outcome = measure(_Sleeper(10.0))
+    assert list(made) == [1]
+    if chosen:
+        assert outcome.threads_only and outcome.cpu is made[1] and outcome.measured.cpu_threads == 1
+        assert "nothing delegated" in outcome.why()
+    else:
+        assert outcome is None
+    assert state.measured is None  # no partition holds it
+    assert measured_choice.measurer(state, make_cpu, (1, 1))(_Sleeper(10.0)) is None  # nothing to choose

@@ -43,30 +43,37 @@ def node_macs(node: Node, graph: Graph) -> int:
 @dataclass(frozen=True)
 class Measured:
     """Latencies measured side by side (median milliseconds per invoke over ``rounds`` interleaved
-    rounds) of the model with this delegate and on TFLite's CPU kernels alone."""
+    rounds) of the model with this delegate and on TFLite's CPU kernels alone, with the threads
+    that ran them fastest."""
 
     delegate_ms: float
     cpu_ms: float
     rounds: int
+    cpu_threads: int
 
     @property
     def cpu_faster(self) -> bool:
         return self.cpu_ms < self.delegate_ms
 
     def as_dict(self) -> dict[str, object]:
-        return {"delegate_ms": round(self.delegate_ms, 4), "cpu_ms": round(self.cpu_ms, 4), "rounds": self.rounds}
+        return {
+            "delegate_ms": round(self.delegate_ms, 4),
+            "cpu_ms": round(self.cpu_ms, 4),
+            "rounds": self.rounds,
+            "cpu_threads": self.cpu_threads,
+        }
 
     @classmethod
     def from_record(cls, value: object) -> Measured:
         """The figures ``as_dict`` wrote; raises ValueError for anything else."""
-        if not isinstance(value, dict) or set(value) != {"delegate_ms", "cpu_ms", "rounds"}:
+        if not isinstance(value, dict) or set(value) != {"delegate_ms", "cpu_ms", "rounds", "cpu_threads"}:
             raise ValueError(f"its measurement {value!r} is not one")
-        times, rounds = [value["delegate_ms"], value["cpu_ms"]], value["rounds"]
+        times, counts = [value["delegate_ms"], value["cpu_ms"]], [value["rounds"], value["cpu_threads"]]
         if not all(type(v) in (int, float) and math.isfinite(v) and v > 0 for v in times):
             raise ValueError(f"its measured times {times!r} are not times")
-        if type(rounds) is not int or rounds < 1:
-            raise ValueError(f"its measured rounds {rounds!r} are not a count")
-        return cls(float(times[0]), float(times[1]), rounds)
+        if not all(type(v) is int and v >= 1 for v in counts):
+            raise ValueError(f"its measured rounds and threads {counts!r} are not counts")
+        return cls(float(times[0]), float(times[1]), *counts)
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,8 @@ class CpuChoice:
             m = self.measured
             return (
                 f"faster on TFLite's CPU kernels: measured on this device, the model took {m.cpu_ms:.3f} ms per "
-                f"invoke on them against {m.delegate_ms:.3f} ms with the delegate (median of {m.rounds} rounds); "
+                f"invoke on them ({m.cpu_threads} thread(s)) against {m.delegate_ms:.3f} ms with the delegate "
+                f"(median of {m.rounds} rounds); "
                 "cpu_when_faster=false delegates it"
             )
         return (
