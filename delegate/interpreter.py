@@ -77,13 +77,15 @@ class _Calls:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: (call, thread) of the exclusive call inside, if any
-        self._writer: tuple[str, threading.Thread] | None = None
+        #: (call, thread id) of the exclusive call inside, if any
+        self._writer: tuple[str, int] | None = None
         self._readers = 0
         self._guards: dict[tuple[str, bool], _Guard] = {}
 
     def _busy(self, call: str) -> InterpreterBusyError:
-        inside = f"{self._writer[0]} in thread {self._writer[1].name!r}" if self._writer else "a read of its tensors"
+        writer = self._writer
+        names = {t.ident: t.name for t in threading.enumerate()}
+        inside = f"{writer[0]} in thread {names.get(writer[1], writer[1])!r}" if writer else "a read of its tensors"
         return InterpreterBusyError(
             f"{call}: the interpreter is in use by another thread ({inside}); a TFLite interpreter takes "
             "one call at a time: give each thread its own interpreter, or hold a lock around its calls"
@@ -116,17 +118,17 @@ class _Guard:
             if calls._writer is not None or (self._exclusive and calls._readers):
                 raise calls._busy(self._call)
             if self._exclusive:
-                calls._writer = (self._call, threading.current_thread())
+                calls._writer = (self._call, threading.get_ident())
             else:
                 calls._readers += 1
 
     def __exit__(self, *exc: object) -> None:
         calls = self._calls
+        if self._exclusive:
+            calls._writer = None  # one store: no other thread writes it while this call is inside
+            return
         with calls._lock:
-            if self._exclusive:
-                calls._writer = None
-            else:
-                calls._readers -= 1
+            calls._readers -= 1
 
 
 class DelegatedInterpreter:
@@ -356,6 +358,9 @@ class DelegatedInterpreter:
 
     def _invoke(self) -> None:
         host = self.host
+        if self._fallback_cpu is None and self._make_cpu is None:  # no execution fallback: the plain call
+            host.invoke()
+            return
         if self._fallback_cpu is not None:
             fallback.run_on_cpu(host, self._fallback_cpu)
             return
