@@ -395,6 +395,34 @@ def test_reshape_between_whole_slices(shape, out):
     check(tensors, [Op(Builtin.RESHAPE, [0, 1], [2], options)], [0], [2], [rand(shape, np.random.default_rng(4))])
 
 
+def _upsampling_chain(lead: int):
+    """Keras 3's UpSampling2D (x2) on a (lead, 4, 4, 6) input: rank-5 RESHAPE / TILE / RESHAPE twice."""
+    steps = [(lead, 4, 1, 4, 6), (lead, 4, 2, 4, 6), (lead, 8, 4, 1, 6), (lead, 8, 4, 2, 6), (lead, 8, 8, 6)]
+    multiples = [None, (1, 1, 2, 1, 1), None, (1, 1, 1, 2, 1), None]
+    tensors, ops = [T((lead, 4, 4, 6))], []
+    for shape, tile in zip(steps, multiples, strict=True):
+        src = len(tensors) - 1
+        if tile is None:
+            tensors.append(T((len(shape),), np.array(shape, np.int32), np.int32))
+            ops.append(Op(Builtin.RESHAPE, [src, src + 1], [src + 2], ("ReshapeOptions", {"NewShape": list(shape)})))
+        else:
+            tensors.append(T((5,), np.array(tile, np.int32), np.int32))
+            ops.append(Op(Builtin.TILE, [src, src + 1], [src + 2]))
+        tensors.append(T(shape))
+    return tensors, ops
+
+
+def test_rank5_reshape_and_tile_with_leading_ones_run_in_the_4d_view():
+    tensors, ops = _upsampling_chain(1)
+    check(tensors, ops, [0], [len(tensors) - 1], [rand((1, 4, 4, 6), np.random.default_rng(7))])
+
+
+def test_rank5_tensors_with_a_leading_dim_over_one_stay_on_cpu():
+    tensors, ops = _upsampling_chain(2)
+    state = check(tensors, ops, [0], [len(tensors) - 1], [rand((2, 4, 4, 6), np.random.default_rng(8))], delegated=0)
+    assert any("rank 5" in why and "leading dims of 1" in why for why in state.unsupported.values())
+
+
 def test_fused_tanh_stays_on_cpu():
     rng = np.random.default_rng(3)
     shape = (1, 4, 4, 3)

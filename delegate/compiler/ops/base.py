@@ -162,8 +162,12 @@ class Op:
 DTYPE_NAMES = {FLOAT32: "float32", INT32: "int32", BOOL: "bool"}
 
 
-def value_tensors(graph: Graph, indices: list[int], dtypes: tuple[int, ...] = (FLOAT32,)) -> str | None:
+def value_tensors(
+    graph: Graph, indices: list[int], dtypes: tuple[int, ...] = (FLOAT32,), *, high_rank: bool = False
+) -> str | None:
     """Shared check: the tensors exist, are of one of ``dtypes``, unquantized, of rank <= 4 and static.
+    ``high_rank``: the op's indexing follows layout.bhwc's 4-D view (reshapes, TILE), so a higher
+    rank whose extra leading dims are 1 is taken too.
 
     Every tensor lives on the device as float storage (FLT4): int32 and bool values as floats
     (docs/ops.md, "Bool and int32 tensors"), so only the ops that know that accept other dtypes."""
@@ -183,25 +187,31 @@ def value_tensors(graph: Graph, indices: list[int], dtypes: tuple[int, ...] = (F
             return f"tensor {i} is not {' or '.join(DTYPE_NAMES.get(d, str(d)) for d in dtypes)}"
         if t.quantized:
             return f"tensor {i} is quantized"
-        if len(t.shape) > 4:
-            return f"tensor {i} has rank {len(t.shape)} (at most 4)"
+        if len(t.shape) > 4 and not (high_rank and all(d == 1 for d in t.shape[:-4])):
+            more = "; this op takes higher ranks only with leading dims of 1" if high_rank else ""
+            return f"tensor {i} has rank {len(t.shape)} (at most 4{more})"
         if any(d <= 0 for d in t.shape):
             return f"tensor {i} has a dynamic or empty shape {t.shape}"
     return None
 
 
-def float_tensors(node: Node, graph: Graph, indices: list[int]) -> str | None:
+def float_tensors(node: Node, graph: Graph, indices: list[int], *, high_rank: bool = False) -> str | None:
     """Shared check: the tensors exist, are float32, unquantized, of rank <= 4 and static."""
-    return value_tensors(graph, indices)
+    return value_tensors(graph, indices, high_rank=high_rank)
 
 
 def runtime_io(
-    node: Node, graph: Graph, constant_inputs: tuple[int, ...] = (), data_inputs: int | None = None
+    node: Node,
+    graph: Graph,
+    constant_inputs: tuple[int, ...] = (),
+    data_inputs: int | None = None,
+    *,
+    high_rank: bool = False,
 ) -> str | None:
     """Check the first ``data_inputs`` inputs (all by default) and the output are float tensors, and that
-    inputs at ``constant_inputs`` positions are constants."""
+    inputs at ``constant_inputs`` positions are constants (``high_rank``: see ``value_tensors``)."""
     present = [i for i in node.inputs[:data_inputs] if i >= 0]
-    problem = float_tensors(node, graph, [*present, *node.outputs])
+    problem = float_tensors(node, graph, [*present, *node.outputs], high_rank=high_rank)
     if problem:
         return problem
     for position in constant_inputs:

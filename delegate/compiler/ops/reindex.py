@@ -51,12 +51,16 @@ def constant_values(graph: Graph, node: Node, position: int) -> np.ndarray | Non
     return None if value is None else np.asarray(value).reshape(-1)
 
 
-def data_check(node: Node, graph: Graph, data: int = 0, constants: tuple[int, ...] = ()) -> str | None:
-    """Input ``data`` and the outputs are runtime float tensors; inputs at ``constants`` are constants."""
+def data_check(
+    node: Node, graph: Graph, data: int = 0, constants: tuple[int, ...] = (), *, high_rank: bool = False
+) -> str | None:
+    """Input ``data`` and the outputs are runtime float tensors; inputs at ``constants`` are constants
+    (``high_rank``: see ``base.value_tensors``)."""
     for position in constants:
         if position >= len(node.inputs) or constant_values(graph, node, position) is None:
             return f"input {position} is not a constant"
-    problem = runtime_io(node.__class__(node.index, node.op, node.version, (node.inputs[data],), node.outputs), graph)
+    data_only = node.__class__(node.index, node.op, node.version, (node.inputs[data],), node.outputs)
+    problem = runtime_io(data_only, graph, high_rank=high_rank)
     if problem:
         return problem
     if graph.tensor(node.inputs[data]).is_constant:
@@ -166,7 +170,9 @@ class Tile(Op):
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, _COPIES)
 
     def check(self, node: Node, graph: Graph) -> str | None:
-        return data_check(node, graph, constants=(1,))
+        # each output lane reads its input lane modulo the input's size in the 4-D view, so ranks
+        # past 4 whose leading dims are 1 (input and output) tile as they are
+        return data_check(node, graph, constants=(1,), high_rank=True)
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         exprs = [f"{o} % args.src_tensor.{size}()" for o, size in zip(OUT, SIZE, strict=True)]

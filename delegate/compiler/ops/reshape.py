@@ -65,7 +65,8 @@ class Reshape(Op):
             return f"{len(node.outputs)} outputs (one expected)"
         src, dst = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
         # Moving values keeps them exact: bool and int32 tensors (ops/comparison.py) move as floats.
-        problem = value_tensors(graph, [node.inputs[0], node.outputs[0]], (FLOAT32, INT32, BOOL))
+        # flat order is all a reshape keeps: layout.bhwc's view of higher ranks keeps it too
+        problem = value_tensors(graph, [node.inputs[0], node.outputs[0]], (FLOAT32, INT32, BOOL), high_rank=True)
         if problem:
             return problem
         if src.dtype != dst.dtype:
