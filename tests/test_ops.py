@@ -395,6 +395,15 @@ def test_reshape_between_whole_slices(shape, out):
     check(tensors, [Op(Builtin.RESHAPE, [0, 1], [2], options)], [0], [2], [rand(shape, np.random.default_rng(4))])
 
 
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [((1, 7, 6), [1]), ((2, 5, 3, 6), [-1]), ((2, 5, 3, 6), [0]), ((6, 9), [0]), ((1, 4, 5, 3), [1, 2]), ((11,), [0])],
+)
+def test_reverse_v2(shape, axes):
+    tensors = [T(shape), T((len(axes),), np.array(axes, np.int32), np.int32), T(shape)]
+    check(tensors, [Op(Builtin.REVERSE_V2, [0, 1], [2])], [0], [2], [rand(shape, np.random.default_rng(len(shape)))])
+
+
 def _upsampling_chain(lead: int):
     """Keras 3's UpSampling2D (x2) on a (lead, 4, 4, 6) input: rank-5 RESHAPE / TILE / RESHAPE twice."""
     steps = [(lead, 4, 1, 4, 6), (lead, 4, 2, 4, 6), (lead, 8, 4, 1, 6), (lead, 8, 4, 2, 6), (lead, 8, 8, 6)]

@@ -85,6 +85,7 @@ class Builtin(IntEnum):
     MIRROR_PAD = 100
     ABS = 101
     SPLIT_V = 102
+    REVERSE_V2 = 105
     COS = 108
     ELU = 111
     QUANTIZE = 114

@@ -1,5 +1,5 @@
-"""Ops that re-index data: TRANSPOSE, SLICE, STRIDED_SLICE, TILE, SPACE_TO_DEPTH, DEPTH_TO_SPACE,
-SPLIT and SPLIT_V, and the helpers the other re-indexing families (pad.py, resize.py, reduce.py)
+"""Ops that re-index data: TRANSPOSE, SLICE, STRIDED_SLICE, TILE, REVERSE_V2, SPACE_TO_DEPTH,
+DEPTH_TO_SPACE, SPLIT and SPLIT_V, and the helpers the other re-indexing families (pad.py, resize.py, reduce.py)
 share.
 
 Each output lane (b, Y, X, c) reads input lane (bi, yi, xi, ci), generated per node from its
@@ -176,6 +176,32 @@ class Tile(Op):
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         exprs = [f"{o} % args.src_tensor.{size}()" for o, size in zip(OUT, SIZE, strict=True)]
+        return operation(gather_code(exprs), srcs=["src_tensor"])
+
+
+class Reverse(Op):
+    """REVERSE_V2: the input read backwards along the constant axes (Bidirectional RNNs)."""
+
+    codes = (Builtin.REVERSE_V2,)
+    data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = data_check(node, graph, constants=(1,))
+        if problem:
+            return problem
+        axes, rank = constant_values(graph, node, 1), rank_of(graph, node.inputs[0])
+        if axes is None or not all(-rank <= int(a) < rank for a in axes):
+            return "an axis is outside the input's rank"
+        return None
+
+    def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        rank = rank_of(ctx.graph, node.inputs[0])
+        flipped = {4 - rank + int(a) % rank for a in constant_values(ctx.graph, node, 1)}  # type: ignore[union-attr]
+        exprs = [
+            f"args.src_tensor.{size}() - 1 - {o}" if j in flipped else o
+            for j, (o, size) in enumerate(zip(OUT, SIZE, strict=True))
+        ]
         return operation(gather_code(exprs), srcs=["src_tensor"])
 
 
