@@ -325,11 +325,16 @@ typedef struct TfLiteTransposeConvParams {
     int activation;
 } TfLiteTransposeConvParams;
 
-/* Params of the ops whose int32 shape arithmetic the compiler folds (compiler/shapes.py). */
+/* Params of PACK (whose int32 shape arithmetic the compiler folds, compiler/shapes.py) and UNPACK. */
 typedef struct TfLitePackParams {
     int values_count;
     int axis;
 } TfLitePackParams;
+
+typedef struct TfLiteUnpackParams {
+    int num;
+    int axis;
+} TfLiteUnpackParams;
 
 typedef struct TfLiteGatherParams {
     int axis;

@@ -1083,6 +1083,41 @@ def test_split_and_split_v(shape, axis, seed, data):
     check(tensors, [Op(Builtin.SPLIT_V, [0, 1, 2], outs, ("SplitVOptions", {"NumSplits": len(sizes)}))], [0], outs, [x])
 
 
+#: (piece shape, pieces, axis): every axis of ranks 1 to 3, negative axes, one piece, channels split across slices
+PACKS = [
+    ((5,), 3, 0),
+    ((5,), 2, 1),
+    ((3, 6), 4, 0),
+    ((3, 6), 2, 1),
+    ((3, 6), 3, -1),
+    ((2, 3, 5), 2, 0),
+    ((2, 3, 5), 3, 1),
+    ((2, 3, 5), 2, 2),
+    ((2, 3, 5), 5, 3),
+    ((4, 7), 1, 1),
+]
+
+
+@pytest.mark.parametrize(("shape", "count", "axis"), PACKS)
+def test_pack(shape, count, axis):
+    rng = np.random.default_rng(count + len(shape))
+    packed = np.stack([np.zeros(shape)] * count, axis=axis).shape
+    tensors = [*[T(shape) for _ in range(count)], T(packed)]
+    options = ("PackOptions", {"ValuesCount": count, "Axis": axis})
+    feeds = [rand(shape, rng) for _ in range(count)]
+    check(tensors, [Op(Builtin.PACK, list(range(count)), [count], options)], list(range(count)), [count], feeds)
+
+
+@pytest.mark.parametrize(("shape", "count", "axis"), PACKS)
+def test_unpack(shape, count, axis):
+    packed = np.stack([np.zeros(shape)] * count, axis=axis).shape
+    tensors = [T(packed), *[T(shape) for _ in range(count)]]
+    outs = list(range(1, count + 1))
+    options = ("UnpackOptions", {"Num": count, "Axis": axis})
+    x = rand(packed, np.random.default_rng(count))
+    check(tensors, [Op(Builtin.UNPACK, [0], outs, options)], [0], outs, [x])
+
+
 @pytest.mark.parametrize(
     "op", [Builtin.SUM, Builtin.MEAN, Builtin.REDUCE_MAX, Builtin.REDUCE_MIN, Builtin.REDUCE_PROD], ids=lambda o: o.name
 )

@@ -77,6 +77,7 @@ class Builtin(IntEnum):
     LOGICAL_OR = 84
     LOGICAL_AND = 86
     LOGICAL_NOT = 87
+    UNPACK = 88
     REDUCE_MIN = 89
     SQUARE = 92
     RESIZE_NEAREST_NEIGHBOR = 97

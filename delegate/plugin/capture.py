@@ -112,6 +112,7 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         Builtin.REDUCE_PROD: "TfLiteReducerParams",
         Builtin.BATCH_MATMUL: "TfLiteBatchMatMulParams",
         Builtin.PACK: "TfLitePackParams",
+        Builtin.UNPACK: "TfLiteUnpackParams",
         Builtin.GATHER: "TfLiteGatherParams",
         Builtin.SHAPE: "TfLiteShapeParams",
     }.get(code)

@@ -56,13 +56,12 @@ _OPS: list[Op] = [
 
 
 def _one_module_ops() -> list[Op]:
-    """The ops defined one to a module, as its ``OP`` (ops/gelu.py): adding such an op is adding
-    its module, with no edit here."""
+    """The ops defined one family to a module, as its ``OP`` (ops/gelu.py; a tuple for a family of
+    several ops, ops/pack.py): adding such an op is adding its module, with no edit here."""
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         op = getattr(importlib.import_module(f"{__name__}.{info.name}"), "OP", None)
-        if isinstance(op, Op):
-            found.append(op)
+        found += [o for o in (op if isinstance(op, tuple) else (op,)) if isinstance(o, Op)]
     return found
 
 
