@@ -596,6 +596,36 @@ def test_int8_other_elementwise(op):
     check_quant(tensors, [Op(op, inputs, [len(inputs)], options, version=version)], inputs, [len(inputs)], feeds)
 
 
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    [
+        (Builtin.RSQRT, np.int8),
+        (Builtin.SQUARED_DIFFERENCE, np.int8),
+        (Builtin.GELU, np.int8),
+        (Builtin.GELU, np.uint8),  # TFLite's RSQRT and SQUARED_DIFFERENCE have no uint8 form to compare with
+    ],
+    ids=["RSQRT-int8", "SQUARED_DIFFERENCE-int8", "GELU-int8", "GELU-uint8"],
+)
+def test_int8_transformer_elementwise(op, dtype):
+    """The ops of an int8 LayerNorm and MLP (TFLite's kernels: fixed point for RSQRT and
+    SQUARED_DIFFERENCE, a lookup table for GELU) within one step, carried in float."""
+    rng = np.random.default_rng(int(op))
+    shape, low = (1, 3, 5, 17), int(np.iinfo(dtype).min)
+    if op == Builtin.RSQRT:  # real inputs from 0.4 to 12.75: the smallest integers are left out
+        tensors = [qt(shape, 0.05, low, dtype), qt(shape, 0.01, low, dtype)]
+        feeds = [rng.integers(low + 8, low + 256, size=shape).astype(dtype)]
+    elif op == Builtin.SQUARED_DIFFERENCE:
+        mid = low + 128
+        tensors = [qt(shape, 0.04, mid - 3, dtype), qt(shape, 0.05, mid + 7, dtype), qt(shape, 0.5, low, dtype)]
+        feeds = [qrand(shape, rng, dtype), qrand(shape, rng, dtype)]
+    else:
+        tensors = [qt(shape, 0.04, low + 133, dtype), qt(shape, 0.025, low + 7, dtype)]
+        feeds = [qrand(shape, rng, dtype)]
+    inputs = list(range(len(feeds)))
+    options = ("GeluOptions", {"Approximate": False}) if op == Builtin.GELU else None
+    check_quant(tensors, [Op(op, inputs, [len(inputs)], options)], inputs, [len(inputs)], feeds)
+
+
 def test_int8_padv2_resize_nearest_squeeze_expand_dims():
     # The data-movement forms that keep the scale (PADV2 with a quantized pad value, nearest
     # resizing, SQUEEZE and EXPAND_DIMS): the values move, so every output matches exactly.

@@ -17,6 +17,8 @@ from .traits import NO_TRAITS, Quantization, Traits
 
 #: traits of the binary ops (ops/traits.py)
 _ADDS = Traits(quantization=Quantization.REQUANTIZES, passes_bound=True)
+#: computed in real values and rounded onto the output's grid, as TFLite's integer kernel does
+_REQUANTIZES_BINARY = Traits(quantization=Quantization.REQUANTIZES)
 _PICKS = Traits(quantization=Quantization.KEEPS_INTEGERS, keeps_small=True)
 
 #: result from FLT4 operands ``{a}`` and ``{b}``, and the op's traits
@@ -27,7 +29,7 @@ BINARY: dict[int, tuple[str, Traits]] = {
     Builtin.DIV: ("{a} / {b}", Traits(small_value_input=1)),
     Builtin.MAXIMUM: ("{a} > {b} ? {a} : {b}", _PICKS),
     Builtin.MINIMUM: ("{a} < {b} ? {a} : {b}", _PICKS),
-    Builtin.SQUARED_DIFFERENCE: ("({a} - {b}) * ({a} - {b})", NO_TRAITS),
+    Builtin.SQUARED_DIFFERENCE: ("({a} - {b}) * ({a} - {b})", _REQUANTIZES_BINARY),
     Builtin.POW: ("pow({a}, {b})", Traits(small_value_input=0)),
     Builtin.PRELU: ("{a} < INIT_FLT4(0.0f) ? {a} * {b} : {a}", NO_TRAITS),
 }
@@ -139,7 +141,9 @@ UNARY: dict[int, UnarySpec] = {
     Builtin.EXP: UnarySpec("result = exp(result);"),
     Builtin.LOG: UnarySpec("result = log(result);", Traits(small_value_input=0)),
     Builtin.SQRT: UnarySpec("result = sqrt(result);", _KEEPS_SMALL),
-    Builtin.RSQRT: UnarySpec("result = rsqrt(result);", Traits(small_value_input=0)),
+    Builtin.RSQRT: UnarySpec(
+        "result = rsqrt(result);", Traits(small_value_input=0, quantization=Quantization.REQUANTIZES)
+    ),
     Builtin.SQUARE: UnarySpec("result = result * result;", _KEEPS_SMALL),
     Builtin.SIN: UnarySpec("result = sin(result);"),
     Builtin.COS: UnarySpec("result = cos(result);"),

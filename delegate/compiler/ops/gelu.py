@@ -5,8 +5,11 @@ into its producer's (fusion.py)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ..graph import Builtin, Node
 from .elementwise import UnaryOp, UnarySpec
+from .traits import Quantization, Traits
 
 _EXACT = UnarySpec("result = INIT_FLT4(0.5f) * result * (INIT_FLT4(1.0f) + erf(result * INIT_FLT4(0.70710678f)));")
 # x^3 as products: PoCL calls pow (ops/elementwise.py, SQUARE)
@@ -18,6 +21,8 @@ _TANH = UnarySpec(
 
 class Gelu(UnaryOp):
     codes = (Builtin.GELU,)
+    #: TFLite's int8 / uint8 GELU looks up the real value rounded onto the output's grid
+    code_traits: ClassVar[dict[int, Traits]] = {Builtin.GELU: Traits(quantization=Quantization.REQUANTIZES)}
 
     def spec(self, node: Node) -> UnarySpec:
         return _TANH if node.params.get("approximate") else _EXACT
