@@ -416,6 +416,11 @@ def _comparison_lines(r: dict[str, Any]) -> list[str]:
     ]
     if len(r["outputs"]) > MAX_OUTPUTS_SHOWN:
         lines.append(f"  ... {len(r['outputs']) - MAX_OUTPUTS_SHOWN} more outputs (--json lists all)")
+    if r.get("execution_path") == "cpu faster":
+        lines.append(
+            "note: the delegate measured slower than TFLite's CPU kernels, so these outputs are TFLite's own;"
+            " --option cpu_when_faster=false compares the delegate's"
+        )
     if r.get("reference_constant"):
         lines.append(
             "note: every CPU output value is the same (for example the softmax of a random-weight"

@@ -251,3 +251,19 @@ def test_with_nothing_delegated_only_the_thread_count_is_measured(fewer_ms, chos
         assert outcome is None
     assert state.measured is None  # no partition holds it
     assert measured_choice.measurer(state, make_cpu, (1, 1))(_Sleeper(10.0)) is None  # nothing to choose
+
+
+@pytest.mark.cpu_choice_default
+def test_run_reports_where_the_measurement_sent_the_model(gate):
+    from delegate.model_run import format_result, run_model
+
+    gate.set()
+    result = run_model(UNET, {"background_compile": "on"}, runs=2, progress=False)
+    text = format_result(result)
+    measured = [c for c in result["cpu_choices"] if c.get("measured")]
+    assert measured, "the run measured the model"
+    cpu_faster = measured[0]["decision"] == "cpu"
+    assert result["execution_path"] == ("cpu faster" if cpu_faster else "delegated")
+    assert ("these outputs are TFLite's own" in text) == cpu_faster
+    assert ("this interpreter (on TFLite's CPU kernels)" in text) == cpu_faster
+    assert "measured, the model took" in text
