@@ -14,7 +14,7 @@ from .effective import Effective
 from .errors import DelegateError
 from .host import HostInfo, describe_host, host_module
 from .interpreter import DelegatedInterpreter, ExecutionPath
-from .measured_choice import measurer
+from .measured_choice import CpuMaker, measurer
 from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
@@ -212,10 +212,6 @@ def Interpreter(
         state = state or delegate_state(delegate)
         reason = not_applicable(cpu, effective)
         if reason is None:
-            # measured against TFLite alone with the threads the delegated interpreter has, and
-            # TFLite's default of one unless the caller chose
-            threads = interpreter_args.get("num_threads")
-            candidates = (threads,) if "num_threads" in cpu_args else (threads or 1, 1)
             return DelegatedInterpreter.with_background_compile(
                 cpu,
                 lambda: _allocated(_delegated(host, model_path, delegate, interpreter_args)),
@@ -228,21 +224,35 @@ def Interpreter(
                 opencl_delegate=delegate,
                 effective=effective or _from_options(kwargs, interpreter_args),
                 make_cpu=fallback_cpu,
-                measure=measurer(
-                    state, lambda n: _cpu_maker(host, model_path, {**cpu_args, "num_threads": n})(), candidates
-                ),
+                measure=_measurer(state, host, model_path, cpu_args, interpreter_args),
             )
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
         if state is not None:
             state.background_compile = BackgroundCompile(mode, path="off", cause=reason)
+    state = state if state is not None else delegate_state(delegate)
     return DelegatedInterpreter(
         _delegated(host, model_path, delegate, interpreter_args),
-        opencl=state if state is not None else delegate_state(delegate),
+        opencl=state,
         opencl_delegate=delegate,
         effective=effective or _from_options(kwargs, interpreter_args),
         make_cpu=fallback_cpu,
+        measure=_measurer(state, host, model_path, cpu_args, interpreter_args),
     )
+
+
+def _measurer(
+    state: DelegateState | None,
+    host: Any,
+    model_path: str | None,
+    cpu_args: dict[str, Any],
+    interpreter_args: dict[str, Any],
+) -> Callable[[Any], Any]:
+    """cpu_when_faster by measurement (measured_choice.py): against TFLite alone with the threads
+    the delegated interpreter has, and TFLite's default of one unless the caller chose."""
+    threads = interpreter_args.get("num_threads")
+    candidates = (threads,) if "num_threads" in cpu_args else (threads or 1, 1)
+    return measurer(state, _threads_maker(host, model_path, cpu_args), candidates)
 
 
 def _cpu_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> Callable[[], Any]:
@@ -256,9 +266,18 @@ def _cpu_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> Calla
     return make
 
 
-def _threads_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> Callable[[int], Any]:
-    """What makes an allocated host Interpreter of the model without the delegate, on ``n`` threads."""
-    return lambda n: _cpu_maker(host, model_path, {**args, "num_threads": n})()
+def _threads_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> CpuMaker:
+    """What makes an allocated host Interpreter of the model without the delegate, on ``n``
+    threads, its inputs resized to ``shapes`` (those the delegated one has: a caller's resize)."""
+
+    def make(n: int, shapes: list[tuple[int, tuple[int, ...]]]) -> Any:
+        cpu = host.Interpreter(model_path=model_path, **{**args, "num_threads": n})
+        for index, shape in shapes:
+            cpu.resize_tensor_input(index, list(shape))
+        cpu.allocate_tensors()
+        return cpu
+
+    return make
 
 
 def _from_options(options: dict[str, Any], interpreter_args: dict[str, Any]) -> Effective:

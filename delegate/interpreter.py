@@ -162,10 +162,13 @@ class DelegatedInterpreter:
         opencl_delegate: Any = None,
         effective: Effective | None = None,
         make_cpu: Callable[[], Any] | None = None,
+        measure: Callable[[Any], Any] | None = None,
     ) -> None:
         """``host``: the host's Interpreter (delegated, or on CPU for ``CPU_BY_SETTINGS``);
         ``make_cpu``: under execution fallback, makes the allocated CPU interpreter an invoke that
-        failed on the device runs on (None: a failed invoke raises)."""
+        failed on the device runs on (None: a failed invoke raises); ``measure``: on the delegated
+        path, the measurement against TFLite's CPU kernels (delegate/measured_choice.py) made
+        before the first invoke, unless the model keeps state."""
         self._calls = _Calls()
         self._host: Any = host
         self._path = path
@@ -184,6 +187,11 @@ class DelegatedInterpreter:
         self._decided = False
         #: no background build, or its switch is behind: an invoke has nothing to decide
         self._settled = True
+        #: the measurement the first invoke makes (plain path; under background compile the build makes it)
+        self._measure = measure if path is ExecutionPath.DELEGATED else None
+        self._settled = self._measure is None
+        #: why invokes run on TFLite's CPU kernels (``CPU_FASTER``): the measurement's finding
+        self.cpu_faster_cause: str | None = None
         #: the caller allocated the CPU interpreter (so its inputs hold what the caller set)
         self._cpu_allocated = False
         self._error: BaseException | None = None
@@ -266,9 +274,13 @@ class DelegatedInterpreter:
     def invoke(self) -> None:
         with self._calls.exclusive("invoke"):
             if not self._settled:
-                self._switch_when_built()
-                # decided and switched: later invokes skip the build's bookkeeping
-                self._settled = self._decided and self._path is not ExecutionPath.COMPILING
+                if self._build is not None:
+                    self._switch_when_built()
+                    # decided and switched: later invokes skip the build's bookkeeping
+                    self._settled = self._decided and self._path is not ExecutionPath.COMPILING
+                else:
+                    self._measure_before_the_first_invoke()
+                    self._settled = True
             self._invoke()
 
     def set_tensor(self, tensor_index: int, value: np.ndarray) -> None:
@@ -382,6 +394,28 @@ class DelegatedInterpreter:
         self._fallback_cpu = self._make_cpu()
         self._path = ExecutionPath.FELL_BACK
 
+    # The plain path's measurement.
+
+    def _measure_before_the_first_invoke(self) -> None:
+        """Measure the delegated interpreter against TFLite's CPU kernels (the caller's inputs kept)
+        and go to the CPU when it was faster. A model that keeps state is left alone: the
+        measurement's invokes would move it."""
+        measure, self._measure = self._measure, None
+        host = self._host
+        if measure is None or self._path is not ExecutionPath.DELEGATED or warm_start.stateful_ops(host) != []:
+            return
+        inputs = [(d["index"], host.get_tensor(d["index"]).copy()) for d in host.get_input_details()]
+        try:
+            outcome = measure(host)
+        finally:
+            for index, value in inputs:
+                host.set_tensor(index, value)
+        if outcome is None or outcome.cpu is None:
+            return
+        for index, value in inputs:
+            outcome.cpu.set_tensor(index, value)
+        self._host, self._path, self.cpu_faster_cause = outcome.cpu, ExecutionPath.CPU_FASTER, outcome.why()
+
     # Background compile: the calls that may switch, and the switch.
 
     def _allocate_beside_the_build(self) -> None:
@@ -463,6 +497,7 @@ class DelegatedInterpreter:
         report.switched_s = now
         if faster_cpu is not None:
             report.path, report.cause = "cpu faster", outcome.why()
+            self.cpu_faster_cause = report.cause
             self._host, self._path = interpreter, ExecutionPath.CPU_FASTER
             return
         report.path = "delegate"

@@ -144,25 +144,34 @@ def compare(
     return Measured(medians[0], cpu_ms, len(times[0]), threads)
 
 
+#: makes an allocated CPU interpreter of the model: (threads, [(input index, shape)]) -> interpreter
+CpuMaker = Callable[[int, list[tuple[int, tuple[int, ...]]]], Any]
+
+
 def measurer(
-    state: DelegateState | None, make_cpu: Callable[[int], Any], threads: tuple[int, ...]
+    state: DelegateState | None, make_cpu: CpuMaker, threads: tuple[int, ...]
 ) -> Callable[[Any], Outcome | None]:
-    """What the background build calls with the delegated interpreter it built: None where the
+    """What is called with the delegated interpreter, once built and allocated: None where the
     measurement does not apply, else the outcome (recorded in ``state`` and its records).
-    ``make_cpu(n)`` makes an allocated CPU interpreter with ``n`` threads; each of ``threads`` is
-    measured (TFLite's default of one, and the delegated interpreter's)."""
+    ``make_cpu`` makes an allocated CPU interpreter with the threads and input shapes given; each
+    of ``threads`` is measured (TFLite's default of one, and the delegated interpreter's)."""
 
     def measure(delegated: Any) -> Outcome | None:
+        shapes = [(int(d["index"]), tuple(int(n) for n in d["shape"])) for d in delegated.get_input_details()]
+
+        def make(n: int) -> Any:
+            return make_cpu(n, shapes)
+
         recorded = recorded_cpu_faster(state)
         if recorded is not None:  # every partition left on CPU by a recorded measurement
-            return _with_cpu(recorded, make_cpu)
+            return _with_cpu(recorded, make)
         if not applies(state):
-            if state is None or state.delegated_nodes or len(set(threads)) < 2:
+            if state is None or not state.cpu_rule_applies or state.delegated_nodes or len(set(threads)) < 2:
                 return None
-            return _fewer_threads(delegated, make_cpu, min(threads))
+            return _fewer_threads(delegated, make, min(threads))
         assert state is not None
         try:
-            cpus = {n: make_cpu(n) for n in dict.fromkeys(threads)}
+            cpus = {n: make(n) for n in dict.fromkeys(threads)}
         except (RuntimeError, ValueError):
             return None  # TFLite alone cannot run the model (a custom op only the delegate runs)
         try:

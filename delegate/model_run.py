@@ -301,6 +301,7 @@ def run_model(
         },
         "execution_fallback": getattr(interpreter, "fallback_cause", None),
         "execution_path": interpreter.path.value if hasattr(interpreter, "path") else None,
+        "cpu_faster_cause": getattr(interpreter, "cpu_faster_cause", None),
         "background_compile": state.background_compile.describe() if state.background_compile else None,
         "tflite_threads": state.tflite_threads.as_dict() if state.tflite_threads else None,
         "worker_affinity": state.worker_affinity or None,
@@ -481,6 +482,13 @@ def format_result(r: dict[str, Any]) -> str:
             else ""
         ),
         *([r["background_compile"]] if r.get("background_compile") else []),
+        *(
+            [f"on TFLite's CPU kernels: {r['cpu_faster_cause']}"]
+            if r.get("cpu_faster_cause")
+            and "cpu faster" not in str(r.get("background_compile"))
+            and r["cpu_faster_cause"] not in str(r.get("background_compile"))
+            else []
+        ),
         latency,
     ]
     lines.extend(format_cpu_choice(c) for c in r.get("cpu_choices", []))

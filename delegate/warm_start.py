@@ -72,17 +72,25 @@ def not_applicable(cpu: Any, effective: Effective | None, resized: bool = False)
     interpreter ``cpu``, unallocated) and settings, or None when background compile may run."""
     if effective is not None and not (effective.compile_fallback or effective.execution_fallback):
         return "the acceleration settings allow no fallback, so a failure to apply the delegate shows at creation"
-    try:
-        ops = {op["op_name"] for op in cpu._get_ops_details()}
-    except Exception:  # a host without the ops listing: cannot tell stateful models apart
+    stateful = stateful_ops(cpu)
+    if stateful is None:
         return "the TFLite runtime does not list the model's ops"
-    stateful = sorted(ops & STATEFUL_OPS)
     if stateful:
         return f"the model keeps state in resource variables ({', '.join(stateful)}), which live in one interpreter"
     open_dims = [d["name"] for d in cpu.get_input_details() if any(int(n) < 0 for n in d.get("shape_signature", ()))]
     if open_dims:
         return f"inputs {', '.join(open_dims)} leave dims open (the caller resizes them before allocating)"
     return None
+
+
+def stateful_ops(interpreter: Any) -> list[str] | None:
+    """The ops of the host ``interpreter``'s model that keep state in it (resource variables),
+    sorted; None when the host does not list its ops (then no model can be told stateless)."""
+    try:
+        ops = {op["op_name"] for op in interpreter._get_ops_details()}
+    except Exception:  # a host without the ops listing
+        return None
+    return sorted(ops & STATEFUL_OPS)
 
 
 @dataclass

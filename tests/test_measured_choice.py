@@ -235,9 +235,11 @@ def test_with_nothing_delegated_only_the_thread_count_is_measured(fewer_ms, chos
     from delegate.plugin import DelegateOptions, DelegateState
 
     state = DelegateState(DelegateOptions())  # nothing delegated, no partition the rule applies to
+    state.report_for(1).cpu_rule = True  # the rule applies (a CPU device, cpu_when_faster auto)
     made = {}
 
-    def make_cpu(threads):
+    def make_cpu(threads, shapes):
+        assert shapes == [(0, (1, 4)), (1, (2,))]  # the delegated interpreter's input shapes
         made[threads] = _Sleeper(fewer_ms)
         return made[threads]
 
@@ -251,6 +253,8 @@ def test_with_nothing_delegated_only_the_thread_count_is_measured(fewer_ms, chos
         assert outcome is None
     assert state.measured is None  # no partition holds it
     assert measured_choice.measurer(state, make_cpu, (1, 1))(_Sleeper(10.0)) is None  # nothing to choose
+    state.subgraphs[0].cpu_rule = False  # cpu_when_faster=false: nothing measured
+    assert measured_choice.measurer(state, make_cpu, (2, 1))(_Sleeper(10.0)) is None
 
 
 @pytest.mark.cpu_choice_default
@@ -267,3 +271,43 @@ def test_run_reports_where_the_measurement_sent_the_model(gate):
     assert ("these outputs are TFLite's own" in text) == cpu_faster
     assert ("this interpreter (on TFLite's CPU kernels)" in text) == cpu_faster
     assert "measured, the model took" in text
+
+
+@pytest.mark.cpu_choice_default
+def test_without_background_compile_the_first_invoke_measures_and_keeps_the_callers_inputs(tmp_path):
+    it = delegate.Interpreter(UNET, background_compile="off", serialization_dir=str(tmp_path))
+    it.allocate_tensors()
+    assert it.path is ExecutionPath.DELEGATED and it.opencl.measured is None
+    inputs = _inputs(it, 5)
+    got = _run(it, inputs)  # the measurement runs first, on its own inputs; the caller's are put back
+    measured = it.opencl.measured
+    assert measured is not None
+    assert it.path is (ExecutionPath.CPU_FASTER if measured.cpu_faster else ExecutionPath.DELEGATED)
+    assert (it.cpu_faster_cause is not None) == measured.cpu_faster
+    _close(got, _run(_cpu(), inputs))
+    it.invoke()  # no second measurement
+    assert it.opencl.measured is measured
+
+
+@pytest.mark.parametrize("stateful", [True, False])
+def test_the_first_invoke_measures_only_a_model_that_keeps_no_state(stateful):
+    from .test_variables import _streaming_model
+
+    host = host_runtime()
+    made = host.Interpreter(model_content=_streaming_model()) if stateful else host.Interpreter(model_path=UNET)
+    made.allocate_tensors()
+    seen = []
+
+    def measure(interpreter):
+        seen.append(interpreter)
+        for d in interpreter.get_input_details():  # the measurement's own inputs
+            interpreter.set_tensor(d["index"], np.full(d["shape"], 3, d["dtype"]))
+        return None
+
+    it = DelegatedInterpreter(made, measure=measure)
+    inputs = [(d["index"], np.ones(d["shape"], d["dtype"])) for d in it.get_input_details()]
+    got = _run(it, inputs)
+    assert seen == ([] if stateful else [made])
+    reference = host.Interpreter(model_content=_streaming_model()) if stateful else _cpu()
+    reference.allocate_tensors()
+    _close(got, _run(reference, inputs))  # the caller's inputs, put back after the measurement

@@ -190,11 +190,12 @@ class PreparePlan:
         """``nodes`` less the partitions the delegate cannot run faster than TFLite's CPU kernels
         (option cpu_when_faster; compiler/cpu_choice.py); every partition's figures go in the report,
         and in its record in the serialization folder (choice_record.py)."""
-        if not nodes:
-            return nodes
         info = self.loader.target(options.device).info
         requested = options.cpu_when_faster
         applied = requested if requested is not None else self.cpu_default(info, None)
+        prep.report.cpu_rule = applied
+        if not nodes:
+            return nodes
         store = self.loader.open_cache(options.serialization_dir, options.model_token)
 
         def model_id() -> bytes:

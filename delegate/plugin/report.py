@@ -56,6 +56,8 @@ class SubgraphReport:
     #: each candidate partition's figures of the rule cpu_when_faster, and its decision
     #: (compiler/cpu_choice.py): those left on CPU have their nodes in ``unsupported`` too
     cpu_choices: list[CpuChoice] = field(default_factory=list)
+    #: whether the rule cpu_when_faster applies here (delegate/measured_choice.py measures where it does)
+    cpu_rule: bool = False
     #: the record of each candidate partition (by its nodes), with a serialization folder
     choice_records: dict[tuple[int, ...], ChoiceRecord] = field(default_factory=dict, repr=False)
 
@@ -103,6 +105,11 @@ class DelegateState:
     @property
     def unsupported(self) -> dict[str, str]:
         return {_qualified(r, name): why for r in self.subgraphs for name, why in r.unsupported.items()}
+
+    @property
+    def cpu_rule_applies(self) -> bool:
+        """Whether the rule cpu_when_faster applied to any subgraph prepared (none prepared: False)."""
+        return any(r.cpu_rule for r in self.subgraphs)
 
     @property
     def partitions(self) -> list[PartitionInfo]:
