@@ -163,8 +163,7 @@ def measure_one(model: Path, rounds: int, block: int) -> dict[str, Any]:
             record[config] = {**_coverage(interpreter.opencl), **_error(details, _outputs(interpreter), want)}
             measured = interpreter.opencl.measured if interpreter.opencl else None
             record[config]["path"] = interpreter.path.value
-            background = interpreter.opencl.background_compile if interpreter.opencl else None
-            record[config]["path_cause"] = background.cause if background else None
+            record[config]["path_cause"] = interpreter.cpu_faster_cause
             record[config]["measured"] = measured.as_dict() if measured else None
             timed[config] = interpreter
         except Exception as exc:  # a model the delegate cannot take is a finding, not the end
