@@ -13,7 +13,8 @@ import pytest
 import delegate
 from delegate._integrity import entry_key, seal, unseal
 from delegate.cache import write_record
-from delegate.compiler.cpu_choice import POCL_CPU, estimate, node_macs
+from delegate.calibration import POCL_CPU
+from delegate.compiler.cpu_choice import estimate, node_macs
 from delegate.compiler.device_policy import cpu_when_faster
 from delegate.compiler.graph import Builtin, Graph, Node, Tensor
 from delegate.plugin.loader import Target, open_target
@@ -121,13 +122,14 @@ def test_the_estimate_counts_work_and_kernels():
     small, large = _graph(4, 4, 4), _graph(64, 56, 64)
     assert node_macs(large.nodes[0], large) == 56 * 56 * 64 * 64 * 9
     assert node_macs(large.nodes[1], large) == 0
-    tiny, big = estimate(small, [0, 1], applied=True), estimate(large, [0, 1], applied=True)
+    tiny = estimate(small, [0, 1], applied=True, calibration=POCL_CPU)
+    big = estimate(large, [0, 1], applied=True, calibration=POCL_CPU)
     # the RELU links into the convolution's kernel: one kernel, two nodes on CPU
     assert (tiny.kernels, tiny.cpu_nodes) == (1, 2)
     assert tiny.delegate_us == big.delegate_us == POCL_CPU.invoke_us + POCL_CPU.kernel_us
     assert tiny.on_cpu and not big.on_cpu
     assert big.cpu_us > 1000 * tiny.cpu_us
-    assert not estimate(small, [0, 1], applied=False).on_cpu
+    assert not estimate(small, [0, 1], applied=False, calibration=POCL_CPU).on_cpu
 
 
 @pytest.mark.parametrize("name,delegated", [("mobilenet_v2", 65), ("small_cnn", 0), ("elementwise_mix", 0)])

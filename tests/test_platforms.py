@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from delegate import write_context
+from delegate import calibration, write_context
 from delegate.cache import default_program_dir
 from delegate.calibration import POCL_CPU
-from delegate.compiler import cpu_choice
 from delegate.runtime import opencl
 from delegate.runtime.device import DeviceInfo
 from delegate.runtime.platforms import (
@@ -55,7 +54,8 @@ def test_the_platform_is_chosen_by_name() -> None:
 def test_what_each_platform_answers() -> None:
     pocl, generic = PoclPlatform(), GenericPlatform()
     assert pocl.chosen_without_gpu and not generic.chosen_without_gpu
-    assert pocl.calibration is POCL_CPU is cpu_choice.POCL_CPU and generic.calibration is None
+    assert pocl.calibration is POCL_CPU and generic.calibration is None
+    assert calibration.UNMEASURED is POCL_CPU  # what the plugin weighs where a platform measured none
     for rules in (pocl, generic):
         assert rules.persistent_kernels(is_gpu=False) and not rules.persistent_kernels(is_gpu=True)
         assert rules.program_key("p|d", "") == "p|d" and rules.program_key("p|d", "skx") == "p|d|skx"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..calibration import POCL_CPU, Calibration
+from ..calibration import Calibration
 from .graph import Graph, Node
 from .ops import op_for
 
@@ -157,8 +157,9 @@ class CpuChoice:
         return choice
 
 
-def estimate(graph: Graph, nodes: list[int], *, applied: bool, calibration: Calibration = POCL_CPU) -> CpuChoice:
-    """The figures of the partition ``nodes`` of ``graph`` (``applied``: whether the rule decides)."""
+def estimate(graph: Graph, nodes: list[int], *, applied: bool, calibration: Calibration) -> CpuChoice:
+    """The figures of the partition ``nodes`` of ``graph`` with the device's measured costs
+    (``applied``: whether the rule decides)."""
     cpu_nodes = kernels = macs = elements = 0
     for index in nodes:
         node = graph.nodes[index]

@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from .._warnings import warn
 from ..cache import SerializationCache, entry_seal, partition_key
-from ..compiler.cpu_choice import POCL_CPU, CpuChoice, Measured, estimate
+from ..calibration import Calibration
+from ..compiler.cpu_choice import CpuChoice, Measured, estimate
 from ..compiler.fingerprint import compiler_fingerprint, partition_fingerprint
+from ..compiler.graph import Graph
 from ..errors import CacheIntegrityError
 from .report import ChoiceRecord, DelegateState
 
@@ -32,21 +33,23 @@ _PLUGIN = "tflite-opencl-delegate"
 
 def decide(
     store: SerializationCache | None,
-    graph: Any,
+    graph: Graph,
     members: list[int],
     *,
     applied: bool,
+    calibration: Calibration,
     device_key: str,
     model_id: Callable[[], bytes],
 ) -> tuple[CpuChoice, ChoiceRecord | None]:
-    """The rule's choice for the partition ``members`` of ``graph``: its record's when ``store``
-    holds one, else estimated (and recorded when there is a ``store``), with where its record is.
-    ``model_id`` is called for the bytes identifying the weights only when there is a ``store``."""
+    """The rule's choice for the partition ``members`` of ``graph``, from the device's measured
+    costs (``calibration``): its record's when ``store`` holds one, else estimated (and recorded
+    when there is a ``store``), with where its record is. ``model_id`` is called for the bytes
+    identifying the weights only when there is a ``store``."""
     if store is None:
-        return estimate(graph, members, applied=applied), None
+        return estimate(graph, members, applied=applied, calibration=calibration), None
     extra = ["cpu_when_faster", applied, compiler_fingerprint()]
     nodes = partition_fingerprint(graph, members)
-    key = partition_key(nodes, POCL_CPU, device_key=device_key, extra=extra, model_id=model_id())
+    key = partition_key(nodes, calibration, device_key=device_key, extra=extra, model_id=model_id())
     path = store.record(key)
     sealed = entry_seal("record", key)
     names = tuple(graph.nodes[i].name for i in members)
@@ -58,7 +61,7 @@ def decide(
     except (CacheIntegrityError, ValueError) as exc:
         log.warning("cache record %s is unusable (%s); estimating again", path, exc)
         warn(f"{_PLUGIN}: cache record {path} is unusable ({exc}); estimating again")
-    choice = estimate(graph, members, applied=applied)
+    choice = estimate(graph, members, applied=applied, calibration=calibration)
     _write(choice, where)
     return choice, where
 

@@ -19,6 +19,7 @@ from typing import Any
 from .. import cancel
 from .._native import ffi, lib
 from .._warnings import warn
+from ..calibration import UNMEASURED
 from ..compiler.claim import NO_KERNEL, claimed_nodes
 from ..compiler.device_policy import cpu_when_faster
 from ..compiler.graph import Graph
@@ -197,13 +198,22 @@ class PreparePlan:
         if not nodes:
             return nodes
         store = self.loader.open_cache(options.serialization_dir, options.model_token)
+        calibration = info.platform_rules.calibration or UNMEASURED  # the device's platform's costs
 
         def model_id() -> bytes:
             return options.model_token.encode() if options.model_token else prep.constants_digest(context)
 
         kept: set[int] = set()
         for members, _, _ in preview_partitions(context, nodes):
-            choice, where = decide(store, prep.graph, members, applied=applied, device_key=info.key, model_id=model_id)
+            choice, where = decide(
+                store,
+                prep.graph,
+                members,
+                applied=applied,
+                calibration=calibration,
+                device_key=info.key,
+                model_id=model_id,
+            )
             prep.report.cpu_choices.append(choice)
             if where is not None:
                 prep.report.choice_records[choice.nodes] = where
