@@ -48,6 +48,33 @@ def test_shape_arithmetic_is_folded():
     assert graph.tensor(6).is_constant and graph.tensor(6).constant.dtype == np.int32
 
 
+@pytest.mark.parametrize(
+    ("op", "params", "args", "out", "want"),
+    [
+        (Builtin.PACK, {"axis": 0}, [[2], [3]], (2, 1), [[2], [3]]),
+        (Builtin.CONCATENATION, {"axis": 0}, [[1, 2], [3]], (3,), [1, 2, 3]),
+        (Builtin.RESHAPE, {}, [[4, 5], [2]], (2,), [4, 5]),
+        (Builtin.EXPAND_DIMS, {}, [[4, 5], [0]], (1, 2), [[4, 5]]),
+        (Builtin.CAST, {}, [[7, 8]], (2,), [7, 8]),
+        (Builtin.ADD, {}, [[1, 2], [10]], (2,), [11, 12]),
+        (Builtin.ADD, {"activation": 1}, [[1, 2], [10]], (2,), None),  # a fused activation: TFLite's to do
+        (Builtin.MUL, {}, [[1, 2], [10]], (2,), None),  # not folded: left to TFLite
+        (Builtin.MINIMUM, {}, [[1, 9], [5]], (2,), [1, 5]),
+        (Builtin.REDUCE_PROD, {"keep_dims": False}, [[2, 3, 4], [0]], (), 24),
+        (Builtin.SUM, {}, [[2, 3, 4], [0]], (), None),
+        (Builtin.SLICE, {}, [[5, 6, 7, 8], [1], [2]], (2,), [6, 7]),
+        (Builtin.STRIDED_SLICE, {"shrink_axis_mask": 1}, [[5, 6, 7], [2], [3], [1]], (), 7),
+    ],
+    ids=lambda v: getattr(v, "name", None),
+)
+def test_each_op_folds_its_own_shape_arithmetic(op, params, args, out, want):
+    from delegate.compiler.ops import OPS
+
+    node = Node(0, op, 1, tuple(range(len(args))), (len(args),), params)
+    got = OPS[op].fold(node, [np.asarray(a, np.int64) for a in args], out)
+    assert (got is None) if want is None else np.asarray(got).tolist() == want
+
+
 def test_a_computed_shape_that_disagrees_with_the_model_is_not_trusted():
     graph = _shape_arithmetic_graph(flat=24)  # PACK computes [1, 24]; the model says (1, 48)
     found = resolve(graph, list(graph.nodes))

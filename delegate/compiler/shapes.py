@@ -34,7 +34,7 @@ import numpy as np
 
 from .graph import Graph, Node
 from .op_names import BUILTIN_OPERATORS
-from .ops import CUSTOM_OPS
+from .ops import CUSTOM_OPS, op_for
 
 _INT32, _INT64 = 2, 4  # TfLiteType
 #: integer tensors up to this many elements are evaluated (shape vectors, scalars)
@@ -262,59 +262,20 @@ def _evaluate(node: Node, graph: Graph, value: Callable[[int], np.ndarray | None
 
 
 def _compute(node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
-    op, p = node.op, node.params
-    if op in (_Op.RESHAPE, _Op.SQUEEZE, _Op.EXPAND_DIMS, _Op.CAST):
-        return args[0].reshape(out_shape)
-    if op == _Op.PACK:
-        return np.stack(args, axis=int(p.get("axis", 0)))
-    if op == _Op.CONCATENATION:
-        return np.concatenate(args, axis=int(p.get("axis", 0)))
-    if op == _Op.GATHER and int(p.get("batch_dims", 0)) == 0:
+    """The op's own folding (``Op.fold``); for the shape ops the compiler has no kernel for, here."""
+    op = op_for(node)
+    if op is not None:
+        return op.fold(node, args, out_shape)
+    p = node.params
+    if node.op == _Op.GATHER and int(p.get("batch_dims", 0)) == 0:
         data, indices = args
         axis = int(p.get("axis", 0))
         if np.any(indices < 0) or np.any(indices >= data.shape[axis]):
             return None
         return np.take(data, indices, axis=axis)
-    if op in (_Op.ADD, _Op.SUB, _Op.MAXIMUM, _Op.MINIMUM) and not p.get("activation", 0):
-        fn = {_Op.ADD: np.add, _Op.SUB: np.subtract, _Op.MAXIMUM: np.maximum, _Op.MINIMUM: np.minimum}[_Op(op)]
-        return fn(args[0], args[1])
-    if op == _Op.FLOOR_DIV:
+    if node.op == _Op.FLOOR_DIV:
         return None if np.any(args[1] == 0) else np.floor_divide(args[0], args[1])
-    if op == _Op.REDUCE_PROD:
-        axes = tuple(int(a) % args[0].ndim for a in args[1].reshape(-1))
-        return np.prod(args[0], axis=axes, keepdims=bool(p.get("keep_dims", False)))
-    if op == _Op.SLICE:
-        begin, size = args[1].reshape(-1), args[2].reshape(-1)
-        index = tuple(slice(int(b), None if s < 0 else int(b + s)) for b, s in zip(begin, size, strict=True))
-        return args[0][index]
-    if op == _Op.STRIDED_SLICE:
-        return _strided_slice(args[0], args[1], args[2], args[3], p)
     return None
-
-
-def _strided_slice(
-    data: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, p: dict
-) -> np.ndarray | None:
-    """TFLite's STRIDED_SLICE with positive strides and no ellipsis or new axes (the shape arithmetic
-    converters emit); begin and end clamp into the axis as in TFLite, which Python's slices also do."""
-    if p.get("ellipsis_mask", 0) or p.get("new_axis_mask", 0) or p.get("offset", False):
-        return None
-    begin, end, strides = begin.reshape(-1), end.reshape(-1), strides.reshape(-1)
-    if not len(begin) == len(end) == len(strides) <= data.ndim or np.any(strides <= 0):
-        return None
-    index: list[slice | int] = []
-    for axis in range(len(begin)):
-        size, step = data.shape[axis], int(strides[axis])
-        if p.get("shrink_axis_mask", 0) >> axis & 1:
-            b = int(begin[axis]) + (size if begin[axis] < 0 else 0)
-            if not 0 <= b < size:
-                return None
-            index.append(b)
-            continue
-        b = None if p.get("begin_mask", 0) >> axis & 1 else int(begin[axis])
-        e = None if p.get("end_mask", 0) >> axis & 1 else int(end[axis])
-        index.append(slice(b, e, step))
-    return np.asarray(data[tuple(index)])
 
 
 def fold_values(graph: Graph, found: StaticShapes) -> set[int]:

@@ -129,6 +129,12 @@ class Op:
         None where it does not say (shape_check.py then trusts the model's)."""
         return None
 
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        """Constant folding: the node's output computed at compile time from its inputs' values
+        (small integer tensors, as int64: the shape arithmetic of compiler/shapes.py), or None where
+        the op does not fold them. Raising ValueError, IndexError or TypeError counts as None."""
+        return None
+
     def macs(self, node: Node, graph: Graph) -> int:
         """Multiply-adds of the node (cpu_choice.py's cost): matrix products only, 0 for others."""
         return 0

@@ -30,6 +30,9 @@ class Concatenation(Op):
     def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
         return shape_rules.concatenation(node, graph)
 
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        return np.concatenate(args, axis=int(node.params.get("axis", 0)))
+
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)
         if problem:

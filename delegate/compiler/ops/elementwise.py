@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+import numpy as np
+
 from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
@@ -34,6 +36,13 @@ BINARY: dict[int, tuple[str, Traits]] = {
     Builtin.PRELU: ("{a} < INIT_FLT4(0.0f) ? {a} * {b} : {a}", NO_TRAITS),
 }
 FUSED = (Builtin.ADD, Builtin.SUB, Builtin.MUL, Builtin.DIV)
+#: the binary ops folded on integer shape values (shapes.py), with numpy's function
+_INTEGER_FOLDS = {
+    Builtin.ADD: np.add,
+    Builtin.SUB: np.subtract,
+    Builtin.MAXIMUM: np.maximum,
+    Builtin.MINIMUM: np.minimum,
+}
 
 
 def read_broadcast(name: str, indent: str = "  ", zero_extended: bool = False) -> str:
@@ -60,6 +69,10 @@ class Binary(Op):
     codes = tuple(BINARY)
     data_inputs = 2
     code_traits: ClassVar[dict[int, Traits]] = {code: traits for code, (_, traits) in BINARY.items()}
+
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        fn = _INTEGER_FOLDS.get(node.op)
+        return None if fn is None or node.params.get("activation", 0) else fn(args[0], args[1])
 
     def traits(self, code: int) -> Traits:
         return replace(super().traits(code), own_kernel=False)  # linked into its producer's kernel

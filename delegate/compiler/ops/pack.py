@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANES, operation, written
@@ -49,6 +51,9 @@ class Pack(Op):
     codes = (Builtin.PACK,)
     data_inputs = MAX_PIECES
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
+
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        return np.stack(args, axis=int(node.params.get("axis", 0)))
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = runtime_io(node, graph)

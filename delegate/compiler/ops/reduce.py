@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANES, operation, written
@@ -29,6 +31,12 @@ class Reduce(Op):
         Builtin.REDUCE_MAX: Traits(quantization=Quantization.KEEPS_INTEGERS),
         Builtin.REDUCE_MIN: Traits(quantization=Quantization.KEEPS_INTEGERS),
     }
+
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        if node.op != Builtin.REDUCE_PROD:  # the one reduction in shape arithmetic (Keras' Tensordot)
+            return None
+        axes = tuple(int(a) % args[0].ndim for a in args[1].reshape(-1))
+        return np.prod(args[0], axis=axes, keepdims=bool(node.params.get("keep_dims", False)))
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = data_check(node, graph, constants=(1,))

@@ -111,12 +111,44 @@ class Transpose(Op):
         return operation(gather_code(exprs), srcs=["src_tensor"])
 
 
+def strided_slice_values(
+    data: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, p: dict
+) -> np.ndarray | None:
+    """TFLite's STRIDED_SLICE with positive strides and no ellipsis or new axes (the shape arithmetic
+    converters emit); begin and end clamp into the axis as in TFLite, which Python's slices also do."""
+    if p.get("ellipsis_mask", 0) or p.get("new_axis_mask", 0) or p.get("offset", False):
+        return None
+    begin, end, strides = begin.reshape(-1), end.reshape(-1), strides.reshape(-1)
+    if not len(begin) == len(end) == len(strides) <= data.ndim or np.any(strides <= 0):
+        return None
+    index: list[slice | int] = []
+    for axis in range(len(begin)):
+        size, step = data.shape[axis], int(strides[axis])
+        if p.get("shrink_axis_mask", 0) >> axis & 1:
+            b = int(begin[axis]) + (size if begin[axis] < 0 else 0)
+            if not 0 <= b < size:
+                return None
+            index.append(b)
+            continue
+        b = None if p.get("begin_mask", 0) >> axis & 1 else int(begin[axis])
+        e = None if p.get("end_mask", 0) >> axis & 1 else int(end[axis])
+        index.append(slice(b, e, step))
+    return np.asarray(data[tuple(index)])
+
+
 class Slice(Op):
     """SLICE (begin, size) and STRIDED_SLICE (begin, end, strides; begin and shrink masks)."""
 
     codes = (Builtin.SLICE, Builtin.STRIDED_SLICE)
     data_inputs = 1
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
+
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        if node.op == Builtin.STRIDED_SLICE:
+            return strided_slice_values(args[0], args[1], args[2], args[3], node.params)
+        begin, size = args[1].reshape(-1), args[2].reshape(-1)
+        index = tuple(slice(int(b), None if s < 0 else int(b + s)) for b, s in zip(begin, size, strict=True))
+        return args[0][index]
 
     def check(self, node: Node, graph: Graph) -> str | None:
         constants = (1, 2, 3) if node.op == Builtin.STRIDED_SLICE else (1, 2)

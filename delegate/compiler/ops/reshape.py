@@ -8,6 +8,8 @@ import math
 from dataclasses import replace
 from typing import ClassVar
 
+import numpy as np
+
 from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
 from ..kernel import Kernel
@@ -76,6 +78,9 @@ class Reshape(Op):
         if math.prod(src.shape) != math.prod(dst.shape):
             return "element counts differ"
         return None
+
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        return args[0].reshape(out_shape)  # row-major order kept
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         channels = [layout.bhwc(ctx.graph.tensor(i).shape)[3] for i in (node.inputs[0], node.outputs[0])]
