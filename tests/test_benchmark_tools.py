@@ -196,6 +196,23 @@ def test_xnnpack_race_reports_each_model_and_the_geometric_mean(capsys):
     assert "geometric mean of delegate / XNNPACK:" in out
 
 
+def test_batch_matmul_reports_the_kernel_and_the_call(capsys):
+    bench = benchmark_module("batch_matmul")
+    assert bench.main(["--only", "rows", "--rounds", "2", "--block", "2", "--runs", "2"]) == 0
+    (line,) = [row for row in capsys.readouterr().out.splitlines() if row.startswith("| rows ")]
+    kernel, call, ratio = (float(line.split("|")[i]) for i in (2, 3, 5))
+    assert 0 < kernel and 0 < call and ratio > 0
+
+
+def test_model_kinds_check_names_the_models_over_the_ratio(capsys):
+    kinds = benchmark_module("model_kinds")
+    records = [{"model": "a", "ratio": {"default": 1.01}}, {"model": "b", "ratio": {"default": 1.2}}, {"model": "c"}]
+    assert kinds._check(records, None) == 0
+    assert kinds._check(records[:1], 1.05) == 0
+    assert kinds._check(records, 1.05) == 1
+    assert "b (1.20), c (-)" in capsys.readouterr().err
+
+
 def test_node_race_splits_the_samples_by_library_and_node():
     race = benchmark_module("node_race")
     script = "\n".join(

@@ -1223,6 +1223,28 @@ def test_batch_matmul(batch, mkn, adj, constant, seed):
         )
 
 
+@pytest.mark.parametrize(
+    ("lhs_shape", "rhs_shape", "adj_y", "precision"),
+    [
+        ((1, 4, 128, 16), (1, 4, 128, 16), True, "F32"),  # attention scores: Q x K^T
+        ((1, 4, 128, 128), (1, 4, 128, 16), False, "F32"),  # scores x V
+        ((1, 4, 33, 16), (1, 4, 40, 16), True, "F16"),
+        ((2, 3, 5, 13), (2, 3, 13, 6), False, "F32"),  # K and N past whole slices, rows past a block
+        ((2, 3, 5, 13), (2, 3, 6, 13), True, "F32"),
+        ((3, 7, 6), (6, 9), False, "F32"),  # a rank-2 right operand: the same matrix for every batch
+        ((2, 1, 3, 10), (1, 4, 10, 5), False, "F32"),  # both operands broadcast
+        ((1, 1, 2), (1, 2, 3), False, "F32"),  # a single row
+    ],
+)
+def test_batch_matmul_row_kernel(lhs_shape, rhs_shape, adj_y, precision):
+    rng = np.random.default_rng(len(lhs_shape) + lhs_shape[-1])
+    a, b = rand(lhs_shape, rng), rand(rhs_shape, rng)
+    out = np.matmul(a, np.swapaxes(b, -1, -2) if adj_y else b).shape
+    options = ("BatchMatMulOptions", {"AdjX": False, "AdjY": adj_y})
+    ops = [Op(Builtin.BATCH_MATMUL, [0, 1], [2], options)]
+    check([T(lhs_shape), T(rhs_shape), T(out)], ops, [0, 1], [2], [a, b], precision)
+
+
 def test_fully_connected_keep_num_dims():
     rng = np.random.default_rng(21)
     tensors = [T((2, 3, 17)), T((5, 17), rand((5, 17), rng)), T((5,), rand((5,), rng)), T((2, 3, 5))]

@@ -13,6 +13,7 @@ from delegate.compiler.kernels.cpu.gemm_conv import GemmSpec
 from delegate.compiler.kernels.gpu.gpu_conv import GpuTile
 from delegate.compiler.options import CompileOptions, ConvKernels, KernelFamily
 from delegate.compiler.partition import compile_partition
+from delegate.compiler.selectors.batch_matmul import ROWS, select_batch_matmul
 from delegate.compiler.selectors.conv import (
     reads_concat_in_place,
     select_conv,
@@ -260,6 +261,22 @@ def test_a_concatenation_is_read_in_place_by_the_cpu_matrix_products_only():
     assert not reads_concat_in_place(conv, concat, g.graph, TEXTURE)
 
 
+@pytest.mark.parametrize(
+    ("lhs", "rhs", "out", "adj_x", "variant", "rows", "grid"),
+    [
+        ((1, 4, 128, 64), (1, 4, 128, 64), (1, 4, 128, 128), False, Variant.BATCH_ROWS, ROWS, (32, 4, 32)),
+        ((2, 3, 5, 13), (2, 3, 13, 6), (2, 3, 5, 6), False, Variant.BATCH_ROWS, ROWS, (4, 3, 2)),
+        ((7, 6), (6, 9), (7, 9), False, Variant.BATCH_ROWS, ROWS, (2, 1, 3)),
+        ((1, 2), (2, 3), (1, 3), False, Variant.BATCH_ROWS, 1, (1, 1, 1)),  # one row: one per work-item
+        ((2, 13, 5), (2, 13, 6), (2, 5, 6), True, Variant.PLAIN, None, None),  # a transposed left operand
+    ],
+)
+def test_batch_matmul_rows(lhs, rhs, out, adj_x, variant, rows, grid):
+    g = _Graph()
+    node = g.node(Builtin.BATCH_MATMUL, [g.tensor(lhs), g.tensor(rhs)], out, adj_x=adj_x)
+    assert select_batch_matmul(node, g.graph) == KernelSpec(variant, grid=grid, rows=rows)
+
+
 def test_odd_thirds_picks_odd_multiples_of_three_groups():
     assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
 
@@ -291,12 +308,15 @@ def test_emit_launches_the_kernel_its_selector_chose(options):
         g.fully_connected(32, 64, 10),
         g.transpose_conv((1, 6, 6, 8), 16, 2, 2, Padding.VALID),
     ]
+    q, k = g.tensor((1, 4, 9, 16)), g.tensor((1, 4, 12, 16))
+    nodes.append(g.node(Builtin.BATCH_MATMUL, [q, k], (1, 4, 9, 12), adj_y=True))
     graph = g.graph
     select = {
         Builtin.CONV_2D: select_conv,
         Builtin.DEPTHWISE_CONV_2D: select_depthwise,
         Builtin.FULLY_CONNECTED: select_fully_connected,
         Builtin.TRANSPOSE_CONV: select_transpose_conv,
+        Builtin.BATCH_MATMUL: lambda node, graph, options: select_batch_matmul(node, graph),
     }
     for node in nodes:
         spec = select[node.op](node, graph, options)

@@ -7,15 +7,19 @@ from typing import ClassVar
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
-from ..kernels.common.pieces import HEAD, LANES, operation, written
+from ..kernels.common.batch_matmul import plain_code, rows_code
+from ..kernels.common.pieces import operation
+from ..selectors.batch_matmul import select_batch_matmul
+from ..selectors.spec import Variant
 from . import costs
 from .base import EmitContext, Op, operands, runtime_io
+from .conv_render import launched
 from .traits import Traits
 
 
 class BatchMatMul(Op):
     """BATCH_MATMUL: [..., M, K] x [..., K, N] (either side transposed by adj_x / adj_y), batch dims
-    broadcast; either operand may be a constant. One output lane at a time."""
+    broadcast; either operand may be a constant. Its kernel is selectors/batch_matmul.py's choice."""
 
     codes = (Builtin.BATCH_MATMUL,)
     data_inputs = 2
@@ -41,33 +45,10 @@ class BatchMatMul(Op):
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         srcs, objects = operands(["lhs", "rhs"], list(node.inputs), ctx)
-        adj_x, adj_y = bool(node.params.get("adj_x")), bool(node.params.get("adj_y"))
-        yl, bl = "args.lhs.Height() == 1 ? 0 : Y", "args.lhs.Batch() == 1 ? 0 : b"
-        yr, br = "args.rhs.Height() == 1 ? 0 : Y", "args.rhs.Batch() == 1 ? 0 : b"
-        lhs = (
-            f"dlg_component(args.lhs.Read(kk, {yl}, X / 4, {bl}), X % 4)"
-            if adj_x
-            else f"dlg_component(args.lhs.Read(X, {yl}, kk / 4, {bl}), kk % 4)"
-        )
-        rhs = (
-            f"dlg_component(args.rhs.Read(n, {yr}, kk / 4, {br}), kk % 4)"
-            if adj_y
-            else f"dlg_component(args.rhs.Read(kk, {yr}, n / 4, {br}), n % 4)"
-        )
-        depth = "args.lhs.Width()" if adj_x else "args.lhs.Channels()"
-        code = (
-            LANES
-            + HEAD
-            + f"""  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {{
-    int n = S * 4 + k;
-    if (n >= args.dst_tensor.Channels()) break;
-    float acc = 0.0f;
-    for (int kk = 0; kk < {depth}; ++kk) {{
-      acc += (float){lhs} * (float){rhs};
-    }}
-    result = dlg_set(result, k, (FLT)acc);
-  }}
-"""
-        )
-        return operation(written(code), srcs=srcs, tensor_objects=objects)
+        spec = select_batch_matmul(node, ctx.graph)
+        if spec.variant is Variant.BATCH_ROWS:
+            assert spec.rows is not None
+            code = rows_code(spec.rows, bool(node.params.get("adj_y")))
+        else:
+            code = plain_code(bool(node.params.get("adj_x")), bool(node.params.get("adj_y")))
+        return launched(operation(code, srcs=srcs, tensor_objects=objects), spec)

@@ -13,7 +13,7 @@ Extent3 = tuple[int, int, int]
 
 
 class Variant(Enum):
-    """The kernels of the convolution-like ops; kernels/ holds their templates."""
+    """The kernels of the convolution-like ops and BATCH_MATMUL; kernels/ holds their templates."""
 
     #: CONV_2D whose input channels split into groups: one output lane at a time (common/conv_plain)
     GROUPED = "grouped"
@@ -36,7 +36,10 @@ class Variant(Enum):
     DEPTHWISE_MULTIPLIER = "depthwise_multiplier"
     #: CONV_2D's generic kernel of 4 pixels x 2 slices per work-item (common/conv_blocked)
     BLOCKED = "blocked"
-    #: the op's generic kernel: one output FLT4 per work-item, any storage (common/conv_plain)
+    #: BATCH_MATMUL: rows of the output per work-item, a slice of K at a time (common/batch_matmul)
+    BATCH_ROWS = "batch_rows"
+    #: the op's generic kernel: one output FLT4 per work-item, any storage (common/conv_plain,
+    #: common/batch_matmul)
     PLAIN = "plain"
 
 
@@ -59,3 +62,5 @@ class KernelSpec:
     gemm: GemmSpec | None = None
     #: GPU_DIRECT: the work-item's and the weight tile's blocking
     tile: GpuTile | None = None
+    #: BATCH_ROWS: output rows per work-item
+    rows: int | None = None
