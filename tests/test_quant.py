@@ -626,6 +626,17 @@ def test_int8_transformer_elementwise(op, dtype):
     check_quant(tensors, [Op(op, inputs, [len(inputs)], options)], inputs, [len(inputs)], feeds)
 
 
+@pytest.mark.parametrize("adj_y", [False, True])
+def test_int8_batch_matmul(adj_y):
+    """Attention's products in int8: both operands at run time, the product rounded once."""
+    rng = np.random.default_rng(int(adj_y))
+    lhs, rhs = (1, 2, 9, 12), ((1, 2, 7, 12) if adj_y else (1, 2, 12, 7))
+    tensors = [qt(lhs, 0.05, 3), qt(rhs, 0.04, -6), qt((1, 2, 9, 7), 0.3, -2)]
+    options = ("BatchMatMulOptions", {"AdjX": False, "AdjY": adj_y})
+    feeds = [qrand(lhs, rng), qrand(rhs, rng)]
+    check_quant(tensors, [Op(Builtin.BATCH_MATMUL, [0, 1], [2], options, version=4)], [0, 1], [2], feeds)
+
+
 def test_int8_padv2_resize_nearest_squeeze_expand_dims():
     # The data-movement forms that keep the scale (PADV2 with a quantized pad value, nearest
     # resizing, SQUEEZE and EXPAND_DIMS): the values move, so every output matches exactly.

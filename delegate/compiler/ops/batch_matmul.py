@@ -14,7 +14,7 @@ from ..selectors.spec import Variant
 from . import costs
 from .base import EmitContext, Op, operands, runtime_io
 from .conv_render import launched
-from .traits import Traits
+from .traits import Quantization, Traits
 
 
 class BatchMatMul(Op):
@@ -23,7 +23,10 @@ class BatchMatMul(Op):
 
     codes = (Builtin.BATCH_MATMUL,)
     data_inputs = 2
-    code_traits: ClassVar[dict[int, Traits]] = {Builtin.BATCH_MATMUL: Traits(product=True, hybrid_weights=(1, 0))}
+    #: TFLite's int8 kernel accumulates integers exactly and rounds the real product once: carried in float
+    code_traits: ClassVar[dict[int, Traits]] = {
+        Builtin.BATCH_MATMUL: Traits(quantization=Quantization.REQUANTIZES, product=True, hybrid_weights=(1, 0))
+    }
 
     def macs(self, node: Node, graph: Graph) -> int:
         return costs.batch_matmul_macs(node, graph)
