@@ -136,10 +136,10 @@ def test_binary_with_broadcasting(op, pair, seed, constant, act, precision):
 @pytest.mark.parametrize("precision", ["F32", "F16"])
 def test_elementwise_kernels_in_runs_of_pixels(shape, precision):
     # On CPU devices an elementwise kernel's work-item runs a row's pixels 8 at a time
-    # (elementwise.ROW_PIXELS): a whole run, a run and one pixel, two runs and one, one pixel, in
+    # (selectors/pointwise.ROW_PIXELS): a whole run, a run and one pixel, two runs and one, one pixel, in
     # batches of 1 and 2. A PRELU with an ADD of a runtime tensor broadcast along the width linked
     # in, and a TANH: two kernels, every op standalone or linked inside the run.
-    from delegate.compiler.ops.elementwise import ROW_PIXELS
+    from delegate.compiler.selectors.pointwise import ROW_PIXELS
 
     assert ROW_PIXELS == 8
     rng = np.random.default_rng(sum(shape))

@@ -30,6 +30,13 @@ from delegate.compiler.selectors.gemm import (
     row_blocking,
 )
 from delegate.compiler.selectors.pair import PAIR_LOCAL_BYTES, select_pair
+from delegate.compiler.selectors.pointwise import (
+    POOL_MAX_TAPS,
+    POOL_PIXELS,
+    ROW_PIXELS,
+    select_elementwise,
+    select_pool,
+)
 from delegate.compiler.selectors.spec import KernelSpec, Variant
 from delegate.context.model import TensorStorageType
 
@@ -277,6 +284,33 @@ def test_batch_matmul_rows(lhs, rhs, out, adj_x, variant, rows, grid):
     assert select_batch_matmul(node, g.graph) == KernelSpec(variant, grid=grid, rows=rows)
 
 
+def _pool_node(g: _Graph, src: tuple[int, int, int, int], window: int) -> Node:
+    b, h, w, c = src
+    out = (b, -(-h // window), -(-w // window), c)
+    return g.node(
+        Builtin.MAX_POOL_2D, [g.tensor(src)], out, padding=Padding.SAME, stride_width=window, stride_height=window,
+        filter_width=window, filter_height=window, activation=0,
+    )  # fmt: skip
+
+
+def test_elementwise_ops_take_runs_of_a_row_on_cpu_devices():
+    g = _Graph()
+    node = g.node(Builtin.ADD, [g.tensor((2, 5, 19, 6)), g.tensor((1, 1, 1, 6))], (2, 5, 19, 6))
+    grid = (-(-19 // ROW_PIXELS) * 2, 5, 2)
+    assert select_elementwise(node, g.graph, CPU) == KernelSpec(Variant.ROW_RUNS, grid=grid, rows=ROW_PIXELS)
+    assert select_elementwise(node, g.graph, GPU) == KernelSpec(Variant.PLAIN)
+
+
+def test_pooling_unrolls_windows_up_to_its_tap_limit_over_buffers():
+    g = _Graph()
+    small, large = _pool_node(g, (1, 9, 13, 8), 3), _pool_node(g, (1, 16, 16, 4), 8)
+    assert 8 * 8 > POOL_MAX_TAPS >= 3 * 3
+    rows = KernelSpec(Variant.POOL_ROWS, grid=(-(-5 // POOL_PIXELS), 3, 2), work_group=(1, 3, 1), rows=POOL_PIXELS)
+    assert select_pool(small, g.graph, CPU) == rows
+    assert select_pool(large, g.graph, CPU) == KernelSpec(Variant.PLAIN)
+    assert select_pool(small, g.graph, TEXTURE) == KernelSpec(Variant.PLAIN)  # no linear addressing
+
+
 def test_odd_thirds_picks_odd_multiples_of_three_groups():
     assert [g for g in range(1, 20) if odd_thirds(g)] == [3, 9, 15]
 
@@ -310,6 +344,8 @@ def test_emit_launches_the_kernel_its_selector_chose(options):
     ]
     q, k = g.tensor((1, 4, 9, 16)), g.tensor((1, 4, 12, 16))
     nodes.append(g.node(Builtin.BATCH_MATMUL, [q, k], (1, 4, 9, 12), adj_y=True))
+    nodes.append(g.node(Builtin.ADD, [g.tensor((2, 5, 19, 6)), g.tensor((2, 5, 19, 6))], (2, 5, 19, 6)))
+    nodes.append(_pool_node(g, (1, 9, 13, 8), 3))
     graph = g.graph
     select = {
         Builtin.CONV_2D: select_conv,
@@ -317,6 +353,8 @@ def test_emit_launches_the_kernel_its_selector_chose(options):
         Builtin.FULLY_CONNECTED: select_fully_connected,
         Builtin.TRANSPOSE_CONV: select_transpose_conv,
         Builtin.BATCH_MATMUL: lambda node, graph, options: select_batch_matmul(node, graph),
+        Builtin.ADD: select_elementwise,
+        Builtin.MAX_POOL_2D: select_pool,
     }
     for node in nodes:
         spec = select[node.op](node, graph, options)

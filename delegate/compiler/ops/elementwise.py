@@ -7,14 +7,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, activation_code, operation, written
-from ..options import KernelFamily
+from ..selectors.pointwise import ROW_PIXELS, select_elementwise
+from ..selectors.spec import Variant
 from . import shape_rules
 from .base import EmitContext, Link, Op, activation_check, operands, runtime_io
+from .conv_render import launched
 from .traits import NO_TRAITS, Quantization, Traits
 
 #: traits of the binary ops (ops/traits.py)
@@ -230,11 +231,6 @@ class Unary(UnaryOp):
         return UNARY[node.op]
 
 
-#: Pixels of a row per work-item of an elementwise kernel on CPU devices: a work-item per pixel
-#: spends more on its own setup (bounds, coordinates, the broadcast operands' offsets) than on its
-#: FLT4 of work (benchmarks/RESULTS.md, "Elementwise kernels in runs of pixels").
-ROW_PIXELS = 8
-
 #: ``HEAD`` with a loop over a run of ROW_PIXELS pixels of one row, one slice: the body and its
 #: closing write run once per pixel (the write closes the loop; ``row_runs`` closes the kernel).
 ROW_HEAD = f"""
@@ -254,17 +250,13 @@ MAIN_FUNCTION($0) {{
 
 
 def row_runs(kernel: Kernel, node: Node, ctx: EmitContext) -> Kernel:
-    """``kernel`` (a ``HEAD`` body, one pixel per work-item) with ROW_PIXELS pixels per work-item
-    on CPU devices; GPUs keep a work-item per pixel (their work-items are cheap, and coalesced
-    neighbours read neighbouring pixels)."""
-    if ctx.options.kernel_family is KernelFamily.GPU:
+    """``kernel`` (a ``HEAD`` body, one pixel per work-item) as its selector chose
+    (selectors/pointwise.py): ROW_PIXELS pixels of a row per work-item, or as it is."""
+    spec = select_elementwise(node, ctx.graph, ctx.options)
+    if spec.variant is not Variant.ROW_RUNS:
         return kernel
     head = kernel.body[0]
     assert isinstance(head, str) and head.startswith(HEAD)
     kernel.body[0] = ROW_HEAD + head[len(HEAD) :]
     kernel.body.append("}\n")
-    b, h, w, c = layout.bhwc(ctx.graph.tensor(node.outputs[0]).shape)
-    op = kernel.operation
-    op.tensor_to_grid = model.TensorToGrid.CUSTOM
-    op.grid_size = model.Int3(-(-w // ROW_PIXELS) * b, h, layout.slices(c))
-    return kernel
+    return launched(kernel, spec)

@@ -5,20 +5,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import LANE_MASK, WRITE, WRITE_AT, Kernel, Piece
 from ..kernels.common.pieces import HEAD, activation_code, operation, written
 from ..kernels.common.row_blocks import row_block_head, window_row_loads
+from ..selectors.pointwise import select_pool
+from ..selectors.spec import KernelSpec, Variant
 from ..window import same_padding
 from . import shape_rules
 from .base import EmitContext, Op, activation_check, runtime_io
+from .conv_render import launched
 from .traits import MOVES_INTEGERS, Traits
-
-#: Output pixels per work-item of the row kernel (``pool_rows_code``).
-POOL_PIXELS = 4
-#: Largest window the row kernel is generated for (it is unrolled completely).
-POOL_MAX_TAPS = 49
 
 _POOL = (
     HEAD
@@ -79,15 +76,16 @@ class Pool2D(Op):
             init = "INIT_ACCUM_FLT4(0.0f)"
             update, finish = "acc += v;", "acc / (ACCUM_FLT)(count > 0 ? count : 1)"
         code = _POOL.replace("{init}", init).replace("{update}", update).replace("{finish}", finish)
-        if ctx.linear_storage and kh * kw <= POOL_MAX_TAPS:
-            return _pool_rows(node, ctx, ints)
+        spec = select_pool(node, ctx.graph, ctx.options)
+        if spec.variant is Variant.POOL_ROWS:
+            return _pool_rows(node, ctx, ints, spec)
         # The window as constants, so the compiler can unroll it.
         code = code.replace("{activation}", activation_code(p["activation"]))
         return operation(written(code), srcs=["src_tensor"], literals=ints)
 
 
 def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: tuple[int, int],
-                   pad: tuple[int, int], pixels: int = POOL_PIXELS) -> list[Piece]:  # fmt: skip
+                   pad: tuple[int, int], pixels: int) -> list[Piece]:  # fmt: skip
     """MAX_POOL_2D (``maximum``) or AVERAGE_POOL_2D over buffer-backed tensors, the window unrolled.
 
     A work-item computes ``pixels`` consecutive output pixels of one row for one slice, loading each
@@ -150,20 +148,14 @@ def pool_rows_code(maximum: bool, act: int, *, kernel: tuple[int, int], stride: 
     return parts
 
 
-def _pool_rows(node: Node, ctx: EmitContext, ints: dict[str, int]) -> Kernel:
-    p = node.params
-    b, h, w, _ = ctx.graph.tensor(node.outputs[0]).shape
-    slices = -(-ctx.graph.tensor(node.outputs[0]).shape[3] // 4)
+def _pool_rows(node: Node, ctx: EmitContext, ints: dict[str, int], spec: KernelSpec) -> Kernel:
+    assert spec.rows is not None
     code = pool_rows_code(
         node.op == Builtin.MAX_POOL_2D,
-        p["activation"],
+        node.params["activation"],
         kernel=(ints["kernel_h"], ints["kernel_w"]),
         stride=(ints["stride_h"], ints["stride_w"]),
         pad=(ints["pad_h"], ints["pad_w"]),
+        pixels=spec.rows,
     )
-    kernel = operation(code, srcs=["src_tensor"])
-    op = kernel.operation
-    op.tensor_to_grid = model.TensorToGrid.CUSTOM
-    op.grid_size = model.Int3(-(-w // POOL_PIXELS) * b, h, slices)
-    op.work_group_size = model.Int3(1, h, 1)
-    return kernel
+    return launched(operation(code, srcs=["src_tensor"]), spec)

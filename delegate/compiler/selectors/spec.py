@@ -13,7 +13,7 @@ Extent3 = tuple[int, int, int]
 
 
 class Variant(Enum):
-    """The kernels of the convolution-like ops and BATCH_MATMUL; kernels/ holds their templates."""
+    """The kernels the selectors choose between; kernels/ (and the ops' own modules) hold their templates."""
 
     #: CONV_2D whose input channels split into groups: one output lane at a time (common/conv_plain)
     GROUPED = "grouped"
@@ -38,6 +38,10 @@ class Variant(Enum):
     BLOCKED = "blocked"
     #: BATCH_MATMUL: rows of the output per work-item, a slice of K at a time (common/batch_matmul)
     BATCH_ROWS = "batch_rows"
+    #: elementwise ops: a run of pixels of one row per work-item (ops/elementwise.py's ROW_HEAD)
+    ROW_RUNS = "row_runs"
+    #: pooling: consecutive pixels of one row per work-item, the window unrolled (ops/pooling.py)
+    POOL_ROWS = "pool_rows"
     #: the op's generic kernel: one output FLT4 per work-item, any storage (common/conv_plain,
     #: common/batch_matmul)
     PLAIN = "plain"
@@ -62,5 +66,5 @@ class KernelSpec:
     gemm: GemmSpec | None = None
     #: GPU_DIRECT: the work-item's and the weight tile's blocking
     tile: GpuTile | None = None
-    #: BATCH_ROWS: output rows per work-item
+    #: BATCH_ROWS: output rows per work-item; ROW_RUNS, POOL_ROWS: output pixels of a row per work-item
     rows: int | None = None
