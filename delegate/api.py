@@ -230,9 +230,10 @@ def Interpreter(
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
         if state is not None:
             state.background_compile = BackgroundCompile(mode, path="off", cause=reason)
+    delegated = _delegated(host, model_path, delegate, interpreter_args)  # the host's error first
     state = state if state is not None else delegate_state(delegate)
     return DelegatedInterpreter(
-        _delegated(host, model_path, delegate, interpreter_args),
+        delegated,
         opencl=state,
         opencl_delegate=delegate,
         effective=effective or _from_options(kwargs, interpreter_args),
