@@ -31,22 +31,28 @@ from delegate.api import host_runtime  # noqa: E402
 from delegate.compiler.graph import Builtin  # noqa: E402
 from tests.tflite_builder import Op, T, build_model  # noqa: E402
 
-#: (name, left operand, right operand, adj_y): a 4-head attention over 128 tokens of 64 channels,
-#: a ViT's 197 tokens, a BERT-like 128 x 256 projection of one head
+#: (name, left operand, right operand, adj_x, adj_y): a 4-head attention over 128 tokens of 64
+#: channels, a ViT's 197 tokens, a BERT-like 128 x 256 projection of one head; then the same
+#: products with a transposed left operand (^T on the left: adj_x)
 CASES = [
-    ("scores 4x128x64 . 4x128x64^T", (1, 4, 128, 64), (1, 4, 128, 64), True),
-    ("weights 4x128x128 . 4x128x64", (1, 4, 128, 128), (1, 4, 128, 64), False),
-    ("scores 3x197x64 . 3x197x64^T", (1, 3, 197, 64), (1, 3, 197, 64), True),
-    ("weights 3x197x197 . 3x197x64", (1, 3, 197, 197), (1, 3, 197, 64), False),
-    ("rows 128x256 . 256x64", (1, 128, 256), (1, 256, 64), False),
+    ("scores 4x128x64 . 4x128x64^T", (1, 4, 128, 64), (1, 4, 128, 64), False, True),
+    ("weights 4x128x128 . 4x128x64", (1, 4, 128, 128), (1, 4, 128, 64), False, False),
+    ("scores 3x197x64 . 3x197x64^T", (1, 3, 197, 64), (1, 3, 197, 64), False, True),
+    ("weights 3x197x197 . 3x197x64", (1, 3, 197, 197), (1, 3, 197, 64), False, False),
+    ("rows 128x256 . 256x64", (1, 128, 256), (1, 256, 64), False, False),
+    ("adj_x scores 4x64x128^T . 4x64x128", (1, 4, 64, 128), (1, 4, 64, 128), True, False),
+    ("adj_x scores 4x64x128^T . 4x128x64^T", (1, 4, 64, 128), (1, 4, 128, 64), True, True),
+    ("adj_x weights 4x128x128^T . 4x128x64", (1, 4, 128, 128), (1, 4, 128, 64), True, False),
+    ("adj_x rows 256x128^T . 256x64", (1, 256, 128), (1, 256, 64), True, False),
 ]
 
 
-def _model(lhs: tuple[int, ...], rhs: tuple[int, ...], adj_y: bool, folder: Path) -> Path:
-    out = np.matmul(np.zeros(lhs), np.swapaxes(np.zeros(rhs), -1, -2) if adj_y else np.zeros(rhs)).shape
-    options = ("BatchMatMulOptions", {"AdjX": False, "AdjY": adj_y})
+def _model(lhs: tuple[int, ...], rhs: tuple[int, ...], adj: tuple[bool, bool], folder: Path) -> Path:
+    a, b = np.zeros(lhs), np.zeros(rhs)
+    out = np.matmul(np.swapaxes(a, -1, -2) if adj[0] else a, np.swapaxes(b, -1, -2) if adj[1] else b).shape
+    options = ("BatchMatMulOptions", {"AdjX": adj[0], "AdjY": adj[1]})
     data = build_model([T(lhs), T(rhs), T(out)], [Op(Builtin.BATCH_MATMUL, [0, 1], [2], options)], [0, 1], [2])
-    path = folder / f"bmm_{'x'.join(map(str, lhs))}_{adj_y}.tflite"
+    path = folder / f"bmm_{'x'.join(map(str, lhs))}_{'x'.join(map(str, rhs))}_{adj[0]}_{adj[1]}.tflite"
     path.write_bytes(data)
     return path
 
@@ -73,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| case | kernel ms | delegate ms | XNNPACK ms (2 threads / 1) | delegate / faster XNNPACK |")
     print("| --- | ---: | ---: | ---: | ---: |")
     with tempfile.TemporaryDirectory() as folder:
-        for name, lhs, rhs, adj_y in (case for case in CASES if args.only in case[0]):
-            model = str(_model(lhs, rhs, adj_y, Path(folder)))
+        for name, lhs, rhs, adj_x, adj_y in (case for case in CASES if args.only in case[0]):
+            model = str(_model(lhs, rhs, (adj_x, adj_y), Path(folder)))
             rng = np.random.default_rng(0)
             sides = [
                 _ready(delegate.Interpreter(model, **options), rng),

@@ -1245,6 +1245,29 @@ def test_batch_matmul_row_kernel(lhs_shape, rhs_shape, adj_y, precision):
     check([T(lhs_shape), T(rhs_shape), T(out)], ops, [0, 1], [2], [a, b], precision)
 
 
+@pytest.mark.parametrize(
+    ("lhs_shape", "rhs_shape", "adj_y", "precision"),
+    [
+        ((1, 4, 16, 128), (1, 4, 16, 128), False, "F32"),  # Q^T x K: K a whole number of rows
+        ((1, 4, 16, 128), (1, 4, 128, 16), True, "F32"),
+        ((1, 2, 33, 40), (1, 2, 33, 24), False, "F16"),
+        ((2, 3, 13, 5), (2, 3, 13, 6), False, "F32"),  # M past a slice, N past a slice
+        ((2, 3, 13, 5), (2, 3, 6, 13), True, "F32"),  # K past whole slices of the right operand
+        ((3, 6, 7), (9, 6), True, "F32"),  # a rank-2 right operand
+        ((2, 1, 10, 3), (1, 4, 5, 10), True, "F32"),  # both operands broadcast
+        ((1, 2, 1), (1, 2, 3), False, "F32"),  # a single row
+    ],
+)
+def test_batch_matmul_slice_rows_kernel(lhs_shape, rhs_shape, adj_y, precision):
+    """adj_x: the left operand's slices of channels are the output's rows (selectors/batch_matmul.py)."""
+    rng = np.random.default_rng(len(lhs_shape) + lhs_shape[-1])
+    a, b = rand(lhs_shape, rng), rand(rhs_shape, rng)
+    out = np.matmul(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2) if adj_y else b).shape
+    options = ("BatchMatMulOptions", {"AdjX": True, "AdjY": adj_y})
+    ops = [Op(Builtin.BATCH_MATMUL, [0, 1], [2], options)]
+    check([T(lhs_shape), T(rhs_shape), T(out)], ops, [0, 1], [2], [a, b], precision)
+
+
 def test_fully_connected_keep_num_dims():
     rng = np.random.default_rng(21)
     tensors = [T((2, 3, 17)), T((5, 17), rand((5, 17), rng)), T((5,), rand((5,), rng)), T((2, 3, 5))]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Padding, Tensor
+from delegate.compiler.kernels.common.batch_matmul import SLICE_ROWS
 from delegate.compiler.kernels.cpu.gemm_blocks import PIXELS_FIRST, THIRDS_GROUPS, THIRDS_PIXELS, WEIGHTS_FIRST
 from delegate.compiler.kernels.cpu.gemm_conv import GemmSpec
 from delegate.compiler.kernels.gpu.gpu_conv import GpuTile
@@ -275,7 +276,10 @@ def test_a_concatenation_is_read_in_place_by_the_cpu_matrix_products_only():
         ((2, 3, 5, 13), (2, 3, 13, 6), (2, 3, 5, 6), False, Variant.BATCH_ROWS, ROWS, (4, 3, 2)),
         ((7, 6), (6, 9), (7, 9), False, Variant.BATCH_ROWS, ROWS, (2, 1, 3)),
         ((1, 2), (2, 3), (1, 3), False, Variant.BATCH_ROWS, 1, (1, 1, 1)),  # one row: one per work-item
-        ((2, 13, 5), (2, 13, 6), (2, 5, 6), True, Variant.PLAIN, None, None),  # a transposed left operand
+        # a transposed left operand: the 4 rows of one of its slices per work-item, whatever M
+        ((2, 13, 5), (2, 13, 6), (2, 5, 6), True, Variant.BATCH_SLICE_ROWS, SLICE_ROWS, (2, 2, 2)),
+        ((1, 4, 64, 128), (1, 4, 64, 128), (1, 4, 128, 128), True, Variant.BATCH_SLICE_ROWS, 4, (32, 4, 32)),
+        ((3, 2), (3, 5), (2, 5), True, Variant.BATCH_SLICE_ROWS, 4, (1, 1, 2)),
     ],
 )
 def test_batch_matmul_rows(lhs, rhs, out, adj_x, variant, rows, grid):

@@ -9,7 +9,7 @@ selector and renders what it returns.
 - ``gemm``: the matrix products' blocks, widths, orders, grids and work-groups (``select_gemm``);
 - ``gpu``: the gpu family's kernels and tiles (``select_gpu_conv``, ``select_gpu_depthwise``);
 - ``pair``: which depthwise + 1x1 pairs run as one kernel (``select_pair``);
-- ``batch_matmul``: BATCH_MATMUL's row kernel or its plain one (``select_batch_matmul``);
+- ``batch_matmul``: BATCH_MATMUL's row kernels, by transposition (``select_batch_matmul``);
 - ``pointwise``: elementwise ops in runs of a row, pooling's unrolled row kernel (``select_elementwise``,
   ``select_pool``);
 - ``spec``: ``Variant`` and ``KernelSpec``.

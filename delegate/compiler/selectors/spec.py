@@ -38,12 +38,14 @@ class Variant(Enum):
     BLOCKED = "blocked"
     #: BATCH_MATMUL: rows of the output per work-item, a slice of K at a time (common/batch_matmul)
     BATCH_ROWS = "batch_rows"
+    #: BATCH_MATMUL with adj_x: the 4 output rows of one slice of the transposed left operand per
+    #: work-item, K read a row at a time (common/batch_matmul)
+    BATCH_SLICE_ROWS = "batch_slice_rows"
     #: elementwise ops: a run of pixels of one row per work-item (ops/elementwise.py's ROW_HEAD)
     ROW_RUNS = "row_runs"
     #: pooling: consecutive pixels of one row per work-item, the window unrolled (ops/pooling.py)
     POOL_ROWS = "pool_rows"
-    #: the op's generic kernel: one output FLT4 per work-item, any storage (common/conv_plain,
-    #: common/batch_matmul)
+    #: the op's generic kernel: one output FLT4 per work-item, any storage (common/conv_plain)
     PLAIN = "plain"
 
 
@@ -66,5 +68,6 @@ class KernelSpec:
     gemm: GemmSpec | None = None
     #: GPU_DIRECT: the work-item's and the weight tile's blocking
     tile: GpuTile | None = None
-    #: BATCH_ROWS: output rows per work-item; ROW_RUNS, POOL_ROWS: output pixels of a row per work-item
+    #: BATCH_ROWS, BATCH_SLICE_ROWS: output rows per work-item; ROW_RUNS, POOL_ROWS: output pixels
+    #: of a row per work-item
     rows: int | None = None

@@ -2,54 +2,24 @@
 runtime's 4-D view, M the width, K or N the channels, batch dims broadcast through
 ``Height() == 1`` / ``Batch() == 1``.
 
-- ``plain_code``: one output FLT4 per work-item, each lane's dot product read one component at a
-  time; any transposition (adj_x, adj_y).
 - ``rows_code``: ``rows`` consecutive output rows (M) per work-item and one slice of N, reading
   the left operand a whole slice of K at a time and each right-operand FLT4 once for all the
   rows: attention's Q x K^T (adj_y) and its weights x V. The last slice of K is masked, so
   padding lanes never enter a sum.
+- ``slice_rows_code``: a transposed left operand (adj_x, [..., K, M]), whose slices of channels
+  are 4 output rows each: a work-item computes those 4 rows x one slice of N, one FLT4 of the
+  left operand and one of the right per k (with adj_y, four rows of the right operand per slice
+  of K, turned into four rows of N).
 """
 
 from __future__ import annotations
 
 from ...kernel import LANE_MASK, WRITE, Piece
-from .pieces import HEAD, LANES, written
 
 #: operand rows and batches, broadcast where the operand has one
 _BROADCAST = """  int yl = args.lhs.Height() == 1 ? 0 : Y, bl = args.lhs.Batch() == 1 ? 0 : b;
   int yr = args.rhs.Height() == 1 ? 0 : Y, br = args.rhs.Batch() == 1 ? 0 : b;
 """
-
-
-def plain_code(adj_x: bool, adj_y: bool) -> list[Piece]:
-    """One output FLT4 per work-item, component by component."""
-    lhs = (
-        "dlg_component(args.lhs.Read(kk, yl, X / 4, bl), X % 4)"
-        if adj_x
-        else "dlg_component(args.lhs.Read(X, yl, kk / 4, bl), kk % 4)"
-    )
-    rhs = (
-        "dlg_component(args.rhs.Read(n, yr, kk / 4, br), kk % 4)"
-        if adj_y
-        else "dlg_component(args.rhs.Read(kk, yr, n / 4, br), n % 4)"
-    )
-    depth = "args.lhs.Width()" if adj_x else "args.lhs.Channels()"
-    return written(
-        LANES
-        + HEAD
-        + _BROADCAST
-        + f"""  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {{
-    int n = S * 4 + k;
-    if (n >= args.dst_tensor.Channels()) break;
-    float acc = 0.0f;
-    for (int kk = 0; kk < {depth}; ++kk) {{
-      acc += (float){lhs} * (float){rhs};
-    }}
-    result = dlg_set(result, k, (FLT)acc);
-  }}
-"""
-    )
 
 
 def _head(rows: int) -> str:
@@ -73,6 +43,21 @@ def _masked(var: str, left: str) -> str:
         f"      if ({left} < 3) {var}.z = (FLT)(0.0f);\n"
         f"      if ({left} < 2) {var}.y = (FLT)(0.0f);\n"
     )
+
+
+def _row_writes(rows: int) -> list[Piece]:
+    """The masked writes of accumulators ``a0`` .. of ``rows`` output rows from ``X0``: rows past M
+    are not written."""
+    parts: list[Piece] = [f"  FLT4 outs[{rows}];\n"]
+    parts.append("".join(f"  outs[{p}] = TO_FLT4(a{p});\n" for p in range(rows)))
+    parts.append(
+        f"""  for (int i = 0; i < {rows}; ++i) {{
+    int X = X0 + i;
+    if (X >= W) break;
+    FLT4 result = outs[i];
+"""
+    )
+    return [*parts, LANE_MASK, WRITE, "}\n"]
 
 
 def rows_code(rows: int, adj_y: bool) -> list[Piece]:
@@ -102,14 +87,35 @@ def rows_code(rows: int, adj_y: bool) -> list[Piece]:
             parts.append("      if (left < 4) {\n" + _masked("l", "left") + "      }\n")
             parts.append(f"      a{p} += TO_ACCUM_FLT4(l.x * r0 + l.y * r1 + l.z * r2 + l.w * r3);\n    }}\n")
     parts.append("  }\n")
-    parts.append(f"  FLT4 outs[{rows}];\n")
-    parts.append("".join(f"  outs[{p}] = TO_FLT4(a{p});\n" for p in range(rows)))
-    parts.append(
-        f"""  for (int i = 0; i < {rows}; ++i) {{
-    int X = X0 + i;
-    if (X >= W) break;
-    FLT4 result = outs[i];
-"""
-    )
-    parts += [LANE_MASK, WRITE, "}\n"]
-    return parts
+    return parts + _row_writes(rows)
+
+
+#: output rows per work-item of ``slice_rows_code``: the lanes of one left-operand slice
+SLICE_ROWS = 4
+
+
+def slice_rows_code(adj_y: bool) -> list[Piece]:
+    """The 4 output rows of one left-operand slice x one slice of N per work-item (adj_x true). The
+    left operand's lanes past M feed only rows that are never written; with adj_y, right-operand
+    rows past N read row N - 1 (their lanes are masked at the write)."""
+    parts: list[Piece] = [_head(SLICE_ROWS), _BROADCAST, "  int K = args.lhs.Width();\n  int xs = X0 / 4;\n"]
+    parts += [f"  ACCUM_FLT4 a{p} = INIT_ACCUM_FLT4(0.0f);\n" for p in range(SLICE_ROWS)]
+    if adj_y:  # rhs is [..., N, K]: four of its rows per slice of K, transposed to rows k of N
+        parts.append("  int last = args.rhs.Width() - 1;\n")
+        parts.append("  for (int s = 0; s < (K + 3) / 4; ++s) {\n    int left = K - s * 4;\n")
+        for j in range(4):
+            parts.append(f"    FLT4 r{j} = args.rhs.Read(S * 4 + {j} < last ? S * 4 + {j} : last, yr, s, br);\n")
+        parts.append("    if (left < 4) {\n" + "".join(_masked(f"r{j}", "left") for j in range(4)) + "    }\n")
+        for q, lane in enumerate("xyzw"):
+            parts.append(
+                f"    {{\n      FLT4 l = {q} < left ? args.lhs.Read(s * 4 + {q}, yl, xs, bl) : INIT_FLT4(0.0f);\n"
+                f"      FLT4 t = (FLT4)(r0.{lane}, r1.{lane}, r2.{lane}, r3.{lane});\n"
+            )
+            parts.append("".join(f"      a{p} += TO_ACCUM_FLT4(l.{c} * t);\n" for p, c in enumerate("xyzw")))
+            parts.append("    }\n")
+    else:  # rhs is [..., K, N]: row k of it is an FLT4 of N
+        parts.append("  for (int k = 0; k < K; ++k) {\n")
+        parts.append("    FLT4 l = args.lhs.Read(k, yl, xs, bl);\n    FLT4 r = args.rhs.Read(k, yr, S, br);\n")
+        parts.append("".join(f"    a{p} += TO_ACCUM_FLT4(l.{c} * r);\n" for p, c in enumerate("xyzw")))
+    parts.append("  }\n")
+    return parts + _row_writes(SLICE_ROWS)
