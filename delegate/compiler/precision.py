@@ -43,8 +43,8 @@ from .ops import traits_of
 #: at the consumer's output (worst case).
 GAIN_LIMIT = 64.0
 
-#: folded at compile time (shapes.py), so no op declares their traits: small values pass through them
-_FOLDED_KEEPING_SMALL = frozenset({Builtin.PACK, Builtin.GATHER})
+#: folded at compile time (shapes.py), so no op declares its traits: small values pass through it
+_FOLDED_KEEPING_SMALL = frozenset({Builtin.PACK})
 
 
 def _passes_bound(code: int) -> bool:
