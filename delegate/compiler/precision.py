@@ -36,7 +36,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..context.model import CalculationsPrecision
-from .graph import INT32, Builtin, Graph, Node
+from .graph import INT32, INT64, Builtin, Graph, Node
 from .ops import traits_of
 
 #: A gain above which an input stored in half loses more than 2^-11 * 64 = 1/32 of its range
@@ -139,8 +139,11 @@ def wide_tensors(graph: Graph, nodes: list[int], precision: CalculationsPrecisio
         for tensor in graph.nodes[index].outputs:
             producer[tensor] = graph.nodes[index]
     seen: dict[int, bool] = {}
-    # integers, and int8 / uint8 values carried in float (quant.py): exact in float32, not in half
+    # integers, and int8 / uint8 values carried in float (quant.py): exact in float32, not in half;
+    # integer partition inputs too (token ids: csrc/plugin.c converts them exactly up to 2^24)
+    read = {t for index in nodes for t in graph.nodes[index].inputs if t >= 0}
     pending = [t for t in producer if graph.tensor(t).dtype == INT32 or graph.tensor(t).carried is not None]
+    pending += [t for t in sorted(read - producer.keys()) if graph.tensor(t).dtype in (INT32, INT64)]
     for index in nodes:
         data = sensitive_input(graph.nodes[index], graph, producer, seen)
         if data is not None:
