@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,41 @@ static TfLiteStatus delegate_prepare(TfLiteContext *context, TfLiteDelegate *del
     return dlg_py_prepare(context, delegate, d->id) == 0 ? kTfLiteOk : kTfLiteError;
 }
 
-/* Bytes of one element of a TfLiteType the kernel binds (float32, int8, uint8). */
-static size_t element_size(int32_t type) { return type == kTfLiteFloat32 ? 4 : 1; }
+/* Bytes of one element of a TfLiteType the kernel binds (float32; int8, uint8 carried in float;
+   int32, int64, bool held as floats: compiler/claim.py). */
+static size_t element_size(int32_t type) {
+    switch (type) {
+    case kTfLiteFloat32:
+    case kTfLiteInt32:
+        return 4;
+    case kTfLiteInt64:
+        return 8;
+    default:
+        return 1;
+    }
+}
+
+static const char *type_name(int32_t type) {
+    switch (type) {
+    case kTfLiteFloat32:
+        return "float32";
+    case kTfLiteInt32:
+        return "int32";
+    case kTfLiteInt64:
+        return "int64";
+    case kTfLiteBool:
+        return "bool";
+    case kTfLiteInt8:
+        return "int8";
+    case kTfLiteUInt8:
+        return "uint8";
+    default:
+        return "unsupported";
+    }
+}
+
+/* Every integer up to 2^24 in magnitude is a float32; past it float storage would round. */
+#define EXACT_INT (1 << 24)
 
 /* One float copy per int8 / uint8 tensor of `count` (NULL entries for float32 ones); NULL when out of memory. */
 static float **float_copies(int32_t count, const int32_t *types, const uint64_t *bytes) {
@@ -112,6 +146,63 @@ static void quantize(void *dst, const float *src, size_t n, int32_t type, float 
     }
 }
 
+/* An integer or bool input as the floats the partition holds it in (exact: |v| <= 2^24); the
+   index of the first value too large to hold exactly, or -1 when all are converted. */
+static int64_t integers_to_floats(float *dst, const void *src, size_t n, int32_t type) {
+    for (size_t i = 0; i < n; i++) {
+        int64_t v;
+        if (type == kTfLiteInt32)
+            v = ((const int32_t *)src)[i];
+        else if (type == kTfLiteInt64)
+            v = ((const int64_t *)src)[i];
+        else /* bool: one byte, any non-zero is true */
+            v = ((const uint8_t *)src)[i] != 0;
+        if (v > EXACT_INT || v < -EXACT_INT) return (int64_t)i;
+        dst[i] = (float)v;
+    }
+    return -1;
+}
+
+/* The floats of an int32 or bool output into the host's tensor: int32 saturates at its range (the
+   partition holds INT_MAX as 2^31, what a saturating CAST gives), bool is non-zero. */
+static void floats_to_integers(void *dst, const float *src, size_t n, int32_t type) {
+    for (size_t i = 0; i < n; i++) {
+        float v = src[i];
+        if (type == kTfLiteBool) {
+            ((uint8_t *)dst)[i] = v != 0.0f;
+            continue;
+        }
+        int32_t q;
+        if (v != v)
+            q = 0; /* never written by the partition; a defined value all the same */
+        else if (v >= 2147483648.0f)
+            q = INT32_MAX;
+        else if (v <= -2147483648.0f)
+            q = INT32_MIN;
+        else
+            q = (int32_t)v;
+        ((int32_t *)dst)[i] = q;
+    }
+}
+
+/* 0 when `type` can be an input (`input`) or an output of a partition, as the conversions handle. */
+static int edge_type_ok(int32_t type, int input) {
+    switch (type) {
+    case kTfLiteFloat32:
+    case kTfLiteInt8:
+    case kTfLiteUInt8:
+    case kTfLiteInt32:
+    case kTfLiteBool:
+        return 0;
+    case kTfLiteInt64:
+        return input ? 0 : -1;
+    default:
+        return -1;
+    }
+}
+
+static int is_quantized(int32_t type) { return type == kTfLiteInt8 || type == kTfLiteUInt8; }
+
 static void *kernel_init(TfLiteContext *context, const char *buffer, size_t length) {
     (void)length;
     kernel_instance *instance = calloc(1, sizeof *instance);
@@ -124,6 +215,22 @@ static void *kernel_init(TfLiteContext *context, const char *buffer, size_t leng
         k->handle = 0;
         return k; /* prepare reports the error: 2.14 has no init-failure sentinel */
     }
+    for (int32_t i = 0; k->input_types && i < k->inputs_count; i++)
+        if (edge_type_ok(k->input_types[i], 1) != 0) {
+            snprintf(k->error, sizeof k->error, "%s: partition input %d has type %d, which the kernel does not bind",
+                     PLUGIN_NAME, i, k->input_types[i]);
+            dlg_py_kernel_free(k->handle);
+            k->handle = 0;
+            return k;
+        }
+    for (int32_t i = 0; k->output_types && i < k->outputs_count; i++)
+        if (edge_type_ok(k->output_types[i], 0) != 0) {
+            snprintf(k->error, sizeof k->error, "%s: partition output %d has type %d, which the kernel does not bind",
+                     PLUGIN_NAME, i, k->output_types[i]);
+            dlg_py_kernel_free(k->handle);
+            k->handle = 0;
+            return k;
+        }
     k->input_ptrs = calloc((size_t)k->inputs_count + 1, sizeof *k->input_ptrs);
     k->output_ptrs = calloc((size_t)k->outputs_count + 1, sizeof *k->output_ptrs);
     k->input_floats = float_copies(k->inputs_count, k->input_types, k->input_bytes);
@@ -210,8 +317,7 @@ static int bind_tensor(TfLiteContext *context, int32_t index, int32_t type, uint
         snprintf(error, error_size,
                  "%s: tensor %d is not the %s tensor of %llu bytes and the shape it was compiled for "
                  "(its shape changed at run time: resize the inputs and call allocate_tensors() again)",
-                 PLUGIN_NAME, index, type == kTfLiteFloat32 ? "float32" : (type == kTfLiteInt8 ? "int8" : "uint8"),
-                 (unsigned long long)bytes);
+                 PLUGIN_NAME, index, type_name(type), (unsigned long long)bytes);
         return -1;
     }
     *out = t->data.raw;
@@ -235,7 +341,23 @@ static TfLiteStatus invoke_exclusive(TfLiteContext *context, dlg_kernel *k) {
         }
         if (k->input_floats[i]) {
             size_t n = (size_t)k->input_bytes[i] / element_size(type);
-            dequantize(k->input_floats[i], p, n, type, k->input_scales[i], k->input_zero_points[i]);
+            if (is_quantized(type)) {
+                dequantize(k->input_floats[i], p, n, type, k->input_scales[i], k->input_zero_points[i]);
+            } else {
+                int64_t at = integers_to_floats(k->input_floats[i], p, n, type);
+                if (at >= 0) {
+                    /* Float storage would round it: refused, never a wrong answer (with execution
+                       fallback on, the invoke runs on TFLite's CPU kernels instead). */
+                    snprintf(error, sizeof error,
+                             "%s: %s input tensor %d holds %lld at element %lld, beyond the 2^24 the delegate holds "
+                             "exactly",
+                             PLUGIN_NAME, type_name(type), k->input_tensors[i],
+                             (long long)(type == kTfLiteInt64 ? ((const int64_t *)p)[at] : ((const int32_t *)p)[at]),
+                             (long long)at);
+                    dlg_report(context, error);
+                    return kTfLiteError;
+                }
+            }
             p = k->input_floats[i];
         }
         k->input_ptrs[i] = p;
@@ -264,7 +386,10 @@ static TfLiteStatus invoke_exclusive(TfLiteContext *context, dlg_kernel *k) {
         int32_t type = k->output_types[i];
         void *dst = context->tensors[k->output_tensors[i]].data.raw;
         size_t n = (size_t)k->output_bytes[i] / element_size(type);
-        quantize(dst, k->output_floats[i], n, type, k->output_scales[i], k->output_zero_points[i]);
+        if (is_quantized(type))
+            quantize(dst, k->output_floats[i], n, type, k->output_scales[i], k->output_zero_points[i]);
+        else
+            floats_to_integers(dst, k->output_floats[i], n, type);
     }
     return kTfLiteOk;
 }

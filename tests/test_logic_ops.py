@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from delegate.compiler.claim import carries_non_float, edge_dtype_problems
-from delegate.compiler.graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node, Tensor
+from delegate.compiler.graph import BOOL, FLOAT32, INT32, INT64, Builtin, Graph, Node, Tensor
 from delegate.compiler.partition import CompileOptions, compile_partition, unsupported_reason
 
 from .helpers import delegate_and_builtin
@@ -344,31 +344,27 @@ def test_bool_and_int32_through_reshapes():
     exact(tensors, ops, [0], [4, 10], [x])
 
 
-# ------------------------------------------------------------------ what stays on CPU
+# ------------------------------------------------------------------ bool tensors at a partition's edges
 
 
-def test_bool_graph_output_stays_on_cpu():
-    """A comparison whose bool result leaves the graph would cross the partition's edge: TFLite
-    runs it, the float part is delegated, and the results agree."""
+def test_bool_graph_output_is_delegated():
+    """A comparison whose bool result leaves the graph: the C kernel hands it out as bool."""
     shape = (2, 3, 4)
     x = grid(shape, np.random.default_rng(1))
     tensors = [T(shape), T(shape), T((), np.zeros((), np.float32)), T(shape, dtype=np.bool_)]
     ops = [Op(Builtin.ABS, [0], [1]), Op(Builtin.GREATER, [1, 2], [3])]
-    state = exact(tensors, ops, [0], [1, 3], [x], delegated=1)
-    assert "across the partition's edge" in state.unsupported["greater_1"]
+    exact(tensors, ops, [0], [1, 3], [x])
 
 
-def test_bool_read_from_cpu_stays_on_cpu():
-    """A SELECT whose condition comes from a node TFLite runs (here a graph input) stays on CPU;
-    a comparison feeding a CPU node does too, and the rest runs."""
+def test_bool_graph_input_is_delegated():
+    """A SELECT whose condition is the model's bool input: the C kernel takes it in as 0.0 / 1.0."""
     shape = (4, 5)
     rng = np.random.default_rng(2)
     c = rng.integers(0, 2, size=shape).astype(np.bool_)
     x, y = grid(shape, rng), grid(shape, rng)
     tensors = [T(shape, dtype=np.bool_), T(shape), T(shape), T(shape), T(shape)]
     ops = [Op(Builtin.SELECT_V2, [0, 1, 2], [3]), Op(Builtin.NEG, [3], [4])]
-    state = exact(tensors, ops, [0, 1, 2], [4], [c, x, y], delegated=1)
-    assert "reads bool tensor 0" in state.unsupported["select_v2_0"]
+    exact(tensors, ops, [0, 1, 2], [4], [c, x, y])
 
 
 def test_int32_constant_beyond_float_precision_stays_on_cpu():
@@ -465,21 +461,31 @@ def _graph() -> Graph:
     return Graph(tensors, nodes)
 
 
-def test_edge_rule_names_the_nodes_whose_bool_tensors_cross():
+def test_edge_rule_lets_bool_tensors_cross():
     graph = _graph()
-    assert carries_non_float(graph, [0, 1]) and carries_non_float(graph, [1])
-    assert edge_dtype_problems(graph, [0, 1], [0], [3]) == {}
-    split = {**edge_dtype_problems(graph, [0], [0], [2]), **edge_dtype_problems(graph, [1], [0, 2], [3])}
-    assert split.keys() == {0, 1}
-    assert split[0].startswith("writes bool tensor 2") and split[1].startswith("reads bool tensor 2")
-    assert not carries_non_float(graph, [])
+    assert not carries_non_float(graph, [0, 1])
+    assert edge_dtype_problems(graph, [0], [0], [2]) == {} and edge_dtype_problems(graph, [1], [0, 2], [3]) == {}
 
 
-def test_compile_partition_refuses_a_bool_edge():
+def test_edge_rule_names_a_node_writing_int64_across():
+    """int64 comes in (gather indices) but never goes out: the C kernel converts int32 and bool only."""
+    graph = _graph()
+    graph.tensors[4] = Tensor(4, INT64, (2, 3))
+    graph.nodes[2] = Node(2, Builtin.CAST, 1, (0,), (4,))
+    assert carries_non_float(graph, [2])
+    problems = edge_dtype_problems(graph, [2], [0], [4])
+    assert problems.keys() == {2} and problems[2].startswith("writes int64 tensor 4 across the partition's edge")
+    assert edge_dtype_problems(graph, [2], [0], []) == {}
+
+
+def test_compile_partition_takes_bool_edges_and_refuses_int64_outputs():
     graph = _graph()
     ctx = compile_partition(graph, [0, 1], [0], [3], CompileOptions())
     assert [n.name for n in ctx.nodes] == ["greater_0", "select_v2_1"] and ctx.output_ids == [3]
-    with pytest.raises(ValueError, match="tensor 2 is not float32"):
+    assert compile_partition(graph, [0], [0], [2], CompileOptions()).output_ids == [2]
+    assert compile_partition(graph, [1], [0, 2], [3], CompileOptions()).input_ids == [0, 2]
+    graph.tensors[2] = Tensor(2, INT64, (2, 3))
+    with pytest.raises(ValueError, match="tensor 2 is of a type the delegate does not convert"):
         compile_partition(graph, [0], [0], [2], CompileOptions())
 
 

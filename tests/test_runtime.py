@@ -598,3 +598,49 @@ def test_launches_after_a_zero_copy_run_do_not_reach_the_callers_memory(cache):
         rt.queue.finish()
         np.testing.assert_array_equal(out, before)  # the output array was not written by those launches
         np.testing.assert_allclose(rt.run([x * 2])[0], 2 * 10.0 + 3.0, rtol=1e-6)
+
+
+# A float32 tensor's value above half's integers (2049) read both ways.
+_READ_FLOAT = """
+MAIN_FUNCTION($0) {
+  float4 exact = args.src_tensor.ReadFloat(0, 0, 0, 0);
+  FLT4 rounded = args.src_tensor.Read(0, 0, 0, 0);
+  args.dst_tensor.Write(rounded + TO_FLT4(exact), 0, 0, 0);
+}
+"""
+
+
+@pytest.mark.parametrize("storage", [T.BUFFER, T.IMAGE_BUFFER, T.TEXTURE_2D], ids=lambda s: s.name)
+def test_read_float_keeps_float32_values_under_half_math(storage):
+    """ReadFloat gives a float4 whatever the kernel's precision: integer values held as floats
+    (gather indices) must not pass through half, whose integers stop at 2048."""
+    from delegate.runtime.device import DeviceInfo
+    from delegate.runtime.source import assemble
+
+    info = DeviceInfo("p", "d", "v", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
+                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+    op = scale_bias_op(1.0, _bias(4).tobytes(), code=_READ_FLOAT)
+    tensors = {"src_tensor": desc(4, storage), "dst_tensor": desc(4, storage, m.DataType.FLOAT16)}
+    text = assemble(op, tensors, info, F16).text
+    read = next(line for line in text.splitlines() if line.startswith("#define src_tensor_Read5"))
+    exact = next(line for line in text.splitlines() if line.startswith("#define src_tensor_ReadFloat5"))
+    assert "TO_FLT4" in read and "TO_FLT4" not in exact and "half" not in exact
+
+
+_READ_FLOAT_COPY = """
+MAIN_FUNCTION($0) {
+  int X = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
+  if (X >= args.dst_tensor.Width() || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  args.dst_tensor.Write(TO_FLT4(args.src_tensor.ReadFloat(X, Y, S, 0)), X, Y, S);
+}
+"""
+
+
+@pytest.mark.parametrize("storage", STORAGES, ids=lambda s: s.name)
+def test_read_float_runs_on_every_storage(storage, cache):
+    c = 3 if storage == T.SINGLE_TEXTURE_2D else 6
+    op = scale_bias_op(1.0, _bias(c).tobytes(), code=_READ_FLOAT_COPY)
+    ctx = single_node(op, desc(c, storage), desc(c, storage), precision=F32)
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.random.default_rng(6).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        np.testing.assert_array_equal(rt.run([x])[0], x)

@@ -64,6 +64,8 @@ def test_shape_arithmetic_is_folded():
         (Builtin.SUM, {}, [[2, 3, 4], [0]], (), None),
         (Builtin.SLICE, {}, [[5, 6, 7, 8], [1], [2]], (2,), [6, 7]),
         (Builtin.STRIDED_SLICE, {"shrink_axis_mask": 1}, [[5, 6, 7], [2], [3], [1]], (), 7),
+        (Builtin.GATHER, {"axis": 0}, [[5, 6, 7, 8], [3, 1]], (2,), [8, 6]),
+        (Builtin.GATHER, {"axis": 0}, [[5, 6, 7, 8], [4]], (1,), None),  # out of range: TFLite reports it
     ],
     ids=lambda v: getattr(v, "name", None),
 )

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from .fold import consumers, fold_constants
-from .graph import BOOL, INT32, Builtin, Graph, op_name
+from .graph import BOOL, INT32, INT64, Builtin, Graph, op_name
 from .ops import CUSTOM_OPS, op_for
 from .ops.base import DTYPE_NAMES
-from .partition import runtime_inputs, unsupported_reason
+from .partition import EDGE_INPUTS, EDGE_OUTPUTS, runtime_inputs, unsupported_reason
 from .quant import is_quantized_node, quantized_reason
 from .shapes import StaticShapes, fold_values
 
@@ -83,7 +83,7 @@ def claimed_nodes(
 
 
 def _non_float_tensors(graph: Graph, index: int) -> tuple[list[int], list[int]]:
-    """The bool and int32 runtime tensors node ``index``'s kernel reads and writes; none for a
+    """The bool and integer runtime tensors node ``index``'s kernel reads and writes; none for a
     node with no kernel (folded values are constants by now: shapes.fold_values)."""
     node = graph.nodes[index]
     if op_for(node) is None or all(graph.tensor(o).is_constant for o in node.outputs):
@@ -91,33 +91,37 @@ def _non_float_tensors(graph: Graph, index: int) -> tuple[list[int], list[int]]:
 
     def non_float(ids: list[int]) -> list[int]:
         # int8 / uint8 activations are carried in float and converted at the edges (quant.py)
-        return [i for i in ids if graph.tensor(i).dtype in (INT32, BOOL) and not graph.tensor(i).is_constant]
+        return [i for i in ids if graph.tensor(i).dtype in (INT32, INT64, BOOL) and not graph.tensor(i).is_constant]
 
     return non_float(runtime_inputs(node, graph)), non_float([o for o in node.outputs if o >= 0])
 
 
 def carries_non_float(graph: Graph, nodes: list[int]) -> bool:
-    """Whether any of ``nodes`` reads or writes a bool or int32 runtime tensor (``edge_dtype_problems``
-    has something to look for)."""
-    return any(any(_non_float_tensors(graph, index)) for index in nodes)
+    """Whether any of ``nodes`` reads or writes a tensor that could not cross a partition's edge
+    (``edge_dtype_problems`` has something to look for)."""
+    return any(
+        any(graph.tensor(i).dtype not in EDGE_INPUTS for i in reads)
+        or any(graph.tensor(o).dtype not in EDGE_OUTPUTS for o in writes)
+        for reads, writes in (_non_float_tensors(graph, index) for index in nodes)
+    )
 
 
 def edge_dtype_problems(graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int]) -> dict[int, str]:
     """The nodes of a partition (``nodes``, its ``inputs`` and ``outputs`` as TFLite partitions
-    them) that would pass a bool or int32 runtime tensor across its edge, and why each stays on
-    CPU. The runtime converts float32 at a partition's edges only, so the comparison ops'
-    bool and int32 tensors (ops/comparison.py) must be made and read inside one partition; the
-    plugin leaves these nodes on CPU and partitions again until none is left."""
-    crossing = set(inputs) | set(outputs)
+    them) that would pass a tensor across its edge of a type the C kernel does not convert that
+    way (``EDGE_INPUTS``, ``EDGE_OUTPUTS``: an int64 output), and why each stays on CPU; the plugin
+    leaves these nodes on CPU and partitions again until none is left."""
+    into, out_of = set(inputs), set(outputs)
     problems: dict[int, str] = {}
     for index in nodes:
         reads, writes = _non_float_tensors(graph, index)
-        edge = [i for i in (*reads, *writes) if i in crossing]
+        edge = [i for i in (*reads, *writes) if i in into and graph.tensor(i).dtype not in EDGE_INPUTS]
+        edge += [i for i in (*reads, *writes) if i in out_of and graph.tensor(i).dtype not in EDGE_OUTPUTS]
         if edge:
             t = graph.tensor(edge[0])
             side = "reads" if edge[0] in reads else "writes"
             problems[index] = (
                 f"{side} {DTYPE_NAMES.get(t.dtype, str(t.dtype))} tensor {edge[0]} across the partition's edge "
-                "(the delegate takes in and hands out float32 only)"
+                "(the delegate takes in float32, int32, int64 and bool tensors, and hands out float32, int32 and bool)"
             )
     return problems

@@ -24,6 +24,7 @@ class Builtin(IntEnum):
     DEPTHWISE_CONV_2D = 4
     DEPTH_TO_SPACE = 5
     DEQUANTIZE = 6
+    EMBEDDING_LOOKUP = 7
     FULLY_CONNECTED = 9
     LOGISTIC = 14
     MAX_POOL_2D = 17
@@ -121,6 +122,7 @@ class Padding(IntEnum):
 
 FLOAT32 = 1  # kTfLiteFloat32
 INT32 = 2  # kTfLiteInt32
+INT64 = 4  # kTfLiteInt64
 BOOL = 6  # kTfLiteBool
 
 

@@ -7,7 +7,7 @@ from ..context.model import CalculationsPrecision
 from . import layout
 from .bounds import check_bounds
 from .fusion import FUSIONS, UNFUSED, check_rounded
-from .graph import FLOAT32, Graph, Node
+from .graph import BOOL, FLOAT32, INT32, INT64, Graph, Node
 from .kernel import KernelNode
 from .kernel_graph import KernelGraph, emit_kernels, fuse, runtime_inputs
 from .kernels.common.pieces import HEAD, operation, written
@@ -21,10 +21,18 @@ from .rewrites import Rewrite, rewrite
 from .scheduler import check_schedule, schedule
 from .shape_check import declared_shape_problem
 
-__all__ = ["CompileOptions", "compile_partition", "runtime_inputs", "unsupported_reason"]
+__all__ = ["EDGE_INPUTS", "EDGE_OUTPUTS", "CompileOptions", "compile_partition", "runtime_inputs", "unsupported_reason"]
 
 #: the graph rewrites, in the order they run (rewrites.py): with CompileOptions.fuse only
 REWRITES: list[Rewrite] = [PadMerge(), LayerNormRewrite()]
+
+
+#: the types a partition's inputs and outputs may have: csrc/plugin.c converts integers and bools
+#: into the floats the partition holds them in (exact up to 2^24 in magnitude; an invoke with a
+#: larger value fails rather than round it) and int32 and bool back (int8 / uint8 activations are
+#: float32 here, carried by quant.py)
+EDGE_INPUTS = frozenset({FLOAT32, INT32, INT64, BOOL})
+EDGE_OUTPUTS = frozenset({FLOAT32, INT32, BOOL})
 
 
 def unsupported_reason(node: Node, graph: Graph) -> str | None:
@@ -84,9 +92,10 @@ def compile_partition(
         if i not in used:  # a folded constant the host still wants as an output
             ctx.nodes.append(_constant_output(graph, i, emit))
             used[i] = None
-    edge = [i for i in (*outputs, *(i for i in inputs if i in used)) if graph.tensor(i).dtype != FLOAT32]
-    if edge:  # claim.edge_dtype_problems keeps such nodes on CPU; the runtime converts float32 only
-        raise ValueError(f"partition input or output tensor {edge[0]} is not float32")
+    edge = [i for i in outputs if graph.tensor(i).dtype not in EDGE_OUTPUTS]
+    edge += [i for i in inputs if i in used and graph.tensor(i).dtype not in EDGE_INPUTS]
+    if edge:  # claim.edge_dtype_problems keeps such nodes on CPU; csrc/plugin.c converts these types only
+        raise ValueError(f"partition input or output tensor {edge[0]} is of a type the delegate does not convert")
     for i in used:
         precision = CalculationsPrecision.F32 if i in wide else options.precision
         desc = layout.tensor_descriptor(graph.tensor(i).shape, precision, options.storage)

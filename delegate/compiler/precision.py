@@ -36,15 +36,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ..context.model import CalculationsPrecision
-from .graph import INT32, Builtin, Graph, Node
+from .graph import INT32, INT64, Builtin, Graph, Node
 from .ops import traits_of
 
 #: A gain above which an input stored in half loses more than 2^-11 * 64 = 1/32 of its range
 #: at the consumer's output (worst case).
 GAIN_LIMIT = 64.0
-
-#: folded at compile time (shapes.py) with no op class to declare its traits: small values pass through it
-_FOLDED_KEEPING_SMALL = frozenset({Builtin.GATHER})
 
 
 def _passes_bound(code: int) -> bool:
@@ -56,7 +53,7 @@ def _keeps_small(code: int) -> bool:
     """Its output is small where its inputs are: a small value reaching a ``small_value_input`` is
     computed through it, and each of its runtime inputs is rounded the same way."""
     traits = traits_of(code)
-    return traits.passes_bound or traits.keeps_small or code in _FOLDED_KEEPING_SMALL
+    return traits.passes_bound or traits.keeps_small
 
 
 def _through_products(code: int) -> bool:
@@ -139,8 +136,11 @@ def wide_tensors(graph: Graph, nodes: list[int], precision: CalculationsPrecisio
         for tensor in graph.nodes[index].outputs:
             producer[tensor] = graph.nodes[index]
     seen: dict[int, bool] = {}
-    # integers, and int8 / uint8 values carried in float (quant.py): exact in float32, not in half
+    # integers, and int8 / uint8 values carried in float (quant.py): exact in float32, not in half;
+    # integer partition inputs too (token ids: csrc/plugin.c converts them exactly up to 2^24)
+    read = {t for index in nodes for t in graph.nodes[index].inputs if t >= 0}
     pending = [t for t in producer if graph.tensor(t).dtype == INT32 or graph.tensor(t).carried is not None]
+    pending += [t for t in sorted(read - producer.keys()) if graph.tensor(t).dtype in (INT32, INT64)]
     for index in nodes:
         data = sensitive_input(graph.nodes[index], graph, producer, seen)
         if data is not None:

@@ -266,13 +266,6 @@ def _compute(node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> 
     op = op_for(node)
     if op is not None:
         return op.fold(node, args, out_shape)
-    p = node.params
-    if node.op == _Op.GATHER and int(p.get("batch_dims", 0)) == 0:
-        data, indices = args
-        axis = int(p.get("axis", 0))
-        if np.any(indices < 0) or np.any(indices >= data.shape[axis]):
-            return None
-        return np.take(data, indices, axis=axis)
     if node.op == _Op.FLOOR_DIV:
         return None if np.any(args[1] == 0) else np.floor_divide(args[0], args[1])
     return None

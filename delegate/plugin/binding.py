@@ -1,13 +1,14 @@
 """How a partition's Runtime is bound to the C kernel TFLite invokes (csrc/plugin.c): the tensors
-it reads and writes, their byte sizes and types (float32, or int8 / uint8 converted at the edge:
-compiler/quant.py), and the dims it was compiled for."""
+it reads and writes, their byte sizes and types (float32; int8 / uint8 converted at the edge,
+compiler/quant.py; int32, int64 and bool converted to and from the floats the partition holds them
+in, compiler/claim.py), and the dims it was compiled for."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .._native import ffi
-from ..compiler.graph import FLOAT32
+from ..compiler.graph import BOOL, FLOAT32, INT32, INT64
 from ..compiler.quant import carried_params
 from ..runtime import Runtime
 from .capture import capture_tensor, int_array
@@ -52,18 +53,26 @@ def bind_kernel(context: Any, runtime: Runtime, kernel: Any) -> tuple[list[tuple
 
 
 def edge_types(context: Any, tensors: list[int]) -> list[tuple[int, float, int]]:
-    """(TfLiteType, scale, zero point) of each partition input or output: float32, or a quantized
-    activation the partition carries in float (compiler/quant.py), which the C kernel converts."""
+    """(TfLiteType, scale, zero point) of each partition input or output: float32, a quantized
+    activation the partition carries in float (compiler/quant.py), or an int32, int64 or bool
+    tensor it holds as floats; the C kernel converts the last two kinds."""
     types = []
     for index in tensors:
         t = capture_tensor(context, index, read_limit=0)
         params = carried_params(t)
-        types.append((FLOAT32, 1.0, 0) if params is None else (params.dtype, params.scale, params.zero_point))
+        if params is not None:
+            types.append((params.dtype, params.scale, params.zero_point))
+        else:
+            types.append((t.dtype if t.dtype in _ELEMENT_BYTES else FLOAT32, 1.0, 0))
     return types
 
 
+#: bytes of an element of each type the C kernel binds (int8 / uint8: 1)
+_ELEMENT_BYTES = {FLOAT32: 4, INT32: 4, INT64: 8, BOOL: 1}
+
+
 def _bytes(shape: tuple[int, ...], dtype: int = FLOAT32) -> int:
-    n = 4 if dtype == FLOAT32 else 1
+    n = _ELEMENT_BYTES.get(dtype, 1)
     for d in shape:
         n *= d
     return n

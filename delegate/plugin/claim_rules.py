@@ -1,6 +1,6 @@
 """What TFLite can do around a partition, as rules on the nodes Prepare may claim: shapes TFLite
-must propagate through the original plan, and tensors of types TFLite cannot pass across a
-partition's edge."""
+must propagate through the original plan, and tensors of types the delegate's kernel cannot pass
+across a partition's edge."""
 
 from __future__ import annotations
 
@@ -39,9 +39,10 @@ def propagation_blocker(graph: Any, plan: list[int]) -> str | None:
 
 
 def float_edges(context: Any, graph: Any, nodes: list[int], unsupported: dict[str, str]) -> list[int]:
-    """``nodes`` less those that would pass a bool or int32 tensor across the edge of the
-    partitions TFLite makes of them (compiler/claim.py ``edge_dtype_problems``), partitioning
-    again after each removal (which can put other such tensors on an edge) until none is left."""
+    """``nodes`` less those that would pass a tensor of a type the C kernel does not convert (an
+    int64 output) across the edge of the partitions TFLite makes of them (compiler/claim.py
+    ``edge_dtype_problems``), partitioning again after each removal (which can put other such
+    tensors on an edge) until none is left."""
     while nodes and carries_non_float(graph, nodes):
         problems: dict[int, str] = {}
         for members, inputs, outputs in preview_partitions(context, nodes):

@@ -24,6 +24,7 @@ from .device import DeviceInfo
 
 TENSOR_SELECTORS = {
     "Read": (3, 4, 5),
+    "ReadFloat": (4, 5),
     "Write": (4, 5, 6),
     "Width": (0,),
     "Height": (0,),
@@ -39,7 +40,7 @@ TENSOR_SELECTORS = {
 #: Selectors that address a tensor's memory linearly: buffer-backed storages only.
 LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt")
 #: selectors whose macro names carry their argument count
-TENSOR_SUFFIXED = ("Read", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt")
+TENSOR_SUFFIXED = ("Read", "ReadFloat", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt")
 #: the lane argument of ReadLaneAt: a literal component index
 _LANE = re.compile(r"[0-3]")
 _IMAGE_TYPES = {
@@ -233,7 +234,7 @@ class _Assembler:
         if st != TensorStorageType.BUFFER and st != TensorStorageType.IMAGE_BUFFER and not self.device.images:
             raise SourceError(f"tensor {name!r} uses {st.name}, but the device has no image support")
         writes = "Write" in usage or "WriteAt" in usage
-        reads = bool(usage.intersection(("Read", "ReadAt", "ReadLaneAt")))
+        reads = bool(usage.intersection(("Read", "ReadFloat", "ReadAt", "ReadLaneAt")))
         linear_use = usage.intersection(LINEAR_SELECTORS)
         if linear_use and st not in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
             raise SourceError(
@@ -250,6 +251,7 @@ class _Assembler:
         m.append(f"#define {name}_Channels() ({p}.s5)")
         m.append(f"#define {name}_Read3(x, y, s) {name}_Read5(x, y, 0, s, 0)")
         m.append(f"#define {name}_Read4(x, y, s, b) {name}_Read5(x, y, 0, s, b)")
+        m.append(f"#define {name}_ReadFloat4(x, y, s, b) {name}_ReadFloat5(x, y, 0, s, b)")
         m.append(f"#define {name}_Write4(v, x, y, s) {name}_Write6(v, x, y, 0, s, 0)")
         m.append(f"#define {name}_Write5(v, x, y, s, b) {name}_Write6(v, x, y, 0, s, b)")
         # s7: FLT4s from one slice plane to the next (padded planes: memory.slice_pitch)
@@ -268,10 +270,12 @@ class _Assembler:
                 img = f"{name}_img"
                 self.params.append(Param(f"__read_only image1d_buffer_t {img}", "tensor_image", name))
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4(read_imagef({img}, {linear}))")
+                m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) read_imagef({img}, {linear})")
                 m.append(f"#define {name}_ReadAt1(i) TO_FLT4(read_imagef({img}, (i)))")
                 m.append(f"#define {name}_ReadLaneAt2(i, l) TO_FLT(read_imagef({img}, (i)).s##l)")
             else:
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4({load.format(i=linear, p=buf)})")
+                m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) convert_float4({load.format(i=linear, p=buf)})")
                 m.append(f"#define {name}_ReadAt1(i) TO_FLT4({load.format(i='(i)', p=buf)})")
                 # one component as a scalar load: a kernel that broadcasts lanes into wide vectors
                 # then holds one register per lane it uses, not one per lane of every pixel
@@ -293,6 +297,7 @@ class _Assembler:
             else:
                 coord = f"(int4)({xb}, (y), ((s) * {p}.s2 + (z)), 0)"
             m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4(read_imagef({img}, smp_none, {coord}))")
+            m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) read_imagef({img}, smp_none, {coord})")
             m.append(f"#define {name}_Write6(v, x, y, z, s, b) write_imagef({img}, {coord}, convert_float4(v))")
         self.params.append(Param(f"int8 {p}", "tensor_shape", name))
 

@@ -11,7 +11,7 @@ import numpy as np
 from ...context import model
 from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
-from ..graph import BOOL, FLOAT32, INT32, Activation, Graph, Node, Tensor
+from ..graph import BOOL, FLOAT32, INT32, INT64, Activation, Graph, Node, Tensor
 from ..kernel import Kernel
 from ..options import CompileOptions
 from .traits import NO_TRAITS, Traits
@@ -165,7 +165,7 @@ class Op:
 
 
 #: TfLiteType -> the name reasons use
-DTYPE_NAMES = {FLOAT32: "float32", INT32: "int32", BOOL: "bool"}
+DTYPE_NAMES = {FLOAT32: "float32", INT32: "int32", INT64: "int64", BOOL: "bool"}
 
 
 def value_tensors(

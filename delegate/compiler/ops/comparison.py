@@ -5,9 +5,8 @@ Every tensor on the device is float storage (FLT4), and so are these: a bool is 
 1.0 (true), an int32 the float of its value. That is exact for bools in every precision and for
 the int32 values these ops can make in F32 (docs/ops.md, "Bool and int32 tensors"): an int32
 tensor inside a partition comes from a CAST of a float (an integer the float holds exactly, or
-INT_MAX / INT_MIN where TFLite saturates), a SELECT of such values, or a constant, whose values
-are checked to be exact. Bool and int32 tensors are claimed only inside a partition
-(``claim.edge_dtype_problems``): the runtime hands float32 across a partition's edges.
+INT_MAX / INT_MIN where TFLite saturates), a SELECT of such values, a constant, whose values are
+checked to be exact, or a partition input, which csrc/plugin.c converts only when it is exact.
 """
 
 from __future__ import annotations
