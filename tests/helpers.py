@@ -230,3 +230,25 @@ def reject_kernels_of(monkeypatch: Any, op: str) -> None:
         return ctx
 
     inject(monkeypatch, compile=rejected)
+
+
+def uniform_inputs(interpreter: Any, seed: int) -> list[tuple[int, np.ndarray]]:
+    """(tensor index, value) for every input of ``interpreter``: seeded uniform [0, 1) float32."""
+    rng = np.random.default_rng(seed)
+    return [(d["index"], rng.uniform(size=d["shape"]).astype(np.float32)) for d in interpreter.get_input_details()]
+
+
+def invoke_with(interpreter: Any, inputs: list[tuple[int, np.ndarray]]) -> list[np.ndarray]:
+    """Sets ``inputs``, invokes once and returns copies of every output."""
+    for index, value in inputs:
+        interpreter.set_tensor(index, value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+
+
+def assert_outputs_close(got: list[np.ndarray], want: list[np.ndarray], tolerance: float) -> None:
+    """Each output of ``got`` has its counterpart's shape and is within ``tolerance`` of it,
+    relative to the counterpart's largest magnitude."""
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape
+        assert np.abs(a - b).max() <= tolerance * max(float(np.abs(b).max()), 1e-30)

@@ -22,35 +22,17 @@ from delegate.compiler.cpu_choice import CpuChoice, Measured
 from delegate.interpreter import DelegatedInterpreter, ExecutionPath
 from delegate.plugin.choice_record import record_measurement
 
-from .helpers import shared_path
+from .helpers import assert_outputs_close, invoke_with, shared_path, uniform_inputs
 
 UNET = str(shared_path("models", "unet_small.tflite"))
 #: F32 tolerance, of the output's scale
 TOLERANCE = 1e-4
 
 
-def _inputs(interpreter, seed):
-    rng = np.random.default_rng(seed)
-    return [(d["index"], rng.uniform(size=d["shape"]).astype(np.float32)) for d in interpreter.get_input_details()]
-
-
-def _run(interpreter, inputs):
-    for index, value in inputs:
-        interpreter.set_tensor(index, value)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
-
-
 def _cpu(model=UNET):
     cpu = host_runtime().Interpreter(model_path=model)
     cpu.allocate_tensors()
     return cpu
-
-
-def _close(got, want):
-    for a, b in zip(got, want, strict=True):
-        assert a.shape == b.shape
-        assert np.abs(a - b).max() <= TOLERANCE * max(float(np.abs(b).max()), 1e-30)
 
 
 class _Sleeper:
@@ -154,14 +136,14 @@ def test_the_switch_goes_where_the_measurement_says(gate, cpu_faster):
 
     it = _built(measure, built)
     it.allocate_tensors()
-    inputs = _inputs(it, 1)
-    on_cpu = _run(it, inputs)  # while it builds
+    inputs = uniform_inputs(it, 1)
+    on_cpu = invoke_with(it, inputs)  # while it builds
     gate.set()
     assert it.build_finished(timeout=60) and seen == [built]
     it.invoke()  # no set_tensor: the switch carries the caller's inputs over
     assert it.path is (ExecutionPath.CPU_FASTER if cpu_faster else ExecutionPath.DELEGATED)
     assert it.host is (faster if cpu_faster else built)
-    _close([it.get_tensor(d["index"]) for d in it.get_output_details()], on_cpu)
+    assert_outputs_close([it.get_tensor(d["index"]) for d in it.get_output_details()], on_cpu, TOLERANCE)
     report = it._background
     assert report.path == ("cpu faster" if cpu_faster else "delegate")
     assert ("measured slower" in report.describe()) == cpu_faster
@@ -178,8 +160,8 @@ def test_a_real_measurement_is_followed_and_recorded(gate, tmp_path):
     measured = it.opencl.measured
     assert measured is not None and measured.rounds >= measured_choice.MIN_ROUNDS
     assert it.path is (ExecutionPath.CPU_FASTER if measured.cpu_faster else ExecutionPath.DELEGATED)
-    inputs = _inputs(it, 2)
-    _close(_run(it, inputs), _run(_cpu(), inputs))
+    inputs = uniform_inputs(it, 2)
+    assert_outputs_close(invoke_with(it, inputs), invoke_with(_cpu(), inputs), TOLERANCE)
     (choice,) = it.opencl.cpu_choices
     assert choice["measured"] == measured.as_dict() and choice["decision"] == (
         "cpu" if measured.cpu_faster else "delegate"
@@ -192,7 +174,7 @@ def test_a_real_measurement_is_followed_and_recorded(gate, tmp_path):
     assert again.opencl.measured is None and recorded["source"] == "record"
     assert recorded["measured"] == measured.as_dict()
     assert bool(again.opencl.delegated_nodes) is not measured.cpu_faster
-    _close(_run(again, inputs), _run(_cpu(), inputs))
+    assert_outputs_close(invoke_with(again, inputs), invoke_with(_cpu(), inputs), TOLERANCE)
 
 
 @pytest.mark.cpu_choice_default
@@ -211,15 +193,15 @@ def test_a_recorded_measurement_decides_the_partition(tmp_path, cpu_faster):
     assert not measured_choice.applies(later.opencl)
     reasons = set(later.opencl.unsupported.values())
     assert (reasons and all("measured on this device" in why for why in reasons)) or not cpu_faster
-    inputs = _inputs(later, 3)
-    _close(_run(later, inputs), _run(_cpu(), inputs))
+    inputs = uniform_inputs(later, 3)
+    assert_outputs_close(invoke_with(later, inputs), invoke_with(_cpu(), inputs), TOLERANCE)
     # under background compile the recorded decision also picks the CPU interpreter's threads
     background = delegate.Interpreter(UNET, background_compile="on", serialization_dir=folder)
     background.allocate_tensors()
     assert background.wait_for_delegate() is not cpu_faster
     assert background.path is (ExecutionPath.CPU_FASTER if cpu_faster else ExecutionPath.DELEGATED)
     assert background.opencl.measured is None  # not measured again
-    _close(_run(background, inputs), _run(_cpu(), inputs))
+    assert_outputs_close(invoke_with(background, inputs), invoke_with(_cpu(), inputs), TOLERANCE)
 
 
 def test_cpu_when_faster_false_measures_nothing(gate, tmp_path):
@@ -278,13 +260,13 @@ def test_without_background_compile_the_first_invoke_measures_and_keeps_the_call
     it = delegate.Interpreter(UNET, background_compile="off", serialization_dir=str(tmp_path))
     it.allocate_tensors()
     assert it.path is ExecutionPath.DELEGATED and it.opencl.measured is None
-    inputs = _inputs(it, 5)
-    got = _run(it, inputs)  # the measurement runs first, on its own inputs; the caller's are put back
+    inputs = uniform_inputs(it, 5)
+    got = invoke_with(it, inputs)  # the measurement runs first, on its own inputs; the caller's are put back
     measured = it.opencl.measured
     assert measured is not None
     assert it.path is (ExecutionPath.CPU_FASTER if measured.cpu_faster else ExecutionPath.DELEGATED)
     assert (it.cpu_faster_cause is not None) == measured.cpu_faster
-    _close(got, _run(_cpu(), inputs))
+    assert_outputs_close(got, invoke_with(_cpu(), inputs), TOLERANCE)
     it.invoke()  # no second measurement
     assert it.opencl.measured is measured
 
@@ -306,8 +288,9 @@ def test_the_first_invoke_measures_only_a_model_that_keeps_no_state(stateful):
 
     it = DelegatedInterpreter(made, measure=measure)
     inputs = [(d["index"], np.ones(d["shape"], d["dtype"])) for d in it.get_input_details()]
-    got = _run(it, inputs)
+    got = invoke_with(it, inputs)
     assert seen == ([] if stateful else [made])
     reference = host.Interpreter(model_content=_streaming_model()) if stateful else _cpu()
     reference.allocate_tensors()
-    _close(got, _run(reference, inputs))  # the caller's inputs, put back after the measurement
+    # the caller's inputs, put back after the measurement
+    assert_outputs_close(got, invoke_with(reference, inputs), TOLERANCE)

@@ -19,7 +19,7 @@ from delegate import warm_start
 from delegate.api import host_runtime
 from delegate.interpreter import ExecutionPath
 
-from .helpers import reject_kernels_of, shared_path
+from .helpers import assert_outputs_close, invoke_with, reject_kernels_of, shared_path, uniform_inputs
 from .test_variables import _streaming_model
 
 SMALL_CNN = str(shared_path("models", "small_cnn.tflite"))
@@ -45,28 +45,10 @@ def release_on_wait(gate, monkeypatch):
     monkeypatch.setattr(warm_start.BackgroundBuild, "wait", waiting)
 
 
-def _inputs(interpreter, seed):
-    rng = np.random.default_rng(seed)
-    return [(d["index"], rng.uniform(size=d["shape"]).astype(np.float32)) for d in interpreter.get_input_details()]
-
-
-def _run(interpreter, inputs):
-    for index, value in inputs:
-        interpreter.set_tensor(index, value)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
-
-
 def _reference(inputs):
     cpu = host_runtime().Interpreter(model_path=SMALL_CNN)
     cpu.allocate_tensors()
-    return _run(cpu, inputs)
-
-
-def _close(got, want):
-    for a, b in zip(got, want, strict=True):
-        assert a.shape == b.shape
-        assert np.abs(a - b).max() <= TOLERANCE * max(float(np.abs(b).max()), 1e-30)
+    return invoke_with(cpu, inputs)
 
 
 def test_outputs_equal_across_the_switch_and_the_switch_is_reported(gate, program_cache):
@@ -74,22 +56,22 @@ def test_outputs_equal_across_the_switch_and_the_switch_is_reported(gate, progra
     report = it.opencl.background_compile
     assert report is not None and report.mode == "on" and report.path == "compiling"
     it.allocate_tensors()
-    first, second = _inputs(it, 1), _inputs(it, 2)
+    first, second = uniform_inputs(it, 1), uniform_inputs(it, 2)
     output = it.tensor(it.get_output_details()[0]["index"])
-    on_cpu = _run(it, first)
+    on_cpu = invoke_with(it, first)
     assert report.path == "compiling" and report.cpu_invokes == 1
     assert not it.opencl.partitions  # the delegate has not been prepared yet
     gate.set()
     assert it.build_finished(timeout=600)
     assert report.path == "compiling"  # the switch waits for the next invoke
     # The caller sets only the second input set before the switching invoke ... and the first again after.
-    on_delegate = _run(it, second)
+    on_delegate = invoke_with(it, second)
     assert report.path == "delegate" and report.cpu_invokes == 1 and report.switched_s >= report.ready_s > 0
     assert len(it.opencl.partitions) == 1 and it.opencl.delegated_nodes
-    _close(on_delegate, _reference(second))
-    again = _run(it, first)
-    _close(again, on_cpu)
-    _close(on_cpu, _reference(first))
+    assert_outputs_close(on_delegate, _reference(second), TOLERANCE)
+    again = invoke_with(it, first)
+    assert_outputs_close(again, on_cpu, TOLERANCE)
+    assert_outputs_close(on_cpu, _reference(first), TOLERANCE)
     np.testing.assert_array_equal(output(), again[0])  # the tensor() function follows the switch
     assert "then the delegate" in report.describe()
 
@@ -97,13 +79,13 @@ def test_outputs_equal_across_the_switch_and_the_switch_is_reported(gate, progra
 def test_inputs_set_before_the_switch_carry_over(gate, program_cache):
     it = delegate.Interpreter(SMALL_CNN, background_compile="on", program_cache=program_cache)
     it.allocate_tensors()
-    inputs = _inputs(it, 3)
-    _run(it, inputs)
+    inputs = uniform_inputs(it, 3)
+    invoke_with(it, inputs)
     gate.set()
     it.build_finished(timeout=600)
     it.invoke()  # no set_tensor: the switch copies what the caller set on the CPU interpreter
     assert it.opencl.background_compile.path == "delegate"
-    _close([it.get_tensor(d["index"]) for d in it.get_output_details()], _reference(inputs))
+    assert_outputs_close([it.get_tensor(d["index"]) for d in it.get_output_details()], _reference(inputs), TOLERANCE)
 
 
 def test_a_build_done_within_the_grace_runs_on_the_delegate_from_the_first_invoke(monkeypatch, tmp_path):
@@ -118,8 +100,8 @@ def test_a_build_done_within_the_grace_runs_on_the_delegate_from_the_first_invok
     report = it.opencl.background_compile
     assert report.mode == "auto" and report.path == "delegate" and report.cpu_invokes == 0
     assert [p.cache for p in it.opencl.partitions] == ["hit"]
-    inputs = _inputs(it, 4)
-    _close(_run(it, inputs), _reference(inputs))
+    inputs = uniform_inputs(it, 4)
+    assert_outputs_close(invoke_with(it, inputs), _reference(inputs), TOLERANCE)
     assert report.cpu_invokes == 0 and "before the first invoke" in report.describe()
 
 
@@ -140,8 +122,8 @@ def test_a_failed_build_raises_on_the_next_call_without_fallback(gate, monkeypat
     reject_kernels_of(monkeypatch, "CONV_2D")
     it = delegate.Interpreter(SMALL_CNN, background_compile="on", program_cache=program_cache)
     it.allocate_tensors()
-    inputs = _inputs(it, 5)
-    _close(_run(it, inputs), _reference(inputs))  # on CPU while it builds
+    inputs = uniform_inputs(it, 5)
+    assert_outputs_close(invoke_with(it, inputs), _reference(inputs), TOLERANCE)  # on CPU while it builds
     gate.set()
     assert it.build_finished(timeout=600)
     for _ in range(2):  # every later invoke: the interpreter could not be built
@@ -159,10 +141,10 @@ def test_a_failed_build_stays_on_cpu_with_fallback(gate, monkeypatch, program_ca
     it.allocate_tensors()
     gate.set()
     assert it.build_finished(timeout=600)
-    inputs = _inputs(it, 6)
+    inputs = uniform_inputs(it, 6)
     with pytest.warns(UserWarning, match="background compile failed"):
-        got = _run(it, inputs)
-    _close(got, _reference(inputs))
+        got = invoke_with(it, inputs)
+    assert_outputs_close(got, _reference(inputs), TOLERANCE)
     report = it.opencl.background_compile
     assert report.path == "cpu" and report.cause and it.fallback_cause == report.cause
     assert report.cpu_invokes == 1
@@ -177,14 +159,14 @@ def test_resize_waits_for_the_build_and_works_on_the_delegate(release_on_wait, p
     report = it.opencl.background_compile
     assert report.path == "delegate" and report.waited_for == "resize_tensor_input" and report.cpu_invokes == 0
     it.allocate_tensors()
-    inputs = _inputs(it, 7)
-    _close(_run(it, inputs), _reference(inputs))
+    inputs = uniform_inputs(it, 7)
+    assert_outputs_close(invoke_with(it, inputs), _reference(inputs), TOLERANCE)
 
 
 def test_dropping_or_closing_the_interpreter_while_it_compiles(gate, program_cache):
     dropped = delegate.Interpreter(SMALL_CNN, background_compile="on", program_cache=program_cache)
     dropped.allocate_tensors()
-    _run(dropped, _inputs(dropped, 8))
+    invoke_with(dropped, uniform_inputs(dropped, 8))
     threads = [t for t in threading.enumerate() if t.name == "delegate-background-compile"]
     assert threads
     del dropped
