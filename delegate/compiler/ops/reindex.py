@@ -8,6 +8,7 @@ constant parameters, in the runtime's 4-D view of tensors (layout.bhwc: shapes l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -87,19 +88,28 @@ def float_check(node: Node, graph: Graph, data: int) -> str | None:
     return "the input is a constant" if graph.tensor(node.inputs[data]).is_constant else None
 
 
+def _dims_check(node: Node, graph: Graph, valid: Callable[[list[int], int], bool], problem: str) -> str | None:
+    """The check of an op whose second input is a constant list of the data input's dimensions
+    (TRANSPOSE's permutation, REVERSE_V2's axes): ``problem`` unless ``valid(dims, rank)``."""
+    data_problem = data_check(node, graph, constants=(1,))
+    if data_problem:
+        return data_problem
+    dims, rank = constant_values(graph, node, 1), rank_of(graph, node.inputs[0])
+    return None if dims is not None and valid([int(d) for d in dims], rank) else problem
+
+
 class Transpose(Op):
     codes = (Builtin.TRANSPOSE,)
     data_inputs = 1
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
 
     def check(self, node: Node, graph: Graph) -> str | None:
-        problem = data_check(node, graph, constants=(1,))
-        if problem:
-            return problem
-        perm, rank = constant_values(graph, node, 1), rank_of(graph, node.inputs[0])
-        if perm is None or sorted(int(p) % rank for p in perm) != list(range(rank)):
-            return "the permutation is not a permutation of the input's dimensions"
-        return None
+        return _dims_check(
+            node,
+            graph,
+            lambda perm, rank: sorted(p % rank for p in perm) == list(range(rank)),
+            "the permutation is not a permutation of the input's dimensions",
+        )
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         rank = rank_of(ctx.graph, node.inputs[0])
@@ -219,13 +229,12 @@ class Reverse(Op):
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, MOVES_INTEGERS)
 
     def check(self, node: Node, graph: Graph) -> str | None:
-        problem = data_check(node, graph, constants=(1,))
-        if problem:
-            return problem
-        axes, rank = constant_values(graph, node, 1), rank_of(graph, node.inputs[0])
-        if axes is None or not all(-rank <= int(a) < rank for a in axes):
-            return "an axis is outside the input's rank"
-        return None
+        return _dims_check(
+            node,
+            graph,
+            lambda axes, rank: all(-rank <= a < rank for a in axes),
+            "an axis is outside the input's rank",
+        )
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         rank = rank_of(ctx.graph, node.inputs[0])
