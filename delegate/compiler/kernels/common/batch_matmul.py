@@ -15,24 +15,11 @@ runtime's 4-D view, M the width, K or N the channels, batch dims broadcast throu
 from __future__ import annotations
 
 from ...kernel import LANE_MASK, WRITE, Piece
+from .row_blocks import rows_head
 
 #: operand rows and batches, broadcast where the operand has one
 _BROADCAST = """  int yl = args.lhs.Height() == 1 ? 0 : Y, bl = args.lhs.Batch() == 1 ? 0 : b;
   int yr = args.rhs.Height() == 1 ? 0 : Y, br = args.rhs.Batch() == 1 ? 0 : b;
-"""
-
-
-def _head(rows: int) -> str:
-    return f"""
-MAIN_FUNCTION($0) {{
-  int B = args.dst_tensor.Batch();
-  int W = args.dst_tensor.Width();
-  int gx = GLOBAL_ID_0;
-  int Y = GLOBAL_ID_1;
-  int S = GLOBAL_ID_2;
-  if (gx >= ((W + {rows - 1}) / {rows}) * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
-  int X0 = gx * {rows}, b = 0;
-  if (B != 1) {{ X0 = (gx / B) * {rows}; b = gx % B; }}
 """
 
 
@@ -64,7 +51,7 @@ def rows_code(rows: int, adj_y: bool) -> list[Piece]:
     """``rows`` output rows x one slice of N per work-item (adj_x false). Rows past M read row M - 1
     (their results are never written); with adj_y, right-operand rows past N read row N - 1
     (their lanes are masked at the write)."""
-    parts: list[Piece] = [_head(rows), _BROADCAST]
+    parts: list[Piece] = [rows_head(rows, "S", "GLOBAL_ID_2"), _BROADCAST]
     parts.append("  int K = args.lhs.Channels();\n  int slices = (K + 3) / 4;\n")
     parts += [f"  int x{p} = X0 + {p} < W ? X0 + {p} : W - 1;\n" for p in range(rows)]
     parts += [f"  ACCUM_FLT4 a{p} = INIT_ACCUM_FLT4(0.0f);\n" for p in range(rows)]
@@ -98,7 +85,8 @@ def slice_rows_code(adj_y: bool) -> list[Piece]:
     """The 4 output rows of one left-operand slice x one slice of N per work-item (adj_x true). The
     left operand's lanes past M feed only rows that are never written; with adj_y, right-operand
     rows past N read row N - 1 (their lanes are masked at the write)."""
-    parts: list[Piece] = [_head(SLICE_ROWS), _BROADCAST, "  int K = args.lhs.Width();\n  int xs = X0 / 4;\n"]
+    parts: list[Piece] = [rows_head(SLICE_ROWS, "S", "GLOBAL_ID_2"), _BROADCAST]
+    parts.append("  int K = args.lhs.Width();\n  int xs = X0 / 4;\n")
     parts += [f"  ACCUM_FLT4 a{p} = INIT_ACCUM_FLT4(0.0f);\n" for p in range(SLICE_ROWS)]
     if adj_y:  # rhs is [..., N, K]: four of its rows per slice of K, transposed to rows k of N
         parts.append("  int last = args.rhs.Width() - 1;\n")

@@ -1,16 +1,15 @@
 """Kernels whose work-item computes consecutive output pixels of one row (the depthwise and pooling
-row kernels): their opening and the loads of one window row's input columns."""
+row kernels, and the matrix products' row kernels): their opening and the loads of one window row's input columns."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 
-def row_block_head(pixels: int, sw: int, pw: int, slice_var: str, slice_init: str) -> str:
-    """Opening of a kernel whose work-item computes ``pixels`` consecutive output pixels of one row:
-    ``X0`` (the first pixel), ``Y``, ``b``, the slice ``slice_var`` (= ``slice_init``), the input's
-    ``iw`` / ``ih`` and ``xi``, the input column of the block's window (stride ``sw``, padding
-    ``pw``). Work-items past the output return."""
+def rows_head(pixels: int, slice_var: str, slice_init: str) -> str:
+    """Opening of a kernel whose work-item computes ``pixels`` consecutive output pixels (rows of
+    a matrix product) of one row: ``B``, ``W``, ``X0`` (the first pixel), ``Y``, ``b`` and the
+    slice ``slice_var`` (= ``slice_init``). Work-items past the output return."""
     return f"""
 MAIN_FUNCTION($0) {{
   int B = args.dst_tensor.Batch();
@@ -22,9 +21,15 @@ MAIN_FUNCTION($0) {{
   if ({slice_var} >= args.dst_tensor.Slices()) return;
   int X0 = gx * {pixels}, b = 0;
   if (B != 1) {{ X0 = (gx / B) * {pixels}; b = gx % B; }}
-  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();
-  long xi = X0 * {sw} - {pw};
 """
+
+
+def row_block_head(pixels: int, sw: int, pw: int, slice_var: str, slice_init: str) -> str:
+    """``rows_head``, then the input's ``iw`` / ``ih`` and ``xi``, the input column of the block's
+    window (stride ``sw``, padding ``pw``)."""
+    return rows_head(pixels, slice_var, slice_init) + (
+        f"  int iw = args.src_tensor.Width(); int ih = args.src_tensor.Height();\n  long xi = X0 * {sw} - {pw};\n"
+    )
 
 
 def window_row_loads(columns: list[int], load: Callable[[int], str], vtype: str, outside: str) -> list[str]:
