@@ -15,7 +15,8 @@ to fail, with ``compile_fallback`` on, so the next partition compiles; ``cpu_whe
 so partitions TFLite's CPU kernels would run faster are compiled too. ``--dump DIR`` also writes
 each partition's kernels as text (one file per kernel), to see what a digest difference is.
 
-    PYTHONPATH=CHECKOUT python benchmarks/experiments/context_digest.py [--models NAME ...] [--dump DIR] > digests.txt
+    PYTHONPATH=CHECKOUT python benchmarks/experiments/context_digest.py [--models NAME ...] [--also PATH ...]
+        [--dump DIR] > digests.txt
 """
 
 from __future__ import annotations
@@ -103,12 +104,16 @@ def digests(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=[], help="model file stems (default: all)")
+    parser.add_argument(
+        "--also", nargs="*", type=Path, default=[], help="more .tflite files or folders of them (e.g. tests/models)"
+    )
     parser.add_argument("--dump", type=Path, help="folder for the kernels' text, per model, options and partition")
     labels = [*OPTIONS, *COMPILE_CHANGES]
     parser.add_argument("--sets", nargs="*", default=labels, choices=labels, help="option sets (default: all)")
     args = parser.parse_args()
-    for path in model_paths(args.models):
-        name = path.relative_to(MODELS).as_posix()
+    extra = [m for p in args.also for m in (sorted(p.glob("*.tflite")) if p.is_dir() else [p])]
+    for path in [*model_paths(args.models), *extra]:
+        name = path.relative_to(MODELS).as_posix() if path.is_relative_to(MODELS) else path.name
         for label in args.sets:
             options, changes = OPTIONS.get(label, {}), COMPILE_CHANGES.get(label)
             dump = args.dump / name / label if args.dump else None

@@ -14,9 +14,9 @@ import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
-from ..kernels.common.pieces import HEAD, LANES, operation, written
+from ..kernels.common.pieces import LANE_LOOP, input_lane, operation, written
 from .base import EmitContext, Op, float_tensors, operands, runtime_io
-from .reindex import IN, OUT, gather_code, rank_of
+from .reindex import OUT, gather_code, rank_of
 from .traits import MOVES_INTEGERS, Traits
 
 #: the most pieces one kernel reads (as CONCATENATION)
@@ -74,22 +74,15 @@ class Pack(Op):
         exprs, along = piece_coordinates(packed - 1, _axis(node, packed))
         names = [f"src_{k}" for k in range(len(node.inputs))]
         srcs, objects = operands(names, list(node.inputs), ctx)
-        mapping = "".join(f"    int {name} = {expr};\n" for name, expr in zip(IN, exprs, strict=True))
         reads = "".join(
             f"    {'if' if n == 0 else 'else if'} ({OUT[along]} == {n}) v = dlg_component("
             f"args.{name}.Read(xi, yi, ci / 4, bi), ci % 4);\n"
             for n, name in enumerate(names)
         )
         code = (
-            LANES
-            + HEAD
-            + """  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {
-    int c = S * 4 + k;
-    if (c >= args.dst_tensor.Channels()) break;
-    float v = 0.0f;
-"""
-            + mapping
+            LANE_LOOP
+            + "    float v = 0.0f;\n"
+            + input_lane(exprs)
             + reads
             + "    result = dlg_set(result, k, v);\n  }\n"
         )

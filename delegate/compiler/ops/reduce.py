@@ -8,9 +8,9 @@ import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
-from ..kernels.common.pieces import HEAD, LANES, operation, written
+from ..kernels.common.pieces import HEAD, LANE_LOOP, input_lane, operation, written
 from .base import EmitContext, Op
-from .reindex import IN, OUT, SIZE, constant_values, data_check, rank_of, surviving
+from .reindex import OUT, SIZE, constant_values, data_check, rank_of, surviving
 from .traits import Quantization, Traits
 
 _REDUCE = {
@@ -65,36 +65,28 @@ class Reduce(Op):
                 exprs.append(f"r{j}")
             else:
                 exprs.append(feed.get(j, "0"))
-        mapping = "".join(f"    int {name} = {expr};\n" for name, expr in zip(IN, exprs, strict=True))
         count = " * ".join(f"args.src_tensor.{SIZE[j]}()" for j in sorted(reduced)) or "1"
         finish = f"acc / (float)({count})" if node.op == Builtin.MEAN else "acc"
         if exprs[3] == OUT[3]:
             # The output's channel is the input's: reduce whole slices (float4 lanes at once), as a
             # global average pool does; 4x fewer reads than lane by lane and vector arithmetic.
-            mapping = "".join(f"      int {name} = {expr};\n" for name, expr in zip(IN[:3], exprs[:3], strict=True))
             code = (
                 HEAD
                 + f"  float4 acc = (float4)({init});\n"
                 + "".join(loops).replace("    for", "  for")
                 + "  {\n"
-                + mapping
+                + input_lane(exprs[:3], "      ")
                 + "      float4 v = convert_float4(args.src_tensor.Read(xi, yi, S, bi));\n"
                 + f"      {update}\n  }}\n"
                 + f"  FLT4 result = TO_FLT4({finish});\n"
             )
             return operation(written(code), srcs=["src_tensor"])
         code = (
-            LANES
-            + HEAD
-            + """  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {
-    int c = S * 4 + k;
-    if (c >= args.dst_tensor.Channels()) break;
-"""
+            LANE_LOOP
             + f"    float acc = {init};\n"
             + "".join(loops)
             + "    {\n"
-            + mapping.replace("    int", "      int")
+            + input_lane(exprs, "      ")
             + "      float v = (float)dlg_component(args.src_tensor.Read(xi, yi, ci / 4, bi), ci % 4);\n"
             + f"      {update}\n    }}\n"
             + f"    result = dlg_set(result, k, (FLT)({finish}));\n  }}\n"

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel, Piece
-from ..kernels.common.pieces import HEAD, LANES, operation, written
+from ..kernels.common.pieces import LANE_LOOP, input_lane, operation, written
 from .base import EmitContext, Op, float_tensors, runtime_io
 from .traits import MOVES_INTEGERS, Quantization, Traits
 
@@ -23,22 +23,14 @@ from .traits import MOVES_INTEGERS, Quantization, Traits
 _COPIES = Traits(quantization=Quantization.KEEPS_INTEGERS, keeps_small=True)
 
 OUT = ("b", "Y", "X", "c")
-IN = ("bi", "yi", "xi", "ci")
 SIZE = ("Batch", "Height", "Width", "Channels")
 
 
 def gather_code(exprs: list[str]) -> list[Piece]:
     """The kernel setting each output lane (b, Y, X, c) from input lane (bi, yi, xi, ci) = ``exprs``."""
-    mapping = "".join(f"    int {name} = {expr};\n" for name, expr in zip(IN, exprs, strict=True))
     return written(
-        LANES
-        + HEAD
-        + """  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {
-    int c = S * 4 + k;
-    if (c >= args.dst_tensor.Channels()) break;
-"""
-        + mapping
+        LANE_LOOP
+        + input_lane(exprs)
         + """    result = dlg_set(result, k, dlg_component(args.src_tensor.Read(xi, yi, ci / 4, bi), ci % 4));
   }
 """

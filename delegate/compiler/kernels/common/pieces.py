@@ -54,6 +54,27 @@ MAIN_FUNCTION($0) {
 """
 
 
+#: an input lane's coordinates in the 4-D view, the names a lane kernel's mapping defines
+INPUT_LANE = ("bi", "yi", "xi", "ci")
+
+#: Opening of a kernel that sets the output lane by lane: ``result`` and, per lane ``k`` of the
+#: output slice, its channel ``c`` (lanes past the channels are left out).
+LANE_LOOP = (
+    LANES
+    + HEAD
+    + """  FLT4 result = INIT_FLT4(0.0f);
+  for (int k = 0; k < 4; ++k) {
+    int c = S * 4 + k;
+    if (c >= args.dst_tensor.Channels()) break;
+"""
+)
+
+
+def input_lane(exprs: list[str], indent: str = "    ") -> str:
+    """Declarations of the input lane ``INPUT_LANE`` (as many as ``exprs``) = ``exprs``."""
+    return "".join(f"{indent}int {name} = {expr};\n" for name, expr in zip(INPUT_LANE, exprs, strict=False))
+
+
 def operation(body: str | list[Piece], *, srcs: list[str], ints: dict[str, int] | None = None,
               floats: dict[str, float] | None = None, literals: dict[str, int] | None = None,
               work_group: RequiredWorkGroup | None = None, **arguments: list) -> Kernel:  # fmt: skip
