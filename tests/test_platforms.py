@@ -30,6 +30,7 @@ from delegate.runtime.platforms import (
     pocl_affinity,
     pocl_cache,
 )
+from delegate.runtime.platforms.pocl import SPECIALIZATION
 from delegate.runtime.runtime import _cache_folder
 
 from .runtime_helpers import chain
@@ -55,6 +56,7 @@ def test_what_each_platform_answers() -> None:
     pocl, generic = PoclPlatform(), GenericPlatform()
     assert pocl.chosen_without_gpu and not generic.chosen_without_gpu
     assert pocl.calibration is POCL_CPU and generic.calibration is None
+    assert pocl.builds_in_processes and not generic.builds_in_processes
     assert calibration.UNMEASURED is POCL_CPU  # what the plugin weighs where a platform measured none
     for rules in (pocl, generic):
         assert rules.persistent_kernels(is_gpu=False) and not rules.persistent_kernels(is_gpu=True)
@@ -178,3 +180,14 @@ def test_the_core_runtime_does_not_test_for_a_driver_by_name() -> None:
                 own = [a.name for a in node.names if a.name.startswith("pocl")]
                 found += [f"{path.name}:{node.lineno} imports {name}" for name in own]
     assert found == []
+
+
+def test_pocls_start_turns_work_group_specialisation_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kept after the start: PoCL reads it at every launch (a binary made in a helper process then
+    # holds the code its kernels run)
+    monkeypatch.delenv(SPECIALIZATION, raising=False)
+    PoclPlatform().start_loader(preloaded=False).withdraw()
+    assert os.environ[SPECIALIZATION] == "0"
+    monkeypatch.setenv(SPECIALIZATION, "1")
+    PoclPlatform().start_loader(preloaded=False).withdraw()
+    assert os.environ[SPECIALIZATION] == "1"  # the caller's choice stands

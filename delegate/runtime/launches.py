@@ -16,7 +16,7 @@ import numpy as np
 from ..context import model
 from ..context.model import CalculationsPrecision
 from ..errors import ProgramBuildError
-from . import driver
+from . import build_processes, driver
 from . import persistent as persistent_kernels
 from .allocation import Allocation
 from .binding import BoundKernel, KernelBinder, set_kernel_args
@@ -198,27 +198,49 @@ class ContextLaunches:
                 zip(self._nodes, self._arena_values, self.node_launches, strict=True)
             )
         ]
-        runs = persistent_runs([persistent_kernels.eligible(n.src) for n in nodes], [n.src.prelude for n in nodes])
+        sizes = [len(n.src.body) for n in nodes]
+        runs = persistent_runs(
+            [persistent_kernels.eligible(n.src) for n in nodes],
+            [n.src.prelude for n in nodes],
+            sizes,
+            build_processes.part_count(sum(sizes), self._builder.processes),
+        )
         if any(len(run) == 1 for run in runs):
             self.ensure_node_kernels()  # those nodes are launched by themselves
         names = self.one_by_one_names()
+        persistent = self._persistent_kernels(
+            [(nodes[run.start : run.stop], self.node_names[run.start : run.stop]) for run in runs if len(run) > 1]
+        )
         launches, labels = list(self.launches[:first]), names[:first]
         for run in runs:
             if len(run) == 1:
                 launches.append(self.launches[first + run.start])
                 labels.append(self.node_names[run.start])
             else:
-                run_names = self.node_names[run.start : run.stop]
-                launches.append(self._persistent_kernel(nodes[run.start : run.stop], run_names))
-                labels.append(f"persistent {run_names[0]} .. {run_names[-1]}")
+                launches.append(persistent.pop(0))
+                labels.append(f"persistent {self.node_names[run.start]} .. {self.node_names[run.stop - 1]}")
         mode = PlanMode.PERSISTENT if any(len(run) > 1 for run in runs) else PlanMode.ONE_BY_ONE
         return Schedule((*launches, *self.launches[stop:]), (*labels, *names[stop:]), mode)
 
-    def _persistent_kernel(self, nodes: Sequence[persistent_kernels.NodeKernel], names: list[str]) -> Launch:
-        built = persistent_kernels.build(nodes, names)
+    def _persistent_kernels(
+        self, runs: Sequence[tuple[Sequence[persistent_kernels.NodeKernel], list[str]]]
+    ) -> list[Launch]:
+        """A persistent kernel's launch for each run of (nodes, names), their programs built at once
+        (in helper processes where the platform builds faster so, build_processes.py)."""
+        built = [persistent_kernels.build(nodes, names) for nodes, names in runs]
+        what = [f"persistent kernel of {names[0]} .. {names[-1]}" for _, names in runs]
+        programs = self._builder.build_parts([(b.source, w) for b, w in zip(built, what, strict=True)], "-cl-std=CL1.2")
+        launches = []
+        for program, kernel, (_, names) in zip(programs, built, runs, strict=True):
+            if isinstance(program, ProgramBuildError):
+                raise program
+            launches.append(self._persistent_launch(program, kernel, names))
+        return launches
+
+    def _persistent_launch(
+        self, program: driver.Program, built: persistent_kernels.PersistentKernel, names: list[str]
+    ) -> Launch:
         units = min(self._info.compute_units, persistent_kernels.MAX_UNITS)
-        what = f"persistent kernel of {names[0]} .. {names[-1]}"
-        program = self._builder.build(built.source, "-cl-std=CL1.2", what)
         handle = self.binder.create(program, built.name, names[0], built.source)
         counters = driver.buffer(
             self._context, CL_MEM_READ_WRITE, built.counter_words * 4, host=np.zeros(built.counter_words, np.uint32)

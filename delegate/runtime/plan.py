@@ -63,9 +63,13 @@ class Transfer:
 MAX_PERSISTENT_SOURCE = 2 << 20
 
 
-def persistent_runs(eligible: Sequence[bool], preludes: Sequence[str]) -> list[range]:
+def persistent_runs(
+    eligible: Sequence[bool], preludes: Sequence[str], sizes: Sequence[int] = (), segments: int = 1
+) -> list[range]:
     """The nodes in runs, in order: a run of two or more consecutive eligible nodes of one
-    prelude becomes a persistent kernel; every other node is a run of one, launched by itself."""
+    prelude becomes a persistent kernel; every other node is a run of one, launched by itself.
+    With ``segments`` > 1, a run is cut where its nodes' source (``sizes``) passes each
+    1/``segments`` of the context's eligible source, into pieces of two nodes or more."""
     runs = []
     k = 0
     while k < len(eligible):
@@ -75,7 +79,22 @@ def persistent_runs(eligible: Sequence[bool], preludes: Sequence[str]) -> list[r
         end = end if end - k >= 2 else k + 1
         runs.append(range(k, end))
         k = end
-    return runs
+    if segments < 2:
+        return runs
+    share = sum(sizes[i] for run in runs if len(run) > 1 for i in run) / segments
+    return [piece for run in runs for piece in (_cut(run, sizes, share) if len(run) > 1 else [run])]
+
+
+def _cut(run: range, sizes: Sequence[int], share: float) -> list[range]:
+    """``run`` in pieces of about ``share`` bytes of source, each of two nodes or more."""
+    pieces, start, total = [], run.start, 0
+    for k in run:
+        total += sizes[k]
+        if total >= share and k + 1 - start >= 2 and run.stop - (k + 1) >= 2:
+            pieces.append(range(start, k + 1))
+            start, total = k + 1, 0
+    pieces.append(range(start, run.stop))
+    return pieces
 
 
 def failure_message(status: Any, schedule: Schedule, nodes: range, node_names: Sequence[str], device: str) -> str:

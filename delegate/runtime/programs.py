@@ -5,6 +5,8 @@ driver's fixed cost per program (PoCL: the compiler start-up of every build, and
 binary again on a warm start) is paid once. Each kernel keeps its own selector macros (undefined
 after it) and gets a unique function name; helper functions it defines are renamed per kernel.
 A merged program the driver rejects is split again, so a failing kernel is reported by node.
+Where the driver compiles one program at a time per process (PoCL), the kernels are split into a
+few programs built at once in helper processes (build_processes.py).
 
 The cache key is a SHA-256 of the device (platform, name, vendor, driver and OpenCL version),
 this package's version, the build options and the source; entries (delegate/cache.py,
@@ -36,6 +38,7 @@ from .._warnings import warn
 from ..cache import ProgramBinaries
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
 from ..progress import report_progress
+from . import build_processes
 from .device import DeviceInfo
 from .driver import Context, OpenCLError, Program
 from .source import KernelSource
@@ -61,6 +64,8 @@ class BuildStats:
     loaded_from_cache: int = 0
     #: kernels whose source another kernel of the context already has (built once)
     reused_in_context: int = 0
+    #: of ``built_from_source``, the programs helper processes built (build_processes.py)
+    built_in_helpers: int = 0
 
 
 class ProgramBuilder:
@@ -74,6 +79,8 @@ class ProgramBuilder:
         self.stats = BuildStats()
         self._programs: dict[str, Program] = {}
         self._binaries = None if cache_dir is None else ProgramBinaries.open(cache_dir)
+        #: processes that may build at once (1: every program here)
+        self.processes = build_processes.process_count(info)
 
     def release(self) -> None:
         if not cancel.driver_call_abandoned():  # else left to the process's exit: a release would wait
@@ -129,18 +136,26 @@ class ProgramBuilder:
             self._binaries.discard(key)
             return None
 
-    def _store(self, key: str, program: Program) -> None:
-        if self._binaries is None:
+    def _store(self, key: str, program: Program, complete: bool = False) -> None:
+        """Put ``program``'s binary in the disk cache, if there is one; ``complete``: ask for the
+        binary anyway, so the driver compiles the kernels now (PoCL compiles them at the binary,
+        else at their first launch)."""
+        if self._binaries is None and not complete:
             return
         try:
             binary = cancel.call_interruptibly(program.binary)  # PoCL compiles here too: seconds
         except OpenCLError:
             return  # the cache is an optimisation; a driver without binaries must not fail the load
-        self._binaries.write(key, binary)
+        if self._binaries is not None:
+            self._binaries.write(key, binary)
 
     def build(self, source: str, options: str, node: str) -> Program:
         """The built program of ``source``: from this context, the disk cache, or the compiler."""
         cancel.checkpoint()  # between builds: a cancelled background compile stops here
+        return self._existing(source, options, node) or self._compile(source, options, node)
+
+    def _existing(self, source: str, options: str, node: str) -> Program | None:
+        """The program of ``source`` from this context or the disk cache, if it is there."""
         key = self._key(source, options)
         program = self._programs.get(key)
         if program is not None:
@@ -149,20 +164,83 @@ class ProgramBuilder:
         program = self._from_cache(key, source, options, node)
         if program is not None:
             self.stats.loaded_from_cache += 1
-        else:
-            try:
-                program = Program(self.context, source=source)
-            except OpenCLError as exc:
-                raise ProgramBuildError(node, str(exc), source) from None
-            try:
-                self._build(program, options, node)
-            except OpenCLError as exc:
+            self._programs[key] = program
+        return program
+
+    def _compile(self, source: str, options: str, node: str, complete: bool = False) -> Program:
+        """``source`` built by the driver (and stored in the disk cache); ``complete`` as for ``_store``."""
+        try:
+            program = Program(self.context, source=source)
+        except OpenCLError as exc:
+            raise ProgramBuildError(node, str(exc), source) from None
+        try:
+            self._build(program, options, node)
+        except OpenCLError as exc:
+            program.release()
+            raise ProgramBuildError(node, exc.detail or str(exc), source) from None
+        self.stats.built_from_source += 1
+        self._store(self._key(source, options), program, complete)
+        self._programs[self._key(source, options)] = program
+        return program
+
+    def _adopt(self, binary: bytes, source: str, options: str, node: str) -> Program | None:
+        """The program a helper process built, from its ``binary`` (stored in the disk cache);
+        None where the driver rejects it here."""
+        program = None
+        try:
+            program = Program(self.context, binary=binary)
+            self._build(program, options, node)
+            if set(_KERNEL.findall(source)) - program.kernel_names():
+                raise OpenCLError("clCreateKernel", _INVALID_KERNEL_NAME, "a kernel is missing from the binary")
+        except OpenCLError:
+            if program is not None:
                 program.release()
-                raise ProgramBuildError(node, exc.detail or str(exc), source) from None
-            self.stats.built_from_source += 1
-            self._store(key, program)
+            return None
+        key = self._key(source, options)
+        if self._binaries is not None:
+            self._binaries.write(key, binary)
+        self.stats.built_from_source += 1
+        self.stats.built_in_helpers += 1
         self._programs[key] = program
         return program
+
+    def build_parts(self, parts: Sequence[tuple[str, str]], options: str) -> list[Program | ProgramBuildError]:
+        """The program of each (source, node names), or the error of the one that failed to build:
+        those in neither cache built at once, here and in helper processes (build_processes.py)."""
+        results: dict[int, Program | ProgramBuildError] = {}
+        pending: list[int] = []
+        for index, (source, node) in enumerate(parts):
+            cancel.checkpoint()
+            program = self._existing(source, options, node)
+            if program is None:
+                pending.append(index)
+            else:
+                results[index] = program
+
+        helpers = min(self.processes, len(pending)) - 1
+
+        def build_here(index: int) -> None:
+            source, node = parts[index]
+            cancel.checkpoint()
+            try:
+                # beside helpers, which hand over compiled kernels, this process compiles its own now
+                results[index] = self._compile(source, options, node, complete=helpers > 0)
+            except ProgramBuildError as exc:
+                results[index] = exc
+
+        if helpers > 0:
+            pending.sort(key=lambda i: -len(parts[i][0]))  # the costliest start first
+            sources = [source for source, _ in parts]
+            binaries = build_processes.build_in_processes(pending, sources, options, self.info.key, helpers, build_here)
+            for index, binary in binaries.items():
+                source, node = parts[index]
+                program = self._adopt(binary, source, options, node)
+                if program is not None:
+                    results[index] = program
+        for index in pending:
+            if index not in results:
+                build_here(index)
+        return [results[index] for index in range(len(parts))]
 
     def build_many(self, kernels: Sequence[tuple[KernelSource, str]], options: str) -> list[tuple[Program, str]]:
         """(program, kernel function name) for each (source, node name): identical sources once,
@@ -183,6 +261,10 @@ class ProgramBuilder:
         built: dict[int, tuple[Program, str]] = {}
 
         start, from_source, from_cache = time.perf_counter(), self.stats.built_from_source, self.stats.loaded_from_cache
+        from_helpers = self.stats.built_in_helpers
+
+        def costs(members: list[int]) -> list[int]:
+            return [len(order[i][0].body) for i in members]
 
         def separately(members: list[int]) -> None:
             for i in members:
@@ -193,18 +275,27 @@ class ProgramBuilder:
             if len(members) == 1 or any(not order[i][0].body for i in members):
                 separately(members)
                 continue
-            merged = "\n".join([prelude, *(renamed_kernel(order[i][0].body, f"k{i}") for i in members)])
-            try:
-                program = self.build(merged, options, ", ".join(order[i][1] for i in members))
-            except ProgramBuildError:
-                separately(members)  # which kernel fails? (or, if none alone, keep them apart)
-                continue
-            built.update({i: (program, f"k{i}") for i in members})
+            count = build_processes.part_count(sum(costs(members)), self.processes)
+            groups = [[members[j] for j in part] for part in build_processes.split(costs(members), count)]
+            merged = [
+                (
+                    "\n".join([prelude, *(renamed_kernel(order[i][0].body, f"k{i}") for i in group)]),
+                    ", ".join(order[i][1] for i in group),
+                )
+                for group in groups
+            ]
+            for group, program in zip(groups, self.build_parts(merged, options), strict=True):
+                if isinstance(program, ProgramBuildError):
+                    separately(group)  # which kernel fails? (or, if none alone, keep them apart)
+                else:
+                    built.update({i: (program, f"k{i}") for i in group})
         report_progress("building OpenCL programs", len(by_prelude), len(by_prelude))
         log.info(
-            "programs for %d kernels: %d built from source, %d from the program cache, in %.2f s",
+            "programs for %d kernels: %d built from source (%d by helper processes), %d from the program cache, "
+            "in %.2f s",
             len(kernels),
             self.stats.built_from_source - from_source,
+            self.stats.built_in_helpers - from_helpers,
             self.stats.loaded_from_cache - from_cache,
             time.perf_counter() - start,
         )

@@ -8,7 +8,8 @@ cache key (``program_key``) and in the compiler's vector width (``vector_floats`
 may use persistent kernels (``persistent_kernels``), whether its driver keeps compiled programs
 for later processes by itself (``DeviceStart.keeps_builds``), whether its devices are the default when no
 GPU is found (``chosen_without_gpu``), and the measured costs the rule cpu_when_faster weighs
-(``calibration``, data of delegate/calibration.py).
+(``calibration``, data of delegate/calibration.py), and whether programs build faster in
+several processes (``builds_in_processes``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class Platform(Protocol):
     chosen_without_gpu: bool
     #: the measured costs of the rule cpu_when_faster on its devices; None where none were measured
     calibration: Calibration | None
+    #: its driver compiles one program at a time in a process (PoCL's compiler lock), so a
+    #: context's programs build faster in several processes (runtime/build_processes.py)
+    builds_in_processes: bool
 
     def serves(self, platform_name: str) -> bool:
         """Is the OpenCL platform named ``platform_name`` one of this kind?"""

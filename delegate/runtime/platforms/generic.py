@@ -30,6 +30,7 @@ class GenericPlatform:
     chosen_without_gpu = False
     #: nothing measured: the rule cpu_when_faster is off by default on GPUs (compiler/device_policy.py)
     calibration: Calibration | None = None
+    builds_in_processes = False
 
     def serves(self, platform_name: str) -> bool:
         return True

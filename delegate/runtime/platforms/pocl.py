@@ -8,23 +8,33 @@ repaired where that LLVM does not know the processor, and read (pocl_cpu.py). Th
 compiled programs and sets the compiler's vector width (16 floats on AVX-512 models). Persistent
 kernels run on its CPU devices. Its kernel cache keeps every program it compiles (the source's
 build and each kernel's compiled form), so where that cache lasts the runtime stores no program
-binaries of its own by default: asking PoCL for one compiles every kernel once more. The rule
+binaries of its own by default: asking PoCL for one compiles every kernel once more. Its work-group
+specialisation is turned off (``POCL_WORK_GROUP_SPECIALIZATION=0`` unless the caller set it, kept
+for the process's life since PoCL reads it at every launch): a program binary then holds the code
+its kernels run, so the first launch of one built in a helper process (build_processes.py) compiles
+nothing more, where a specialised launch compiles each kernel again (MobileNetV2: 3.9 s; the
+persistent kernels, launched with one work-item per group, ran within 1% either way). The rule
 cpu_when_faster weighs its measured costs (calibration.POCL_CPU).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from ...calibration import POCL_CPU, Calibration
 from . import cpu_models, pocl_affinity, pocl_cache, pocl_cpu
 from .base import DeviceStart
 
+#: PoCL's setting: compile each kernel again for the work-group size of its launch
+SPECIALIZATION = "POCL_WORK_GROUP_SPECIALIZATION"
+
 
 class PoclStart:
     """PoCL's part in one start of the loader: the environment asked for, then the devices' repair."""
 
     def __init__(self, *, preloaded: bool) -> None:
+        os.environ.setdefault(SPECIALIZATION, "0")  # see the module docstring
         affinity = pocl_affinity.request()
         self.kernel_cache = pocl_cache.request()  # PoCL finds no device when it cannot write its cache folder
         if affinity.requested and preloaded:  # pyopencl (or another library) may have started PoCL already
@@ -53,6 +63,7 @@ class PoclPlatform:
     name = "pocl"
     chosen_without_gpu = True
     calibration: Calibration | None = POCL_CPU
+    builds_in_processes = True
 
     def serves(self, platform_name: str) -> bool:
         name = platform_name.lower()

@@ -1,0 +1,210 @@
+"""Building a context's programs in several processes, where the driver compiles one at a time.
+
+PoCL compiles under one lock per process: on 2 cores, 8 programs took 3.6 s in one thread, 3.1 s
+in two threads of one process and 2.0 s in two processes. On such a platform
+(``Platform.builds_in_processes``) the kernels that would make one program are split into a few
+programs of similar size (``part_count``, ``split``; runtime/plan.py cuts a persistent kernel's
+run of nodes into segments likewise), and the programs missing
+from the caches build at once: in this process, and in helper processes
+(``python -m delegate.runtime.build_worker``) that build from source on the same device and send
+the binary back, which this process loads in milliseconds. A helper that cannot start, finds no
+such device, fails a program or dies leaves its programs to this process, which builds them from
+source (and reports a kernel's error by node). Helpers exit at the end of their input, when this
+process is gone, or are killed when the build stops (Ctrl-C, a cancelled background build).
+
+``$DELEGATE_BUILD_PROCESSES``: the most processes building at once (default: the device's compute
+units, at most the cores this process may use); 1 builds every program here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .. import cancel
+from .device import DeviceInfo
+
+ENV = "DELEGATE_BUILD_PROCESSES"
+#: where several processes build, the kernels that would make one program (a persistent kernel's
+#: run of nodes, or the node kernels of one prelude) are split into a program per this much
+#: source, at most MAX_PARTS: each program has a fixed cost (PoCL: about 0.09 s to build, 0.05 s
+#: to load on a warm start), which smaller parts would pay more often than the processes save
+#: (MobileNetV2's 1.1 MB, 2 cores: cold 9.1 s in one program, 5.8 s in 4, 6.4 s in 8; its
+#: persistent kernels ran within 1% of each other in 1, 2 or 4 segments)
+PART_SOURCE = 128 << 10
+MAX_PARTS = 4
+#: how long the build's end waits for a thread that served a (stopped) helper
+_JOIN_S = 5.0
+#: the package's folder's parent: helpers import this very package, wherever it was found
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def process_count(info: DeviceInfo) -> int:
+    """How many processes may build at once for a device described by ``info`` (see the module
+    docstring); 1 where the platform builds as fast in one, or this Python cannot start helpers."""
+    configured = os.environ.get(ENV, "").strip()
+    if configured:
+        try:
+            return max(1, int(configured))
+        except ValueError:
+            return 1
+    if not info.platform_rules.builds_in_processes or not _python():
+        return 1
+    return max(1, min(info.compute_units, len(os.sched_getaffinity(0))))
+
+
+def _python() -> str:
+    """This Python's executable, or "" where the process is not a Python one (a host program that
+    embeds Python to load the plugin: its executable would start the host)."""
+    executable = sys.executable or ""
+    return executable if Path(executable).name.startswith("python") else ""
+
+
+def part_count(source: int, processes: int) -> int:
+    """Programs that kernels of ``source`` bytes, which would make one, are built as where
+    ``processes`` may build at once: past 1 process, a function of the kernels alone, so a later
+    start with another number of processes asks for the same programs."""
+    return 1 if processes < 2 else max(1, min(MAX_PARTS, source // PART_SOURCE))
+
+
+def split(costs: Sequence[int], parts: int) -> list[list[int]]:
+    """Indices of ``costs`` in ``parts`` groups of similar total cost (costliest first, each to the
+    lightest group), each group in index order; empty groups left out."""
+    groups: list[list[int]] = [[] for _ in range(parts)]
+    totals = [0] * parts
+    for index in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
+        lightest = min(range(parts), key=lambda g: (totals[g], g))
+        groups[lightest].append(index)
+        totals[lightest] += costs[index]
+    return [sorted(group) for group in groups if group]
+
+
+class Helper:
+    """One helper process (build_worker.py) building programs for one device."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+
+    @classmethod
+    def spawn(cls) -> Helper | None:
+        """A helper process started (``ready`` tells whether it can build); None where it cannot start."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+        try:
+            process = subprocess.Popen(
+                [_python() or sys.executable, "-m", "delegate.runtime.build_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+        except OSError:
+            return None
+        return cls(process)
+
+    def ready(self, device_key: str) -> bool:
+        """Whether the helper opened the device of ``device_key`` (else it has ended)."""
+        reply = self._exchange({"device": device_key})
+        if reply is None or not reply[0].get("ready"):
+            self.stop()
+            return False
+        return True
+
+    def build(self, source: str, options: str) -> bytes | None:
+        """The binary of ``source`` built with ``options``; None where the helper failed."""
+        reply = self._exchange({"options": options, "size": len(source.encode())}, source.encode())
+        return reply[1] if reply is not None and "size" in reply[0] else None
+
+    def _exchange(self, header: dict[str, object], payload: bytes = b"") -> tuple[dict, bytes] | None:
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(json.dumps(header).encode() + b"\n" + payload)
+            stdin.flush()
+            reply = json.loads(stdout.readline() or b"null")
+            if not isinstance(reply, dict):
+                return None
+            size = int(reply.get("size", 0))
+            data = stdout.read(size) if size else b""
+        except (OSError, ValueError):
+            return None
+        return (reply, data) if len(data) == size else None
+
+    def stop(self) -> None:
+        """End the helper now (its build, if any, is not waited for)."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+        for stream in (self._process.stdin, self._process.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+def build_in_processes(
+    pending: Sequence[int],
+    sources: Sequence[str],
+    options: str,
+    device_key: str,
+    helpers: int,
+    build_here: Callable[[int], None],
+) -> dict[int, bytes]:
+    """Builds the programs ``pending`` (indices into ``sources``, costliest first): ``build_here``
+    each one this thread takes, up to ``helpers`` helper processes the others, each taking the next
+    program none has started. Returns the binaries the helpers made; a program a helper failed is
+    not in it (the caller builds it)."""
+    queue = deque(pending)
+    lock = threading.Lock()
+    binaries: dict[int, bytes] = {}
+    started: list[Helper] = []
+    stopping = threading.Event()
+
+    def take() -> int | None:
+        with lock:
+            return queue.popleft() if queue and not stopping.is_set() else None
+
+    def serve() -> None:
+        helper = Helper.spawn()
+        if helper is None:
+            return
+        with lock:
+            started.append(helper)  # from now on the build's end stops it, whatever it is doing
+            if stopping.is_set():
+                return
+        if not helper.ready(device_key):
+            return
+        while (index := take()) is not None:
+            binary = helper.build(sources[index], options)
+            if binary is None:
+                return  # this program (and any other) is left to the caller
+            with lock:
+                binaries[index] = binary
+
+    threads = [threading.Thread(target=serve, daemon=True, name="delegate-build-helper") for _ in range(helpers)]
+    try:
+        for thread in threads:
+            thread.start()
+        while (index := take()) is not None:
+            build_here(index)
+        for thread in threads:
+            while thread.is_alive():
+                cancel.checkpoint()
+                thread.join(0.05)
+    finally:
+        with lock:
+            stopping.set()
+            helpers_started = list(started)
+        for helper in helpers_started:
+            helper.stop()
+        for thread in threads:
+            thread.join(_JOIN_S)  # each ends at once: its helper's pipes are closed
+    with lock:
+        return dict(binaries)
