@@ -34,10 +34,11 @@ INT8_STEPS = 8
 #: within 2e-7; the delegate 8.6e-3 from the float model with the same weights, the CPU 1.2e-2)
 DYNAMIC_TOLERANCE = 2e-2
 #: model stem -> (fewest nodes delegated, most partitions) with cpu_when_faster=false: the token
-#: embedding (GATHER, EMBEDDING_LOOKUP) and the int32 ids and mask entering the partition, and
-#: torch_transformer's causal mask (a SELECT_V2 of constants, folded). Left on CPU: bert_tiny's
-#: int32 ADD (ids + vocab for negative ids), which splits the model in two.
-COVERAGE = {"bert_tiny": (104, 2), "torch_transformer": (110, 1)}
+#: embedding (GATHER, EMBEDDING_LOOKUP; bert_tiny_int8's int8 table) and the int32 ids and mask
+#: entering the partition, the int8 attention mask (SELECT_V2), and torch_transformer's causal
+#: mask (a SELECT_V2 of constants, folded). Left on CPU: the BERTs' int32 ADD (ids + vocab for
+#: negative ids), which splits each in two.
+COVERAGE = {"bert_tiny": (104, 2), "bert_tiny_int8": (114, 2), "torch_transformer": (110, 1)}
 #: model stem -> why it is expected to fail (xfail strict: a fix shows as XPASS and must remove it)
 KNOWN_FAILURES: dict[str, str] = {}
 

@@ -21,7 +21,7 @@ from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANES, operation, written
 from .base import DTYPE_NAMES, EmitContext, Op, operands, value_tensors
 from .elementwise import read_broadcast
-from .traits import Traits
+from .traits import Quantization, Traits
 
 #: OpenCL's comparison of FLT4 ``a_v`` and ``b_in_v`` for each op (IEEE: NaN compares false but for
 #: !=, as in TFLite's kernels; the build uses no fast-math option)
@@ -158,7 +158,10 @@ class Select(Op):
 
     codes = (Builtin.SELECT, Builtin.SELECT_V2)
     data_inputs = 3
-    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, Traits(folds_values=True))
+    #: TFLite's int8 / uint8 SELECT copies the integers of x and y, whatever their quantization
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(
+        codes, Traits(quantization=Quantization.KEEPS_INTEGERS, folds_values=True)
+    )
 
     def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
         """The picked values (a constant mask, shapes.py): SELECT_V2 broadcasts its three inputs;
