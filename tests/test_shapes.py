@@ -239,3 +239,29 @@ def test_a_constant_causal_mask_leaves_the_attention_in_one_partition(programs):
     assert state.unsupported == {} and len(state.delegated_nodes) == 5 and len(state.partitions) == 1
     np.testing.assert_allclose(got[0], want[0], atol=1e-6)
     assert np.all(got[0][..., 0, 1:] == 0)  # masked: exp(-inf)
+
+
+@pytest.mark.opencl
+def test_a_folded_mask_read_on_cpu_stays_there_with_why(programs):
+    """The mask's readers: a delegated ADD and a FLOOR the compiler does not run. The folded value
+    would have to leave the partition, so SELECT_V2 runs on CPU, saying why."""
+    tensors = [
+        T((1, 4)),
+        T((1, 4), np.array([[True, False, True, False]]), np.bool_),
+        T((1, 4), np.full((1, 4), 0.5, np.float32)),
+        T((1, 4), np.full((1, 4), -2.25, np.float32)),
+        T((1, 4)),
+        T((1, 4)),
+        T((1, 4)),
+    ]
+    ops = [
+        Op(Builtin.SELECT_V2, [1, 2, 3], [4]),
+        Op(Builtin.ADD, [0, 4], [5], ("AddOptions", {})),
+        Op(8, [4], [6]),  # FLOOR: not in this compiler
+    ]
+    x = np.random.default_rng(3).uniform(-2, 2, (1, 4)).astype(np.float32)
+    got, want, state = _run(build_model(tensors, ops, [0], [5, 6]), [x], programs)
+    assert state.delegated_nodes == [1]
+    assert state.unsupported["select_v2_0"] == "SELECT_V2 folded only when every consumer is delegated"
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-6)
