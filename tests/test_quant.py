@@ -817,6 +817,56 @@ def test_quantized_reduce_max_min(op, dtype, shape, keep, seed, data):
 # integers on the output's grid, which carried values rounded onto that grid are not. Such a node
 # stays on CPU saying why, and the model's answer is TFLite's own.
 
+
+@_DTYPES
+@pytest.mark.parametrize("op", [Builtin.GATHER, Builtin.EMBEDDING_LOOKUP])
+def test_quantized_lookup_of_a_constant_table(op, dtype):
+    """A token embedding in a full-integer model: a constant int8 / uint8 table read at runtime
+    ids. TFLite's kernels copy the table's integers (GATHER; EMBEDDING_LOOKUP to a quantized
+    output), so the carried values must give them exactly."""
+    rng = np.random.default_rng(int(op))
+    grid = GRIDS[dtype]
+    table = T((10, 4, 6), qrand((10, 4, 6), rng, dtype), dtype, quant=([float(np.float32(grid[0]))], [grid[1]], 0))
+    if op == Builtin.GATHER:
+        ids, out = T((2, 3), dtype=np.int32), (2, 3, 4, 6)
+        ops = [Op(op, [1, 0], [2], ("GatherOptions", {"Axis": 0, "BatchDims": 0}), version=2)]
+    else:
+        ids, out = T((5,), dtype=np.int32), (5, 4, 6)
+        ops = [Op(op, [0, 1], [2])]
+    tensors = [ids, table, qt(out, *grid, dtype)]
+    feeds = [rng.integers(0, 10, size=ids.shape).astype(np.int32)]
+    check_moved(tensors, ops, [0], [2], feeds)
+
+
+@_DTYPES
+def test_quantized_gather_of_a_runtime_table(dtype):
+    """A reindex of an int8 / uint8 activation: runtime table, constant indices along its last axis."""
+    grid = GRIDS[dtype]
+    indices = T((4,), np.array([5, 0, 7, 7], np.int32), np.int32)
+    tensors = [qt((1, 3, 8), *grid, dtype), indices, qt((1, 3, 4), *grid, dtype)]
+    ops = [Op(Builtin.GATHER, [0, 1], [2], ("GatherOptions", {"Axis": 2, "BatchDims": 0}), version=2)]
+    check_moved(tensors, ops, [0], [2], [qrand((1, 3, 8), np.random.default_rng(3), dtype)])
+
+
+@_DTYPES
+@pytest.mark.parametrize("op", [Builtin.SELECT_V2, Builtin.SELECT])
+def test_quantized_select(op, dtype):
+    """An int8 attention mask as Keras writes it: SELECT_V2 of a runtime bool mask between the
+    scores and a constant scalar on their grid (SELECT: x and y of one shape). TFLite's kernel
+    copies the integers of x or y, exactly what the carried values give."""
+    rng = np.random.default_rng(int(op))
+    grid = GRIDS[dtype]
+    shape = (1, 2, 5, 7)
+    low = np.array(np.iinfo(dtype).min, dtype)
+    y = T((), low, dtype, quant=([float(np.float32(grid[0]))], [grid[1]], 0)) if op == Builtin.SELECT_V2 else None
+    tensors = [T((1, 1, 5, 7), dtype=np.bool_) if op == Builtin.SELECT_V2 else T(shape, dtype=np.bool_)]
+    tensors += [qt(shape, *grid, dtype), y if y is not None else qt(shape, *grid, dtype), qt(shape, *grid, dtype)]
+    inputs = [0, 1] if y is not None else [0, 1, 2]
+    feeds = [rng.integers(0, 2, size=tensors[0].shape).astype(np.bool_)]
+    feeds += [qrand(shape, rng, dtype) for _ in inputs[1:]]
+    check_moved(tensors, [Op(op, [0, 1, 2], [3])], inputs, [3], feeds)
+
+
 _IN, _OUT = {np.int8: (0.05, 3), np.uint8: (0.05, 128)}, {np.int8: (0.1, -5), np.uint8: (0.1, 100)}
 
 
@@ -863,6 +913,14 @@ def _two_grid_model(name: str, dtype) -> tuple[list[T], list[Op], list[int], lis
         "AVERAGE_POOL_2D": ([src, b((1, 2, 3, 3))], Op(Builtin.AVERAGE_POOL_2D, [0], [1], pool, version=2)),
         "MAX_POOL_2D": ([src, b((1, 2, 3, 3))], Op(Builtin.MAX_POOL_2D, [0], [1], pool, version=2)),
         "MAXIMUM": ([src, b((1, 4, 6, 3)), b((1, 4, 6, 3))], Op(Builtin.MAXIMUM, [0, 1], [2], version=2)),
+        "GATHER": (
+            [src, _vec([2, 0]), b((1, 2, 6, 3))],
+            Op(Builtin.GATHER, [0, 1], [2], ("GatherOptions", {"Axis": 1, "BatchDims": 0}), version=2),
+        ),
+        "SELECT_V2": (
+            [T((1, 4, 6, 1), np.arange(24).reshape(1, 4, 6, 1) % 3 == 0, np.bool_), src, a((1, 4, 6, 3)), b(src.shape)],
+            Op(Builtin.SELECT_V2, [0, 1, 2], [3]),
+        ),
     }
     tensors, op = models[name]
     inputs = [i for i, t in enumerate(tensors) if t.data is None and i not in op.outputs]
@@ -908,6 +966,8 @@ _KEPT = [
     "AVERAGE_POOL_2D",
     "MAX_POOL_2D",
     "MAXIMUM",
+    "GATHER",
+    "SELECT_V2",
 ]
 
 

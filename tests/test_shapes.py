@@ -159,3 +159,109 @@ def test_nodes_after_a_shape_known_only_at_run_time_stay_on_cpu(programs):
     assert "computed at run time" in state.unsupported["reshape_1"]
     assert "only known at run time" in state.unsupported["tanh_2"]
     np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+
+
+# ----------------------------------------------------------------- constants of any type
+
+
+def _causal_mask(n: int) -> np.ndarray:
+    return np.tril(np.ones((n, n), np.bool_))
+
+
+def test_a_select_of_constants_folds_into_the_mask_it_picks():
+    """A causal mask as litert-torch writes it: SELECT_V2 of a constant bool pattern between 0 and
+    -inf, reshaped for the attention scores. Both fold into float32 constants, with no kernel."""
+    tensors = {
+        0: Tensor(0, 6, (4, 4), is_constant=True, constant=_causal_mask(4)),
+        1: Tensor(1, FLOAT32, (), is_constant=True, constant=np.array(0.0, np.float32)),
+        2: Tensor(2, FLOAT32, (), is_constant=True, constant=np.array(-np.inf, np.float32)),
+        3: Tensor(3, FLOAT32, (4, 4)),
+        4: Tensor(4, INT32, (4,), is_constant=True, constant=np.array([1, 1, 4, 4], np.int32)),
+        5: Tensor(5, FLOAT32, (1, 1, 4, 4)),
+    }
+    nodes = {
+        0: Node(0, Builtin.SELECT_V2, 1, (0, 1, 2), (3,)),
+        1: Node(1, Builtin.RESHAPE, 1, (3, 4), (5,)),
+    }
+    graph = Graph(tensors, nodes)
+    found = resolve(graph, [0, 1])
+    want = np.where(_causal_mask(4), np.float32(0), np.float32(-np.inf))
+    np.testing.assert_array_equal(found.values[3], want)
+    assert found.values[5].dtype == np.float32 and found.values[5].shape == (1, 1, 4, 4)
+    assert fold_values(graph, found) == {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("op", "cond", "x", "y", "out", "want"),
+    [
+        (Builtin.SELECT_V2, [[1], [0]], [1.0, 2.0], [[5.0, 6.0]], (2, 2), [[1.0, 2.0], [5.0, 6.0]]),
+        (Builtin.SELECT, [1, 0], [[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]], (2, 2), [[1, 2], [7, 8]]),
+        (Builtin.SELECT, [[1, 0]], [[1.0, 2.0]], [[5.0, 6.0]], (1, 2), [[1, 6]]),
+        (Builtin.SELECT, [[1, 0]], [1.0, 2.0], [[5.0, 6.0]], (1, 2), None),  # SELECT does not broadcast
+    ],
+    ids=["v2_broadcast", "rank_one", "same_shape", "no_broadcast"],
+)
+def test_select_folds_as_tflite_picks(op, cond, x, y, out, want):
+    from delegate.compiler.ops import OPS
+
+    node = Node(0, op, 1, (0, 1, 2), (3,))
+    args = [np.asarray(cond, np.bool_), np.asarray(x, np.float32), np.asarray(y, np.float32)]
+    got = OPS[op].fold(node, args, out)
+    assert (got is None) if want is None else np.asarray(got).tolist() == want
+
+
+@pytest.mark.opencl
+def test_a_constant_causal_mask_leaves_the_attention_in_one_partition(programs):
+    """scores + mask -> SOFTMAX, the mask a SELECT_V2 of constants reshaped: folded, every node is
+    the delegate's (a mask left on CPU would sit between two partitions) and -inf masks as TFLite's."""
+    n = 4
+    tensors = [
+        T((1, 2, n, n)),
+        T((n, n), _causal_mask(n), np.bool_),
+        T((), np.array(0.0, np.float32)),
+        T((), np.array(-np.inf, np.float32)),
+        T((n, n)),
+        T((4,), np.array([1, 1, n, n], np.int32), np.int32),
+        T((1, 1, n, n)),
+        T((1, 2, n, n)),
+        T((1, 2, n, n)),
+        T((1, 2, n, n)),
+    ]
+    ops = [
+        Op(Builtin.RELU, [0], [7]),
+        Op(Builtin.SELECT_V2, [1, 2, 3], [4]),
+        Op(Builtin.RESHAPE, [4, 5], [6]),
+        Op(Builtin.ADD, [7, 6], [8], ("AddOptions", {})),
+        Op(Builtin.SOFTMAX, [8], [9], ("SoftmaxOptions", {"Beta": 1.0})),
+    ]
+    x = np.random.default_rng(2).uniform(-2, 2, (1, 2, n, n)).astype(np.float32)
+    got, want, state = _run(build_model(tensors, ops, [0], [9]), [x], programs)
+    assert state.unsupported == {} and len(state.delegated_nodes) == 5 and len(state.partitions) == 1
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+    assert np.all(got[0][..., 0, 1:] == 0)  # masked: exp(-inf)
+
+
+@pytest.mark.opencl
+def test_a_folded_mask_read_on_cpu_stays_there_with_why(programs):
+    """The mask's readers: a delegated ADD and a FLOOR the compiler does not run. The folded value
+    would have to leave the partition, so SELECT_V2 runs on CPU, saying why."""
+    tensors = [
+        T((1, 4)),
+        T((1, 4), np.array([[True, False, True, False]]), np.bool_),
+        T((1, 4), np.full((1, 4), 0.5, np.float32)),
+        T((1, 4), np.full((1, 4), -2.25, np.float32)),
+        T((1, 4)),
+        T((1, 4)),
+        T((1, 4)),
+    ]
+    ops = [
+        Op(Builtin.SELECT_V2, [1, 2, 3], [4]),
+        Op(Builtin.ADD, [0, 4], [5], ("AddOptions", {})),
+        Op(8, [4], [6]),  # FLOOR: not in this compiler
+    ]
+    x = np.random.default_rng(3).uniform(-2, 2, (1, 4)).astype(np.float32)
+    got, want, state = _run(build_model(tensors, ops, [0], [5, 6]), [x], programs)
+    assert state.delegated_nodes == [1]
+    assert state.unsupported["select_v2_0"] == "SELECT_V2 folded only when every consumer is delegated"
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-6)

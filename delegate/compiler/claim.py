@@ -71,7 +71,7 @@ def claimed_nodes(
         # With no reader the folded tensor is a graph output, which the partition would have to produce.
         if all(readers.get(o) and all(r in claimed for r in readers[o]) for o in outs):
             claimed.add(index)
-        elif index in weights:
+        elif index in weights or op_for(node) is not None:  # supported: its readers are not
             unsupported[node.name] = f"{op_name(node.op)} folded only when every consumer is delegated"
         else:
             unsupported[node.name] = f"{op_name(node.op)} is not supported by the compiler"

@@ -30,11 +30,14 @@ def declared_shape_problem(node: Node, graph: Graph) -> str | None:
     declared = shape_of(graph, node.outputs[0])
     if implied is None or implied == declared:
         return None
-    if any(_dynamic(graph, index) for index in (*node.inputs, *node.outputs)):
-        # a stored shape that is a placeholder (TensorList elements in a WHILE body): not corruption
+    placeholder = next((i for i in (*node.inputs, *node.outputs) if _dynamic(graph, i)), None)
+    if placeholder is not None:
+        # a stored shape that is a placeholder (TensorList elements in a WHILE body): not corruption,
+        # said as shapes.StaticShapes.reason says a shape computed at run time
+        t = graph.tensor(placeholder)
         return (
-            "its shapes are known only at run time (the model stores placeholders for them), so no "
-            "kernel can be compiled for it"
+            f"tensor {placeholder}'s shape is only known at run time: the model stores {list(t.shape)} "
+            f"for it as a placeholder (shape signature {list(t.signature or ())})"
         )
     return (
         f"the model declares output shape {list(declared)}, but the op computes {list(implied)} from its inputs "

@@ -8,7 +8,9 @@ whose paddings are computed, a WHERE: their outputs, and everything computed fro
 model's shapes fixed, those values are fixed too. ``resolve`` evaluates them (small int32 / int64
 tensors only, a few ops with TFLite's semantics) so the nodes reading them compile like nodes with
 constant shapes, and names every tensor whose shape still depends on values computed at run time,
-with the node that makes it so: nodes touching those stay on TFLite's CPU kernels.
+with the node that makes it so: nodes touching those stay on TFLite's CPU kernels. Ops that pick
+values without arithmetic (``Traits.folds_values``) fold constants of any type the same way: a
+SELECT_V2 of constants (a causal attention mask) becomes the constant it computes.
 
 A node whose semantics this module does not know (a custom op the compiler has no op for, control
 flow) counts as making its outputs' shapes dynamic: a static shape must be proven, not assumed. A
@@ -36,9 +38,14 @@ from .graph import Graph, Node
 from .op_names import BUILTIN_OPERATORS
 from .ops import CUSTOM_OPS, op_for
 
-_INT32, _INT64 = 2, 4  # TfLiteType
+_FLOAT32, _INT32, _INT64, _BOOL = 1, 2, 4, 6  # TfLiteType
 #: integer tensors up to this many elements are evaluated (shape vectors, scalars)
 MAX_ELEMENTS = 64
+#: the largest output an op that picks values (``Traits.folds_values``) folds from constants: a
+#: constant of the partition's size that the plugin reads during Prepare (capture.SMALL_CONSTANT)
+MAX_FOLDED_BYTES = 1 << 16
+#: the types such a fold writes, as numpy holds them
+_VALUE_TYPES = {_FLOAT32: np.float32, _INT32: np.int32, _INT64: np.int64, _BOOL: np.bool_}
 
 
 #: TFLite's builtin operator codes by name (from the generated table, compiler/op_names.py)
@@ -143,11 +150,13 @@ def resolve(graph: Graph, plan: list[int], name_of: Callable[[Node], str] = lamb
             continue
         outputs = _evaluate(node, graph, value)
         if outputs is None:
+            outputs = _picked_values(node, graph, value)
+        if outputs is None:
             continue
         for o, result in zip(node.outputs, outputs, strict=True):
             t = graph.tensor(o)
-            if t.dtype in (_INT32, _INT64) and tuple(result.shape) == tuple(t.shape):
-                found.values[o] = result.astype(np.int32 if t.dtype == _INT32 else np.int64)
+            if t.dtype in _VALUE_TYPES and tuple(result.shape) == tuple(t.shape):
+                found.values[o] = result.astype(_VALUE_TYPES[t.dtype])
     return found
 
 
@@ -259,6 +268,29 @@ def _evaluate(node: Node, graph: Graph, value: Callable[[int], np.ndarray | None
     except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError):
         return None  # not what TFLite would accept either: leave it to TFLite
     return None if result is None else [result]
+
+
+def _picked_values(node: Node, graph: Graph, value: Callable[[int], np.ndarray | None]) -> list[np.ndarray] | None:
+    """The output of a node whose op picks values (``Traits.folds_values``: SELECT_V2 of a constant
+    mask) when every input is a constant, of any of ``_VALUE_TYPES``, unquantized, up to
+    ``MAX_FOLDED_BYTES``; else None. Nothing rounds, so the value is TFLite's."""
+    op = op_for(node)
+    if op is None or not op.traits(node.op).folds_values or len(node.outputs) != 1:
+        return None
+    tensors = [graph.tensor(i) for i in (*node.inputs, *node.outputs) if i >= 0]
+    if any(t.dtype not in _VALUE_TYPES or t.scales or t.quantized for t in tensors):
+        return None
+    out = graph.tensor(node.outputs[0])
+    if math.prod(out.shape) * np.dtype(_VALUE_TYPES[out.dtype]).itemsize > MAX_FOLDED_BYTES:
+        return None
+    args = [value(i) for i in node.inputs if i >= 0]
+    if any(a is None for a in args) or len(args) != len(node.inputs):
+        return None
+    try:
+        result = op.fold(node, [np.asarray(a) for a in args], out.shape)  # type: ignore[misc]
+    except (ValueError, IndexError, TypeError):
+        return None
+    return None if result is None else [np.asarray(result)]
 
 
 def _compute(node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:

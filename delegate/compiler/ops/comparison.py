@@ -11,6 +11,8 @@ checked to be exact, or a partition input, which csrc/plugin.c converts only whe
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from .. import layout
@@ -19,6 +21,7 @@ from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANES, operation, written
 from .base import DTYPE_NAMES, EmitContext, Op, operands, value_tensors
 from .elementwise import read_broadcast
+from .traits import Quantization, Traits
 
 #: OpenCL's comparison of FLT4 ``a_v`` and ``b_in_v`` for each op (IEEE: NaN compares false but for
 #: !=, as in TFLite's kernels; the build uses no fast-math option)
@@ -155,6 +158,21 @@ class Select(Op):
 
     codes = (Builtin.SELECT, Builtin.SELECT_V2)
     data_inputs = 3
+    #: TFLite's int8 / uint8 SELECT copies the integers of x and y, whatever their quantization
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(
+        codes, Traits(quantization=Quantization.KEEPS_INTEGERS, folds_values=True)
+    )
+
+    def fold(self, node: Node, args: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray | None:
+        """The picked values (a constant mask, shapes.py): SELECT_V2 broadcasts its three inputs;
+        SELECT's rank-1 condition picks along x's first dimension."""
+        cond, x, y = args
+        if node.op == Builtin.SELECT and cond.ndim == 1 and x.ndim > 1:
+            cond = cond.reshape((-1,) + (1,) * (x.ndim - 1))
+        elif node.op == Builtin.SELECT and cond.ndim and (cond.shape != x.shape or x.shape != y.shape):
+            return None  # SELECT does not broadcast
+        result = np.where(cond.astype(bool), x, y)
+        return result if tuple(result.shape) == tuple(out_shape) else None
 
     def check(self, node: Node, graph: Graph) -> str | None:
         problem = _io(node, graph, 3, (FLOAT32, INT32, BOOL), (FLOAT32, INT32, BOOL))

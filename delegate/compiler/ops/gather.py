@@ -1,4 +1,5 @@
-"""GATHER and EMBEDDING_LOOKUP: slices of a float32 table picked by integer indices.
+"""GATHER and EMBEDDING_LOOKUP: slices of a float32 table picked by integer indices (an int8 /
+uint8 table is carried in float, quant.py: its values are picked as TFLite picks its integers).
 
 GATHER (params, indices; axis, batch_dims) writes params.shape[:axis] + indices.shape[batch_dims:]
 + params.shape[axis + 1:], each element params[..., indices[...], ...] (TFLite's kernel, batch
@@ -28,12 +29,14 @@ from ..graph import INT32, INT64, Builtin, Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANES, operation, written
 from .base import EmitContext, Op, constant_tensor, value_tensors
-from .traits import Traits
+from .traits import Quantization, Traits
 
 #: the output's coordinates in the runtime's 4-D view (layout.bhwc: shapes left-padded to 4)
 _OUT = ("b", "Y", "X", "c")
-#: the table's values pass through unscaled (precision.py): a float32 need travels to the table
-_PICKS = Traits(passes_bound=True, keeps_small=True)
+#: the table's values pass through unscaled (precision.py): a float32 need travels to the table;
+#: TFLite's int8 / uint8 lookups copy the table's integers (EMBEDDING_LOOKUP's hybrid form, an int8
+#: table read into float32, is no quantized node: it stays on CPU)
+_PICKS = Traits(quantization=Quantization.KEEPS_INTEGERS, passes_bound=True, keeps_small=True)
 
 #: one lane of a float4 (the index, read unconverted)
 _INDEX_LANE = """

@@ -60,7 +60,10 @@ class Reshape(Op):
     codes = (Builtin.RESHAPE,)
     data_inputs = 1
     #: a view of its input where the layout allows (no kernel of its own, for cpu_choice.py)
-    code_traits: ClassVar[dict[int, Traits]] = {Builtin.RESHAPE: replace(MOVES_INTEGERS, own_kernel=False)}
+    #: a reshape of a constant (a folded mask) folds into the constant it is (shapes.py)
+    code_traits: ClassVar[dict[int, Traits]] = {
+        Builtin.RESHAPE: replace(MOVES_INTEGERS, own_kernel=False, folds_values=True)
+    }
 
     def check(self, node: Node, graph: Graph) -> str | None:
         if len(node.outputs) != 1:
@@ -92,4 +95,6 @@ class SameOrder(Reshape):
     """SQUEEZE and EXPAND_DIMS keep the row-major order: the RESHAPE kernel."""
 
     codes = (Builtin.SQUEEZE, Builtin.EXPAND_DIMS)
-    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, replace(MOVES_INTEGERS, own_kernel=False))
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(
+        codes, replace(MOVES_INTEGERS, own_kernel=False, folds_values=True)
+    )

@@ -50,6 +50,10 @@ class Traits:
     hybrid_weights: tuple[int, int] | None = None
     #: it launches a kernel of its own (not linked into its producer's, not a view, not read in place)
     own_kernel: bool = True
+    #: its ``Op.fold`` picks values without arithmetic on them, so it folds constants of any type
+    #: exactly (float32 and bool too, not only the small integers of shape arithmetic): a node all
+    #: of whose inputs are constants needs no kernel (shapes.py)
+    folds_values: bool = False
 
 
 #: the traits of a code no op declares
