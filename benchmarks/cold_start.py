@@ -110,7 +110,10 @@ def measure(model: Path, rounds: int, seconds: float, paths: tuple[str, ...] = P
                 cold = _start(model, mode, Path(tmp), seconds)
                 warm = _start(model, mode, Path(tmp), 2.0)
             results.setdefault(mode, []).append({"cold": cold, "warm": warm})
-    warm_ms = statistics.median(_summary(r["warm"])["median_ms"] for r in results.get("off", results["auto"]))
+    if "off" not in results and "auto" not in results:
+        raise SystemExit("--paths needs off or auto: the delegate's warm latency is the reference")
+    reference = results["off"] if "off" in results else results["auto"]
+    warm_ms = statistics.median(_summary(r["warm"])["median_ms"] for r in reference)
     report: dict = {"warm_delegate_median_ms": warm_ms, "paths": {}}
     for mode, runs in results.items():
         report["paths"][mode] = [

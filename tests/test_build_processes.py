@@ -34,9 +34,10 @@ def _kernel(step: float) -> str:
 
 
 def _builder(tmp_path: Path | None = None, processes: int = 2) -> ProgramBuilder:
+    """A builder with ``processes``, as $DELEGATE_BUILD_PROCESSES asks (whatever the machine's load)."""
     device = select_device()
     builder = ProgramBuilder(driver.Context(device), describe(device), tmp_path)
-    builder.processes = processes
+    builder.processes, builder.load_aware = processes, False
     return builder
 
 
@@ -120,6 +121,19 @@ def test_helpers_build_programs_that_run_as_this_process_builds_them(tmp_path: P
     again.build_parts(parts, "-cl-std=CL1.2")
     assert again.stats.loaded_from_cache == 4 and again.stats.built_from_source == 0
     assert not _children()  # helpers end with the build
+
+
+def test_no_helper_starts_where_no_core_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    assert build_processes.idle_cores() == 1
+    builder = _builder(processes=2)
+    builder.load_aware = True  # the default, where $DELEGATE_BUILD_PROCESSES is not set
+    spawned = []
+    monkeypatch.setattr(build_processes.Helper, "spawn", classmethod(lambda cls: spawned.append(1)))
+    builder.build_parts([(_kernel(step), f"node {step}") for step in (11.0, 12.0)], "")
+    assert not spawned and builder.stats.built_from_source == 2
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))
+    assert build_processes.idle_cores() == len(os.sched_getaffinity(0))
 
 
 def test_a_helper_that_cannot_start_or_dies_leaves_its_programs_here(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,8 @@ source (and reports a kernel's error by node). Helpers exit at the end of their 
 process is gone, or are killed when the build stops (Ctrl-C, a cancelled background build).
 
 ``$DELEGATE_BUILD_PROCESSES``: the most processes building at once (default: the device's compute
-units, at most the cores this process may use); 1 builds every program here.
+units, at most the cores this process may use, and helpers only on cores the load average leaves
+idle); 1 builds every program here.
 """
 
 from __future__ import annotations
@@ -45,18 +46,37 @@ _JOIN_S = 5.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+def configured() -> int | None:
+    """``$DELEGATE_BUILD_PROCESSES`` (at least 1; an unreadable value counts as 1), None where unset."""
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return None
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return 1
+
+
 def process_count(info: DeviceInfo) -> int:
     """How many processes may build at once for a device described by ``info`` (see the module
     docstring); 1 where the platform builds as fast in one, or this Python cannot start helpers."""
-    configured = os.environ.get(ENV, "").strip()
-    if configured:
-        try:
-            return max(1, int(configured))
-        except ValueError:
-            return 1
+    asked = configured()
+    if asked is not None:
+        return asked
     if not info.platform_rules.builds_in_processes or not _python():
         return 1
     return max(1, min(info.compute_units, len(os.sched_getaffinity(0))))
+
+
+def idle_cores() -> int:
+    """Cores that nothing runs on, as the last minute's load average tells (at least 1: this
+    process's): on a busy machine helpers would only take turns with this process, for nothing."""
+    usable = len(os.sched_getaffinity(0))
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return usable
+    return max(1, usable - int(load))
 
 
 def _python() -> str:

@@ -81,6 +81,8 @@ class ProgramBuilder:
         self._binaries = None if cache_dir is None else ProgramBinaries.open(cache_dir)
         #: processes that may build at once (1: every program here)
         self.processes = build_processes.process_count(info)
+        #: helpers only on idle cores (unless $DELEGATE_BUILD_PROCESSES asked for a number)
+        self.load_aware = build_processes.configured() is None
 
     def release(self) -> None:
         if not cancel.driver_call_abandoned():  # else left to the process's exit: a release would wait
@@ -217,7 +219,8 @@ class ProgramBuilder:
             else:
                 results[index] = program
 
-        helpers = min(self.processes, len(pending)) - 1
+        limit = min(self.processes, build_processes.idle_cores()) if self.load_aware else self.processes
+        helpers = min(limit, len(pending)) - 1
 
         def build_here(index: int) -> None:
             source, node = parts[index]
