@@ -13,8 +13,8 @@ source (and reports a kernel's error by node). Helpers exit at the end of their 
 process is gone, or are killed when the build stops (Ctrl-C, a cancelled background build).
 
 ``$DELEGATE_BUILD_PROCESSES``: the most processes building at once (default: the device's compute
-units, at most the cores this process may use, and helpers only on cores the load average leaves
-idle); 1 builds every program here.
+units, at most the cores this process may use, and helpers only on cores nothing else runs on);
+1 builds every program here.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +41,9 @@ ENV = "DELEGATE_BUILD_PROCESSES"
 #: persistent kernels ran within 1% of each other in 1, 2 or 4 segments)
 PART_SOURCE = 128 << 10
 MAX_PARTS = 4
+#: looks at the running threads, and the time between them (``idle_cores``)
+_LOOKS = 5
+_LOOK_GAP_S = 0.005
 #: how long the build's end waits for a thread that served a (stopped) helper
 _JOIN_S = 5.0
 #: the package's folder's parent: helpers import this very package, wherever it was found
@@ -69,14 +73,27 @@ def process_count(info: DeviceInfo) -> int:
 
 
 def idle_cores() -> int:
-    """Cores that nothing runs on, as the last minute's load average tells (at least 1: this
-    process's): on a busy machine helpers would only take turns with this process, for nothing."""
+    """Cores that nothing else runs on now (at least 1: this process's): on a busy machine helpers
+    would only take turns with this process, for nothing. Counted from the threads the kernel has
+    running at this moment (the median of a few looks, this one's own left out), not from the load
+    average, which a build that ended seconds ago still holds up for a minute."""
     usable = len(os.sched_getaffinity(0))
+    looks = []
+    for _ in range(_LOOKS):
+        running = _running_threads()
+        if running is None:
+            return usable
+        looks.append(running - 1)
+        time.sleep(_LOOK_GAP_S)
+    return max(1, usable - sorted(looks)[len(looks) // 2])
+
+
+def _running_threads() -> int | None:
+    """Threads running or ready to run on the machine now (/proc/loadavg), None where unknown."""
     try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return usable
-    return max(1, usable - int(load))
+        return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _python() -> str:
