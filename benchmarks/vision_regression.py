@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""The vision set's latency against XNNPACK, checked against a committed baseline.
+
+Measures every ``*.tflite`` of the vision set (benchmarks/vision_models.py writes it) as
+benchmarks/model_kinds.py does, a fresh process per model: the delegate with its default options
+and with ``cpu_when_faster=false`` ("forced"), each against the faster XNNPACK (all cores or one)
+of the same rounds in one process. Then compares each model's two ratios with
+benchmarks/baselines/vision_set.json (harness/regression.py):
+
+- a default ratio over 1.05 fails (by default never slower than TFLite's CPU path);
+- a ratio over ``--factor`` (1.3) times its baseline fails, default or forced: the forced ratio
+  is where a slower kernel shows, since the default then runs on TFLite's CPU kernels;
+- a baseline model that was not measured fails.
+
+It prints the table, the findings and the forced set's targets (float geometric mean <= 1.0 and
+none over 1.5, int8 none over 1.5; reported, not checked). ``--check`` exits 1 on a failed
+finding; ``--update-baseline`` rewrites the baseline from this run; ``--records FILE`` compares
+the records of an earlier ``--json FILE`` without measuring.
+
+    python benchmarks/vision_regression.py [--set DIR] [--rounds R] [--block N] [--check]
+        [--factor F] [--baseline FILE] [--update-baseline] [--json FILE] [--records FILE]
+        [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import model_kinds
+from harness import regression
+from harness.cli import cpu_name
+from harness.paths import BENCHMARKS
+
+DEFAULT_SET = Path.home() / ".cache" / "tflite-opencl-delegate" / "vision-set"
+BASELINE = BENCHMARKS / "baselines" / "vision_set.json"
+
+
+def table(records: list[dict[str, Any]], baseline: regression.Baseline | None) -> str:
+    rows = [
+        "| model | default path | delegated nodes, partitions (forced) | XNNPACK ms (all cores / 1) "
+        "| delegate ms (forced) | default / XNNPACK (baseline) | forced / XNNPACK (baseline) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in records:
+        latency, ratio = r.get("latency_ms", {}), r.get("ratio", {})
+        base = (baseline.models if baseline else {}).get(r["model"], {})
+
+        def cell(config: str, ratio: dict[str, float] = ratio, base: dict[str, Any] = base) -> str:
+            now = model_kinds._fmt(ratio.get(config), ".2f")
+            return f"{now} ({base[config]:.2f})" if base.get(config) else now
+
+        xnnpack = " / ".join(model_kinds._fmt(latency.get(path), ".2f") for path in ("xnnpack", "xnnpack_1t"))
+        rows.append(
+            f"| {r['model']} | {(r.get('default') or {}).get('path', '-')} | {model_kinds._share(r.get('forced'))} "
+            f"| {xnnpack} | {model_kinds._fmt(latency.get('forced'), '.2f')} | {cell('default')} | {cell('forced')} |"
+        )
+    return "\n".join(rows)
+
+
+def report(records: list[dict[str, Any]], baseline: regression.Baseline | None, factor: float) -> int:
+    """Prints the table, the findings and the targets; the number of failed findings."""
+    print(table(records, baseline))
+    print()
+    for text, met in regression.targets(records):
+        print(f"- {text}: {'met' if met else 'NOT met'}")
+    if baseline is None:
+        print("- no baseline to compare with")
+        return 0
+    print(f"- baseline of {baseline.date}, {baseline.machine}; regression: a ratio over {factor:g} times it")
+    findings = regression.compare(records, baseline, factor)
+    for f in findings:
+        print(f"- {'REGRESSION' if f.failed else 'note'}: {f.model}: {f.message}", file=sys.stderr)
+    return sum(f.failed for f in findings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", type=Path, default=DEFAULT_SET, help=f"the set's folder (default {DEFAULT_SET})")
+    parser.add_argument("--only", nargs="*", help="these models (file stems) only")
+    parser.add_argument("--rounds", type=int, default=7, help="blocks per path (default 7)")
+    parser.add_argument("--block", type=int, default=10, help="invokes per block (default 10)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per model (default 900)")
+    parser.add_argument("--baseline", type=Path, default=BASELINE, help="baseline JSON (default: the committed one)")
+    parser.add_argument("--factor", type=float, default=regression.FACTOR, help="ratio / baseline that fails")
+    parser.add_argument("--check", action="store_true", help="exit 1 on a regression or a default ratio over 1.05")
+    parser.add_argument("--update-baseline", action="store_true", help="write this run's ratios as the baseline")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the records here")
+    parser.add_argument("--records", type=Path, metavar="FILE", help="compare these records instead of measuring")
+    args = parser.parse_args(argv)
+    if args.records:
+        records = json.loads(args.records.read_text())
+    else:
+        chosen = [p for p in sorted(args.set.glob("*.tflite")) if not args.only or p.stem in args.only]
+        if not chosen:
+            parser.error(f"no .tflite models in {args.set} (write them with benchmarks/vision_models.py)")
+        records = []
+        for model in chosen:
+            print(f"{model.name} ...", file=sys.stderr, flush=True)
+            records.append(model_kinds.measure(model, args.rounds, args.block, args.timeout))
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1) + "\n")
+    baseline = regression.load(args.baseline) if args.baseline.is_file() else None
+    failed = report(records, baseline, args.factor)
+    if args.update_baseline:
+        command = f"python benchmarks/vision_regression.py --rounds {args.rounds} --block {args.block}"
+        today = datetime.date.today().isoformat()
+        args.baseline.parent.mkdir(parents=True, exist_ok=True)
+        args.baseline.write_text(regression.dump(records, today, f"{cpu_name()}, PoCL", command))
+        print(f"baseline written: {args.baseline}", file=sys.stderr)
+        return 0
+    if args.check and failed:
+        print(f"FAILED: {failed} finding(s) above", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
