@@ -28,6 +28,7 @@ import argparse
 import datetime
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no .tflite models in {args.set} (write them with benchmarks/vision_models.py)")
         records = []
         for model in chosen:
-            print(f"{model.name} ...", file=sys.stderr, flush=True)
+            start = time.perf_counter()
             records.append(model_kinds.measure(model, args.rounds, args.block, args.timeout))
+            print(f"{model.name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps(records, indent=1) + "\n")
     baseline = regression.load(args.baseline) if args.baseline.is_file() else None
