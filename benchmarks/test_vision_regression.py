@@ -96,6 +96,12 @@ def test_missing_and_failed_models_fail_and_new_ones_are_noted(baseline):
     assert [f.model for f in findings if not f.failed] == ["mlp_mixer"]
 
 
+def test_two_measurements_keep_the_lower_ratios():
+    first, second = _record("a", 1.2, 1.1), _record("a", 1.0, 1.4)
+    assert regression.lower(first, second)["ratio"] == {"default": 1.0, "forced": 1.1}
+    assert regression.lower({"model": "a", "notes": ["crashed"]}, second)["ratio"] == {"default": 1.0, "forced": 1.4}
+
+
 def test_targets_split_float_and_int8():
     records = [_record("a", 1.0, 0.8), _record("b", 1.0, 1.6), _record("c_int8", 1.0, 1.4)]
     met = dict(regression.targets(records))

@@ -12,6 +12,9 @@ benchmarks/baselines/vision_set.json (harness/regression.py):
   is where a slower kernel shows, since the default then runs on TFLite's CPU kernels;
 - a baseline model that was not measured fails.
 
+A model that fails is measured once more and keeps the lower of each ratio (another process's load
+rarely hits both runs; a slower kernel does).
+
 It prints the table, the findings and the forced set's targets (float geometric mean <= 1.0 and
 none over 1.5, int8 none over 1.5; reported, not checked). ``--check`` exits 1 on a failed
 finding; ``--update-baseline`` rewrites the baseline from this run; ``--records FILE`` compares
@@ -79,11 +82,26 @@ def report(records: list[dict[str, Any]], baseline: regression.Baseline | None, 
     return sum(f.failed for f in findings)
 
 
+def confirm(records: list[dict[str, Any]], baseline: regression.Baseline, args: argparse.Namespace) -> list[dict]:
+    """The records with every model that failed measured once more, its lower ratios kept: one
+    run can catch another process's load, a slower kernel shows in both."""
+    failing = {f.model for f in regression.compare(records, baseline, args.factor) if f.failed}
+    confirmed = []
+    for record in records:
+        model = args.set / f"{record['model']}.tflite"
+        if record["model"] in failing and model.is_file():
+            print(f"{model.name}: failed, measuring it again", file=sys.stderr, flush=True)
+            again = model_kinds.measure(model, args.rounds, args.block, args.timeout)
+            record = regression.lower(record, again)
+        confirmed.append(record)
+    return confirmed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", type=Path, default=DEFAULT_SET, help=f"the set's folder (default {DEFAULT_SET})")
     parser.add_argument("--only", nargs="*", help="these models (file stems) only")
-    parser.add_argument("--rounds", type=int, default=7, help="blocks per path (default 7)")
+    parser.add_argument("--rounds", type=int, default=15, help="blocks per path (default 15)")
     parser.add_argument("--block", type=int, default=10, help="invokes per block (default 10)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per model (default 900)")
     parser.add_argument("--baseline", type=Path, default=BASELINE, help="baseline JSON (default: the committed one)")
@@ -107,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(records, indent=1) + "\n")
     baseline = regression.load(args.baseline) if args.baseline.is_file() else None
+    if baseline and not args.records and not args.update_baseline:
+        records = confirm(records, baseline, args)
     failed = report(records, baseline, args.factor)
     if args.update_baseline:
         command = f"python benchmarks/vision_regression.py --rounds {args.rounds} --block {args.block}"

@@ -111,6 +111,16 @@ def compare(
     return found
 
 
+def lower(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two measurements of one model as one record: each ratio the lower of the two (a slower
+    kernel is slower in every run; load from other processes rarely hits both), the rest from the
+    second run."""
+    ratios = [r.get("ratio", {}) for r in (first, second)]
+    merged = {c: min(r[c] for r in ratios if c in r) for c in CONFIGS if any(c in r for r in ratios)}
+    notes = [*second.get("notes", []), "measured twice, the lower ratios kept"]
+    return {**second, "ratio": merged, "notes": notes}
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
