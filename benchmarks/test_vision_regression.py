@@ -102,6 +102,15 @@ def test_two_measurements_keep_the_lower_ratios():
     assert regression.lower({"model": "a", "notes": ["crashed"]}, second)["ratio"] == {"default": 1.0, "forced": 1.4}
 
 
+def test_the_median_of_runs_takes_each_ratio_apart():
+    runs = [[_record("a", 1.0, 1.5)], [_record("a", 1.2, 1.1), _record("b", 1.0, 1.0)], [_record("a", 0.9, 1.3)]]
+    merged = regression.median_records(runs)
+    assert [(r["model"], r["ratio"], r["runs"]) for r in merged] == [
+        ("a", {"default": 1.0, "forced": 1.3}, 3),
+        ("b", {"default": 1.0, "forced": 1.0}, 1),
+    ]
+
+
 def test_targets_split_float_and_int8():
     records = [_record("a", 1.0, 0.8), _record("b", 1.0, 1.6), _record("c_int8", 1.0, 1.4)]
     met = dict(regression.targets(records))

@@ -17,8 +17,9 @@ rarely hits both runs; a slower kernel does).
 
 It prints the table, the findings and the forced set's targets (float geometric mean <= 1.0 and
 none over 1.5, int8 none over 1.5; reported, not checked). ``--check`` exits 1 on a failed
-finding; ``--update-baseline`` rewrites the baseline from this run; ``--records FILE`` compares
-the records of an earlier ``--json FILE`` without measuring.
+finding; ``--update-baseline`` rewrites the baseline from this run; ``--records FILE ...`` takes the records
+of earlier ``--json FILE`` runs instead of measuring, each model's ratios the median over them (the
+committed baseline is such a median: one run carries its noise into every later check).
 
     python benchmarks/vision_regression.py [--set DIR] [--rounds R] [--block N] [--check]
         [--factor F] [--baseline FILE] [--update-baseline] [--json FILE] [--records FILE]
@@ -109,10 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 on a regression or a default ratio over 1.05")
     parser.add_argument("--update-baseline", action="store_true", help="write this run's ratios as the baseline")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the records here")
-    parser.add_argument("--records", type=Path, metavar="FILE", help="compare these records instead of measuring")
+    parser.add_argument(
+        "--records", type=Path, nargs="+", metavar="FILE", help="records of earlier runs instead of measuring (medians)"
+    )
     args = parser.parse_args(argv)
     if args.records:
-        records = json.loads(args.records.read_text())
+        records = regression.median_records([json.loads(path.read_text()) for path in args.records])
     else:
         chosen = [p for p in sorted(args.set.glob("*.tflite")) if not args.only or p.stem in args.only]
         if not chosen:
@@ -130,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = report(records, baseline, args.factor)
     if args.update_baseline:
         command = f"python benchmarks/vision_regression.py --rounds {args.rounds} --block {args.block}"
+        if args.records:
+            command = f"median of {len(args.records)} runs of {command} --json FILE"
         today = datetime.date.today().isoformat()
         args.baseline.parent.mkdir(parents=True, exist_ok=True)
         args.baseline.write_text(regression.dump(records, today, f"{cpu_name()}, PoCL", command))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,22 @@ def lower(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     merged = {c: min(r[c] for r in ratios if c in r) for c in CONFIGS if any(c in r for r in ratios)}
     notes = [*second.get("notes", []), "measured twice, the lower ratios kept"]
     return {**second, "ratio": merged, "notes": notes}
+
+
+def median_records(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Several runs of the set as one: each model's ratios the median over the runs that measured
+    them (a baseline from one run would carry that run's noise into every later check); the
+    rest of each record from the last run."""
+    merged = []
+    for name in sorted({r["model"] for run in runs for r in run}):
+        records = [r for run in runs for r in run if r["model"] == name]
+        ratio = {}
+        for config in CONFIGS:
+            values = [r["ratio"][config] for r in records if config in r.get("ratio", {})]
+            if values:
+                ratio[config] = statistics.median(values)
+        merged.append({**records[-1], "ratio": ratio, "runs": len(records)})
+    return merged
 
 
 def geomean(values: list[float]) -> float:
