@@ -111,6 +111,14 @@ def test_the_median_of_runs_takes_each_ratio_apart():
     ]
 
 
+def test_a_busy_machine_shows_in_xnnpacks_thread_speedup():
+    quiet = [{"latency_ms": {"xnnpack": 1.0, "xnnpack_1t": 1.8}}, {"latency_ms": {"xnnpack": 2.0, "xnnpack_1t": 3.4}}]
+    busy = [{"latency_ms": {"xnnpack": 1.1, "xnnpack_1t": 1.0}}, {"notes": ["crashed"]}]
+    assert regression.thread_speedup(quiet) == pytest.approx(1.75)
+    assert regression.thread_speedup(busy) == pytest.approx(1 / 1.1)
+    assert regression.thread_speedup([]) is None
+
+
 def test_targets_split_float_and_int8():
     records = [_record("a", 1.0, 0.8), _record("b", 1.0, 1.6), _record("c_int8", 1.0, 1.4)]
     met = dict(regression.targets(records))

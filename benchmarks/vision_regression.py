@@ -68,19 +68,29 @@ def table(records: list[dict[str, Any]], baseline: regression.Baseline | None) -
 
 
 def report(records: list[dict[str, Any]], baseline: regression.Baseline | None, factor: float) -> int:
-    """Prints the table, the findings and the targets; the number of failed findings."""
+    """Prints the table, the findings and the targets; the number of failed findings (a busy
+    machine counts as one: its ratios can pass a regression or fail a sound tree)."""
     print(table(records, baseline))
+    busy = 0
     print()
     for text, met in regression.targets(records):
         print(f"- {text}: {'met' if met else 'NOT met'}")
+    speedup = regression.thread_speedup(records)
+    if speedup is not None:
+        quiet = speedup >= regression.QUIET_SPEEDUP
+        verdict = "quiet" if quiet else "BUSY: another process held a core; ratios not comparable with a quiet run"
+        print(f"- XNNPACK all cores / 1 thread speedup, median {speedup:.2f} ({verdict})")
+        if not quiet:
+            print(f"the machine was busy (XNNPACK's thread speedup {speedup:.2f}): run again", file=sys.stderr)
+            busy = 1
     if baseline is None:
         print("- no baseline to compare with")
-        return 0
+        return busy
     print(f"- baseline of {baseline.date}, {baseline.machine}; regression: a ratio over {factor:g} times it")
     findings = regression.compare(records, baseline, factor)
     for f in findings:
         print(f"- {'REGRESSION' if f.failed else 'note'}: {f.model}: {f.message}", file=sys.stderr)
-    return sum(f.failed for f in findings)
+    return busy + sum(f.failed for f in findings)
 
 
 def confirm(records: list[dict[str, Any]], baseline: regression.Baseline, args: argparse.Namespace) -> list[dict]:

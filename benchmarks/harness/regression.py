@@ -26,6 +26,9 @@ CONFIGS = ("default", "forced")
 DEFAULT_LIMIT = 1.05
 #: a ratio this many times its baseline's is a regression (run-to-run spread is under 1.15x on the set)
 FACTOR = 1.3
+#: XNNPACK on every core over one, median over the set: below this another process held a core, and
+#: the ratios are not those of a quiet machine (the delegate and XNNPACK share the loss unevenly)
+QUIET_SPEEDUP = 1.4
 #: targets of the forced option set (cpu_when_faster=false), reported beside the check
 FLOAT_GEOMEAN_TARGET, FLOAT_MAX_TARGET, INT8_MAX_TARGET = 1.0, 1.5, 1.5
 
@@ -136,6 +139,17 @@ def median_records(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
                 ratio[config] = statistics.median(values)
         merged.append({**records[-1], "ratio": ratio, "runs": len(records)})
     return merged
+
+
+def thread_speedup(records: list[dict[str, Any]]) -> float | None:
+    """XNNPACK's 1-thread latency over its all-cores latency, median over the records: about 1.7
+    to 1.9 on a quiet 2-core machine, about 1 when another process holds a core."""
+    values = [
+        r["latency_ms"]["xnnpack_1t"] / r["latency_ms"]["xnnpack"]
+        for r in records
+        if r.get("latency_ms", {}).get("xnnpack") and r["latency_ms"].get("xnnpack_1t")
+    ]
+    return statistics.median(values) if values else None
 
 
 def geomean(values: list[float]) -> float:
