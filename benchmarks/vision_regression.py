@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(records, indent=1) + "\n")
     baseline = regression.load(args.baseline) if args.baseline.is_file() else None
+    if baseline and args.only:  # the models left out are not missing
+        baseline.models = {name: v for name, v in baseline.models.items() if name in args.only}
     if baseline and not args.records and not args.update_baseline:
         records = confirm(records, baseline, args)
     failed = report(records, baseline, args.factor)
