@@ -140,3 +140,16 @@ def test_check_exits_1_on_recorded_regressions(tmp_path, capsys):
     assert "REGRESSION: efficientnet_b0: forced: 2.20x" in capsys.readouterr().err
     assert vision_regression.main(["--records", str(records), "--baseline", str(base), "--update-baseline"]) == 0
     assert vision_regression.main(["--records", str(records), "--baseline", str(base), "--check"]) == 0
+
+
+def test_a_busy_run_fails_the_check_and_writes_no_baseline(tmp_path):
+    import vision_regression
+
+    base, records = tmp_path / "base.json", tmp_path / "records.json"
+    base.write_text(json.dumps(BASE))
+    busy = [{**_record(m, 1.0, 1.0), "latency_ms": {"xnnpack": 2.0, "xnnpack_1t": 2.1}} for m in BASE["models"]]
+    records.write_text(json.dumps(busy))
+    assert vision_regression.main(["--records", str(records), "--baseline", str(base)]) == 0
+    assert vision_regression.main(["--records", str(records), "--baseline", str(base), "--check"]) == 1
+    assert vision_regression.main(["--records", str(records), "--baseline", str(base), "--update-baseline"]) == 1
+    assert json.loads(base.read_text()) == BASE

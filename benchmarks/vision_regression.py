@@ -16,13 +16,15 @@ A model that fails is measured once more and keeps the lower of each ratio (anot
 rarely hits both runs; a slower kernel does).
 
 It prints the table, the findings and the forced set's targets (float geometric mean <= 1.0 and
-none over 1.5, int8 none over 1.5; reported, not checked). ``--check`` exits 1 on a failed
-finding; ``--update-baseline`` rewrites the baseline from this run; ``--records FILE ...`` takes the records
-of earlier ``--json FILE`` runs instead of measuring, each model's ratios the median over them (the
-committed baseline is such a median: one run carries its noise into every later check).
+none over 1.5, int8 none over 1.5; reported, not checked), and XNNPACK's speedup from 1 thread to
+all cores: under 1.4 another process held a core, the ratios are not a quiet machine's, and
+``--check`` fails the run. ``--check`` exits 1 on a failed finding; ``--update-baseline`` rewrites
+the baseline from this run; ``--records FILE ...`` takes the records of earlier ``--json FILE``
+runs instead of measuring, each model's ratios the median over them (the committed baseline is
+such a median: one run carries its noise into every later check).
 
     python benchmarks/vision_regression.py [--set DIR] [--rounds R] [--block N] [--check]
-        [--factor F] [--baseline FILE] [--update-baseline] [--json FILE] [--records FILE]
+        [--factor F] [--baseline FILE] [--update-baseline] [--json FILE] [--records FILE ...]
         [--only NAME ...]
 """
 
@@ -124,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         "--records", type=Path, nargs="+", metavar="FILE", help="records of earlier runs instead of measuring (medians)"
     )
     args = parser.parse_args(argv)
+    if args.update_baseline and args.only:
+        parser.error("--update-baseline writes the whole set's baseline: leave out --only")
     if args.records:
         records = regression.median_records([json.loads(path.read_text()) for path in args.records])
     else:
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             records.append(model_kinds.measure(model, args.rounds, args.block, args.timeout))
             print(f"{model.name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-    if args.json:
+    if args.json:  # the runs as measured, before failing models are measured again: a baseline's medians
         args.json.write_text(json.dumps(records, indent=1) + "\n")
     baseline = regression.load(args.baseline) if args.baseline.is_file() else None
     if baseline and args.only:  # the models left out are not missing
@@ -144,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         records = confirm(records, baseline, args)
     failed = report(records, baseline, args.factor)
     if args.update_baseline:
+        speedup = regression.thread_speedup(records)
+        if speedup is not None and speedup < regression.QUIET_SPEEDUP:
+            print("baseline not written: the machine was busy", file=sys.stderr)
+            return 1
         command = f"python benchmarks/vision_regression.py --rounds {args.rounds} --block {args.block}"
         if args.records:
             command = f"median of {len(args.records)} runs of {command} --json FILE"
