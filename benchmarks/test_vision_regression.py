@@ -114,9 +114,11 @@ def test_the_median_of_runs_takes_each_ratio_apart():
 def test_a_busy_machine_shows_in_xnnpacks_thread_speedup():
     quiet = [{"latency_ms": {"xnnpack": 1.0, "xnnpack_1t": 1.8}}, {"latency_ms": {"xnnpack": 2.0, "xnnpack_1t": 3.4}}]
     busy = [{"latency_ms": {"xnnpack": 1.1, "xnnpack_1t": 1.0}}, {"notes": ["crashed"]}]
+    tiny = [{"latency_ms": {"xnnpack": 0.1, "xnnpack_1t": 0.09}}]
     assert regression.thread_speedup(quiet) == pytest.approx(1.75)
     assert regression.thread_speedup(busy) == pytest.approx(1 / 1.1)
     assert regression.thread_speedup([]) is None
+    assert regression.thread_speedup(tiny) is None
 
 
 def test_targets_split_float_and_int8():

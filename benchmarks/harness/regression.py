@@ -30,6 +30,8 @@ FACTOR = 1.3
 #: XNNPACK on every core over one, median over the set: below this another process held a core, and
 #: the ratios are not those of a quiet machine (the delegate and XNNPACK share the loss unevenly)
 QUIET_SPEEDUP = 1.4
+#: calls shorter than this on one thread are left out of that speedup
+THREADED_MS = 1.0
 #: targets of the forced option set (cpu_when_faster=false), reported beside the check
 FLOAT_GEOMEAN_TARGET, FLOAT_MAX_TARGET, INT8_MAX_TARGET = 1.0, 1.5, 1.5
 
@@ -143,12 +145,13 @@ def median_records(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def thread_speedup(records: list[dict[str, Any]]) -> float | None:
-    """XNNPACK's 1-thread latency over its all-cores latency, median over the records: about 1.7
-    to 1.9 on a quiet 2-core machine, about 1 when another process holds a core."""
+    """XNNPACK's 1-thread latency over its all-cores latency, median over the records of at least
+    ``THREADED_MS`` on one thread (smaller calls gain little from threads): about 1.7 to 1.9 on a
+    quiet 2-core machine, about 1 when another process holds a core."""
     values = [
         r["latency_ms"]["xnnpack_1t"] / r["latency_ms"]["xnnpack"]
         for r in records
-        if r.get("latency_ms", {}).get("xnnpack") and r["latency_ms"].get("xnnpack_1t")
+        if r.get("latency_ms", {}).get("xnnpack") and r["latency_ms"].get("xnnpack_1t", 0) >= THREADED_MS
     ]
     return statistics.median(values) if values else None
 
