@@ -270,3 +270,15 @@ def test_pitch_race_compares_padded_and_unpadded_planes(capsys):
     (line,) = [row for row in capsys.readouterr().out.splitlines() if row.startswith("small_cnn ")]
     assert float(line.split()[1]) > 0
     assert race.memory.PLANE_PAD_LINES == 3  # restored
+
+
+@pytest.mark.opencl
+def test_vision_regression_measures_a_set_and_writes_its_baseline(tmp_path, capsys):
+    vision = benchmark_module("vision_regression")
+    shutil.copy(Path(__file__).parent / "models" / "yolo_fpn_tiny.tflite", tmp_path)
+    base = tmp_path / "base.json"
+    args = ["--set", str(tmp_path), "--rounds", "1", "--block", "1", "--baseline", str(base)]
+    assert vision.main([*args, "--update-baseline"]) == 0
+    entry = json.loads(base.read_text())["models"]["yolo_fpn_tiny"]
+    assert entry["default"] > 0 and entry["forced"] > 0 and entry["path"] in ("delegated", "cpu faster")
+    assert "| yolo_fpn_tiny | " in capsys.readouterr().out

@@ -10,6 +10,7 @@ Modules:
 - ``contexts``: a model compiled as the delegate compiles it, and seeded inputs for a Runtime.
 - ``perf``: Linux ``perf record`` around a child process.
 - ``cli``: the command-line pieces the tools share (``--option K=V``, ``--check``, the machine).
+- ``regression``: latency ratios against a committed baseline, and what counts as a regression.
 
 Importing the package sets ``DELEGATE_BACKGROUND_COMPILE=off`` (unless set): the benchmarks
 measure the delegate itself, never TFLite's CPU kernels standing in while it compiles, and the
