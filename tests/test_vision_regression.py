@@ -6,7 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from harness import regression
+
+from .helpers import benchmark_module
+
+regression = benchmark_module("harness.regression")
 
 BASE = {
     "date": "2026-12-05",
@@ -132,7 +135,7 @@ def test_targets_split_float_and_int8():
 
 
 def test_check_exits_1_on_recorded_regressions(tmp_path, capsys):
-    import vision_regression
+    vision_regression = benchmark_module("vision_regression")
 
     base, records = tmp_path / "base.json", tmp_path / "records.json"
     base.write_text(json.dumps(BASE))
@@ -145,7 +148,7 @@ def test_check_exits_1_on_recorded_regressions(tmp_path, capsys):
 
 
 def test_a_busy_run_fails_the_check_and_writes_no_baseline(tmp_path):
-    import vision_regression
+    vision_regression = benchmark_module("vision_regression")
 
     base, records = tmp_path / "base.json", tmp_path / "records.json"
     base.write_text(json.dumps(BASE))
