@@ -108,6 +108,23 @@ class ProgramBuilder:
                 f"the OpenCL compiler's remarks on the kernels of {node}:\n{log}", CompilerWarning, stacklevel=3
             )
 
+    def _load(self, binary: bytes, source: str, options: str, node: str) -> Program:
+        """The program of ``binary`` built for the device; OpenCLError (nothing left behind) when the
+        driver rejects it: at clCreateProgramWithBinary, at the build, or without the kernels
+        ``source`` defines (clCreateKernel would fail)."""
+        program = None
+        try:
+            program = Program(self.context, binary=binary)
+            self._build(program, options, node)
+            missing = sorted(set(_KERNEL.findall(source)) - program.kernel_names())
+            if missing:
+                raise OpenCLError("clCreateKernel", _INVALID_KERNEL_NAME, f"the binary has no kernel {missing[0]}")
+            return program
+        except OpenCLError:
+            if program is not None:
+                program.release()
+            raise
+
     def _from_cache(self, key: str, source: str, options: str, node: str) -> Program | None:
         """The program stored under ``key``, built from its binary; None (reported, the entry
         removed) when it is bad or the driver rejects it: at clCreateProgramWithBinary, at the
@@ -122,17 +139,9 @@ class ProgramBuilder:
             return None
         if binary is None:
             return None
-        program = None
         try:
-            program = Program(self.context, binary=bytes(binary))
-            self._build(program, options, node)
-            missing = sorted(set(_KERNEL.findall(source)) - program.kernel_names())
-            if missing:
-                raise OpenCLError("clCreateKernel", _INVALID_KERNEL_NAME, f"the binary has no kernel {missing[0]}")
-            return program
+            return self._load(bytes(binary), source, options, node)
         except OpenCLError as exc:
-            if program is not None:
-                program.release()
             where = self._binaries.path(key)
             warn(f"program binary {where} is rejected by the driver ({exc}): rebuilding it from source")
             self._binaries.discard(key)
@@ -181,22 +190,17 @@ class ProgramBuilder:
             program.release()
             raise ProgramBuildError(node, exc.detail or str(exc), source) from None
         self.stats.built_from_source += 1
-        self._store(self._key(source, options), program, complete)
-        self._programs[self._key(source, options)] = program
+        key = self._key(source, options)
+        self._store(key, program, complete)
+        self._programs[key] = program
         return program
 
     def _adopt(self, binary: bytes, source: str, options: str, node: str) -> Program | None:
         """The program a helper process built, from its ``binary`` (stored in the disk cache);
         None where the driver rejects it here."""
-        program = None
         try:
-            program = Program(self.context, binary=binary)
-            self._build(program, options, node)
-            if set(_KERNEL.findall(source)) - program.kernel_names():
-                raise OpenCLError("clCreateKernel", _INVALID_KERNEL_NAME, "a kernel is missing from the binary")
+            program = self._load(binary, source, options, node)
         except OpenCLError:
-            if program is not None:
-                program.release()
             return None
         key = self._key(source, options)
         if self._binaries is not None:
@@ -266,9 +270,6 @@ class ProgramBuilder:
         start, from_source, from_cache = time.perf_counter(), self.stats.built_from_source, self.stats.loaded_from_cache
         from_helpers = self.stats.built_in_helpers
 
-        def costs(members: list[int]) -> list[int]:
-            return [len(order[i][0].body) for i in members]
-
         def separately(members: list[int]) -> None:
             for i in members:
                 built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
@@ -278,8 +279,9 @@ class ProgramBuilder:
             if len(members) == 1 or any(not order[i][0].body for i in members):
                 separately(members)
                 continue
-            count = build_processes.part_count(sum(costs(members)), self.processes)
-            groups = [[members[j] for j in part] for part in build_processes.split(costs(members), count)]
+            costs = [len(order[i][0].body) for i in members]
+            count = build_processes.part_count(sum(costs), self.processes)
+            groups = [[members[j] for j in part] for part in build_processes.split(costs, count)]
             merged = [
                 (
                     "\n".join([prelude, *(renamed_kernel(order[i][0].body, f"k{i}") for i in group)]),

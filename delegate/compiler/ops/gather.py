@@ -27,7 +27,7 @@ from ...context.model import CalculationsPrecision
 from .. import layout
 from ..graph import INT32, INT64, Builtin, Graph, Node
 from ..kernel import Kernel
-from ..kernels.common.pieces import HEAD, LANES, operation, written
+from ..kernels.common.pieces import HEAD, LANE_LOOP, operation, written
 from .base import EmitContext, Op, constant_tensor, value_tensors
 from .traits import Quantization, Traits
 
@@ -189,13 +189,7 @@ def _code(form: Form, graph: Graph) -> str:
     lane = "    " + pick.replace("\n", "\n    ")
     return (
         _INDEX_LANE
-        + LANES
-        + HEAD
-        + """  FLT4 result = INIT_FLT4(0.0f);
-  for (int k = 0; k < 4; ++k) {
-    int c = S * 4 + k;
-    if (c >= args.dst_tensor.Channels()) break;
-"""
+        + LANE_LOOP
         + lane
         + f"result = dlg_set(result, k, dlg_component(args.params.Read({px}, {py}, ({pc}) / 4, {pb}), ({pc}) % 4));\n"
         + "  }\n"
