@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import cancel
+from . import build_worker
 from .device import DeviceInfo
 
 ENV = "DELEGATE_BUILD_PROCESSES"
@@ -162,7 +163,7 @@ class Helper:
         stdin, stdout = self._process.stdin, self._process.stdout
         assert stdin is not None and stdout is not None
         try:
-            stdin.write(json.dumps(header).encode() + b"\n" + payload)
+            stdin.write(build_worker.message(header, payload))
             stdin.flush()
             reply = json.loads(stdout.readline() or b"null")
             if not isinstance(reply, dict):

@@ -25,8 +25,13 @@ from typing import BinaryIO
 WATCH_S = 0.5
 
 
+def message(header: dict[str, object], payload: bytes = b"") -> bytes:
+    """One message of the protocol (the module docstring): a JSON line, then ``payload``."""
+    return json.dumps(header).encode() + b"\n" + payload
+
+
 def _send(out: BinaryIO, header: dict[str, object], payload: bytes = b"") -> None:
-    out.write(json.dumps(header).encode() + b"\n" + payload)
+    out.write(message(header, payload))
     out.flush()
 
 
