@@ -22,7 +22,7 @@ from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Tensor
 from delegate.compiler.partition import CompileOptions, compile_partition
 from delegate.context import bounds as context_bounds
 from delegate.errors import PartitionTooLargeError
-from delegate.runtime import Runtime, launches
+from delegate.runtime import Runtime, launches, plan
 from delegate.runtime.limits import LIMITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,6 +174,32 @@ def test_the_compiler_and_the_runtime_share_the_bounds():
     assert LIMITS.max_node_source_bytes == context_bounds.MAX_NODE_SOURCE_BYTES
     assert LIMITS.max_total_source_bytes == context_bounds.MAX_TOTAL_SOURCE_BYTES
     assert bounds.NODE_SOURCE_BUDGET <= context_bounds.MAX_NODE_SOURCE_BYTES // 4
+
+
+def test_a_context_past_one_programs_source_runs_as_more_persistent_kernels(monkeypatch):
+    graph, out = _chain(400)
+    ctx = compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
+    source = sum(len(n.gpu_op.code) for n in ctx.nodes)
+    x = np.linspace(-2.0, 2.0, 4, dtype=np.float32).reshape(1, 1, 1, 4)
+    expected = x
+    for k in range(400):
+        expected = expected * np.float32(0.999) if k % 2 == 0 else expected + np.float32(0.001)
+    counts = []
+    for bound in (plan.MAX_PERSISTENT_PROGRAM, source // 6):
+        monkeypatch.setattr(plan, "MAX_PERSISTENT_PROGRAM", bound)
+        with Runtime.load(ctx) as runtime:
+            assert runtime.persistent, runtime.persistent_error
+            counts.append(sum(name.startswith("persistent ") for name in runtime.launch_names))
+            (y,) = runtime.run([x])
+        np.testing.assert_allclose(y, expected, rtol=1e-4)
+    assert counts[1] > counts[0], counts
+
+
+def test_persistent_segments_hold_each_program_under_its_bound():
+    assert plan.persistent_segments(100, 1) == 1
+    assert plan.persistent_segments(plan.MAX_PERSISTENT_PROGRAM, 1) == 1
+    assert plan.persistent_segments(plan.MAX_PERSISTENT_PROGRAM + 1, 1) == 2
+    assert plan.persistent_segments(3 * plan.MAX_PERSISTENT_PROGRAM, 4) == 4  # the builder's parts, when more
 
 
 def test_a_context_with_much_source_runs_node_by_node(monkeypatch):

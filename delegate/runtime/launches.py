@@ -26,7 +26,7 @@ from .device import DeviceInfo
 from .driver import CL_MEM_READ_WRITE, Context, MemObject
 from .geometry import Grid, grid_of, launch_of, required_work_group
 from .graph import RuntimeTensor, semantic
-from .plan import MAX_PERSISTENT_SOURCE, Launch, PlanMode, Schedule, Transfer, persistent_runs
+from .plan import MAX_PERSISTENT_SOURCE, Launch, PlanMode, Schedule, Transfer, persistent_runs, persistent_segments
 from .programs import ProgramBuilder
 from .resources import Resources
 from .source import SourceError, assemble
@@ -199,11 +199,13 @@ class ContextLaunches:
             )
         ]
         sizes = [len(n.src.body) for n in nodes]
+        eligible = [persistent_kernels.eligible(n.src) for n in nodes]
+        source = sum(size for size, ok in zip(sizes, eligible, strict=True) if ok)
         runs = persistent_runs(
-            [persistent_kernels.eligible(n.src) for n in nodes],
+            eligible,
             [n.src.prelude for n in nodes],
             sizes,
-            build_processes.part_count(sum(sizes), self._builder.processes),
+            persistent_segments(source, build_processes.part_count(sum(sizes), self._builder.processes)),
         )
         if any(len(run) == 1 for run in runs):
             self.ensure_node_kernels()  # those nodes are launched by themselves

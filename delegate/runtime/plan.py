@@ -56,11 +56,21 @@ class Transfer:
 
 
 #: a context whose node kernels have more source than this runs node by node: a persistent kernel
-#: inlines its nodes' code with their own constants, so it is built anew, and the OpenCL compiler's
-#: time grows faster than a program's length (PoCL, 2 cores: the persistent kernel of a 20,000-op
-#: chain, 600 nodes and 8 MB, did not build in 15 minutes), where node kernels of one text are
-#: built once (MobileNetV2's context has 1.1 MB)
-MAX_PERSISTENT_SOURCE = 2 << 20
+#: inlines its nodes' code with their own constants, so it is built anew, where node kernels of one
+#: text are built once; this bounds a cold start's build (PoCL, 2 cores: 3.1 MB of DenseNet121's
+#: persistent kernels built in 13 s more than its node kernels, and it then ran 2x faster)
+MAX_PERSISTENT_SOURCE = 4 << 20
+
+#: the most source one persistent program holds: a longer run is cut into several programs, since
+#: the OpenCL compiler's time grows faster than a program's length (PoCL: the persistent kernel of
+#: a 20,000-op chain, 600 nodes and 8 MB in one program, did not build in 15 minutes)
+MAX_PERSISTENT_PROGRAM = 1 << 20
+
+
+def persistent_segments(source: int, parts: int) -> int:
+    """Segments (persistent_runs) for ``source`` bytes of eligible node source, which the builder
+    would make ``parts`` programs: enough that none holds more than MAX_PERSISTENT_PROGRAM."""
+    return max(parts, -(-source // MAX_PERSISTENT_PROGRAM))
 
 
 def persistent_runs(
