@@ -10,6 +10,7 @@ import numpy as np
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import Kernel
+from ..kernels.common.math_code import exp_code
 from ..kernels.common.pieces import HEAD, activation_code, operation, written
 from ..selectors.pointwise import ROW_PIXELS, select_elementwise
 from ..selectors.spec import Variant
@@ -152,7 +153,7 @@ UNARY: dict[int, UnarySpec] = {
     Builtin.TANH: UnarySpec(activation_code(Activation.TANH), replace(_REQUANTIZES, output_bound=1.0)),
     Builtin.ABS: UnarySpec("result = fabs(result);", _KEEPS_SMALL),
     Builtin.NEG: UnarySpec("result = -result;", _KEEPS_SMALL),
-    Builtin.EXP: UnarySpec("result = exp(result);"),
+    Builtin.EXP: UnarySpec(exp_code("result", "convert_float4(result)", 4, "TO_FLT4")),
     Builtin.LOG: UnarySpec("result = log(result);", Traits(small_value_input=0)),
     Builtin.SQRT: UnarySpec("result = sqrt(result);", _KEEPS_SMALL),
     Builtin.RSQRT: UnarySpec(
@@ -161,7 +162,11 @@ UNARY: dict[int, UnarySpec] = {
     Builtin.SQUARE: UnarySpec("result = result * result;", _KEEPS_SMALL),
     Builtin.SIN: UnarySpec("result = sin(result);"),
     Builtin.COS: UnarySpec("result = cos(result);"),
-    Builtin.ELU: UnarySpec("result = result < INIT_FLT4(0.0f) ? exp(result) - INIT_FLT4(1.0f) : result;"),
+    Builtin.ELU: UnarySpec(
+        "{ float4 elu_e;\n    "
+        + exp_code("elu_e", "convert_float4(result)")
+        + "\n    result = result < INIT_FLT4(0.0f) ? TO_FLT4(elu_e - 1.0f) : result; }"
+    ),
     Builtin.HARD_SWISH: UnarySpec(
         """FLT4 r6 = result + INIT_FLT4(3.0f);
   r6 = r6 < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : r6;

@@ -8,14 +8,21 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..graph import Builtin, Node
+from ..kernels.common.math_code import erf_code, tanh_code
 from .elementwise import UnaryOp, UnarySpec
 from .traits import Quantization, Traits
 
-_EXACT = UnarySpec("result = INIT_FLT4(0.5f) * result * (INIT_FLT4(1.0f) + erf(result * INIT_FLT4(0.70710678f)));")
+# in float, with math_code's arithmetic erf and tanh: PoCL calls erf and tanh one value at a time
+_EXACT = UnarySpec(
+    "{ float4 gelu_x = convert_float4(result), gelu_e;\n    "
+    + erf_code("gelu_e", "gelu_x * 0.70710678f")
+    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_e)); }"
+)
 # x^3 as products: PoCL calls pow (ops/elementwise.py, SQUARE)
 _TANH = UnarySpec(
-    "result = INIT_FLT4(0.5f) * result * (INIT_FLT4(1.0f) + tanh(INIT_FLT4(0.79788456f) * "
-    "(result + INIT_FLT4(0.044715f) * result * result * result)));"
+    "{ float4 gelu_x = convert_float4(result), gelu_t;\n    "
+    + tanh_code("gelu_t", "0.79788456f * (gelu_x + 0.044715f * gelu_x * gelu_x * gelu_x)")
+    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_t)); }"
 )
 
 

@@ -4,6 +4,7 @@ run on the accumulators of a work-item that holds every channel of its pixels (k
 from __future__ import annotations
 
 from ..kernel import PixelOps
+from ..kernels.common.math_code import exp_code
 
 
 def accepts_pixel_softmax(ops: PixelOps, channels: int, log: bool) -> bool:
@@ -34,9 +35,8 @@ def pixel_softmax_code(ops: PixelOps, channels: int, beta: float, log: bool) -> 
             g, lane = divmod(c, width)
             parts.append(f"    m = x{g}.s{lane:x} > m ? x{g}.s{lane:x} : m;\n")
         for g in range(groups):
-            parts.append(
-                f"    float{width} z{g} = (x{g} - m) * {float(beta)!r}f;\n    float{width} e{g} = exp(z{g});\n"
-            )
+            parts.append(f"    float{width} z{g} = (x{g} - m) * {float(beta)!r}f, e{g};\n")
+            parts.append(f"    {exp_code(f'e{g}', f'z{g}', width)}\n")
         terms = [f"e{c // width}.s{c % width:x}" for c in range(channels)]
         parts.append(f"    float sum = {' + '.join(terms)};\n")
         parts.append("    float inv = 1.0f / sum;\n    float log_sum = log(sum);\n")

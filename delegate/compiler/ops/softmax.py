@@ -8,6 +8,7 @@ from typing import ClassVar
 from ...context import model
 from ..graph import Builtin, Graph, Node
 from ..kernel import WRITE, Kernel, Piece
+from ..kernels.common.math_code import exp_code
 from ..kernels.common.pieces import HEAD, operation
 from .base import EmitContext, Op, runtime_io
 from .traits import Quantization, Traits
@@ -30,7 +31,8 @@ _SOFTMAX = (
   }
   float sum = 0.0f;
   for (int s = 0; s < slices; ++s) {
-    float4 e = exp((convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta);
+    float4 e;
+    {EXP_OF_READ}
     int left = C - s * 4;
     sum += e.x + (left > 1 ? e.y : 0.0f) + (left > 2 ? e.z : 0.0f) + (left > 3 ? e.w : 0.0f);
   }
@@ -38,7 +40,8 @@ _SOFTMAX = (
   float log_sum = log(sum);
   for (int s = 0; s < slices; ++s) {
     float4 v = (convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta;
-    float4 e = {final};
+    float4 e;
+    {final}
     int left = C - s * 4;
     e.y = left > 1 ? e.y : 0.0f; e.z = left > 2 ? e.z : 0.0f; e.w = left > 3 ? e.w : 0.0f;
     {write}
@@ -59,7 +62,8 @@ _SOFTMAX_ONE_SLICE = (
   if (C > 2) m = x.z > m ? x.z : m;
   if (C > 3) m = x.w > m ? x.w : m;
   float4 v = (x - m) * args.beta;
-  float4 e = exp(v);
+  float4 e;
+  {EXP_OF_V}
   e.y = C > 1 ? e.y : 0.0f; e.z = C > 2 ? e.z : 0.0f; e.w = C > 3 ? e.w : 0.0f;
   float sum = e.x + e.y + e.z + e.w;
   float inv = 1.0f / sum;
@@ -70,6 +74,13 @@ _SOFTMAX_ONE_SLICE = (
 }
 """
 )
+
+
+# e^x in arithmetic (math_code.py: PoCL calls exp one value at a time)
+_SOFTMAX = _SOFTMAX.replace(
+    "{EXP_OF_READ}", exp_code("e", "(convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta")
+)
+_SOFTMAX_ONE_SLICE = _SOFTMAX_ONE_SLICE.replace("{EXP_OF_V}", exp_code("e", "v"))
 
 
 def _written(code: str, slice_var: str) -> list[Piece]:
@@ -105,7 +116,8 @@ class Softmax(Op):
         if one_slice:
             code = _SOFTMAX_ONE_SLICE.replace("{final}", "v - (float4)(log_sum)" if log else "e * inv")
         else:
-            code = _SOFTMAX.replace("{final}", "v - (float4)(log_sum)" if log else "exp(v) * inv")
+            final = "e = v - (float4)(log_sum);" if log else exp_code("e", "v") + "\n    e = e * inv;"
+            code = _SOFTMAX.replace("{final}", final)
         kernel = operation(_written(code, "0" if one_slice else "s"), srcs=["src_tensor"], floats={"beta": beta})
         # One work-item per row: slices are looped inside.
         kernel.operation.tensor_to_grid = model.TensorToGrid.WB_TO_X_HD_TO_Y_Z_IS_1

@@ -9,11 +9,12 @@ import numpy as np
 from ....context import model
 from ...graph import Activation
 from ...kernel import WRITE, Kernel, Piece, RequiredWorkGroup
+from .math_code import logistic_code, tanh_code
 
 
 def activation_code(act: int, var: str = "result", width: int = 4) -> str:
     """OpenCL statements applying a fused activation to ``var``, a FLT4 (or FLT8 with ``width`` 8),
-    with ternaries: PoCL calls min/max."""
+    with ternaries (PoCL calls min/max) and arithmetic (math_code.py: PoCL calls tanh and exp)."""
     init = "INIT_FLT4({})" if width == 4 else f"((FLT{width})({{}}))"
     zero, one, six = (init.format(v) for v in ("0.0f", "1.0f", "6.0f"))
     if act == Activation.NONE:
@@ -25,9 +26,9 @@ def activation_code(act: int, var: str = "result", width: int = 4) -> str:
     if act == Activation.RELU_N1_TO_1:
         return f"{var} = {var} < -{one} ? -{one} : {var};\n  {var} = {var} > {one} ? {one} : {var};"
     if act == Activation.TANH:
-        return f"{var} = tanh({var});"
+        return tanh_code(var, f"convert_float{width}({var})", width, f"TO_FLT{width}")
     if act == Activation.SIGMOID:
-        return f"{var} = {one} / ({one} + exp(-{var}));"
+        return logistic_code(var, f"convert_float{width}({var})", width, f"TO_FLT{width}")
     raise ValueError(f"unsupported activation {act}")
 
 
