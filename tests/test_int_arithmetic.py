@@ -166,12 +166,13 @@ def test_int32_of_a_cast_from_float_stays_on_cpu():
     """CAST float -> int32 gives integers up to 2^31 (held exactly as floats), so arithmetic on them
     is left to TFLite; the CAST itself runs on the device."""
     shape = (3,)
-    x = np.array([3e9, 16777217.0, -2.5], np.float32)
-    tensors = [T(shape), T(shape, dtype=I32), scalar(0), T(shape, dtype=I32)]
+    x = np.array([3e9, 16777216.0, -2.5], np.float32)
+    tensors = [T(shape), T(shape, dtype=I32), scalar(1), T(shape, dtype=I32)]
     cast = Op(Builtin.CAST, [0], [1], ("CastOptions", {"InDataType": 0, "OutDataType": 2}))
-    ops = [cast, binary(Builtin.SUB, [1, 2], 3)]
+    ops = [cast, binary(Builtin.ADD, [1, 2], 3)]
     got, want, state = run_both(tensors, ops, [0], [3], [x])
-    assert "beyond the 2^24" in state.unsupported["sub_1"], state.unsupported
+    assert "beyond the 2^24" in state.unsupported["add_1"], state.unsupported
+    assert want[0][1] == EXACT + 1  # which float32 would round to 2^24
     np.testing.assert_array_equal(got[0], want[0])
 
 
@@ -236,3 +237,47 @@ def test_guard_on_the_wrong_side_stays_on_cpu():
     got, want, state = run_both(tensors, ops, [0], [5], [SMALL_IDS])
     assert "beyond the 2^24" in state.unsupported["add_1"], state.unsupported
     np.testing.assert_array_equal(got[0], want[0])
+
+
+# ------------------------------------------------------------------ the bounds themselves
+
+
+def test_value_ranges_follow_how_each_tensor_is_made():
+    """int_ranges.value_range: inputs 2^24, constants their values, CAST from float int32's range,
+    from bool [0, 1], moves and SELECT their inputs', arithmetic its intervals clipped to 2^24."""
+    from delegate.compiler.graph import BOOL, FLOAT32, INT32, Graph, Node, Tensor
+    from delegate.compiler.int_ranges import EXACT_INT, INT32_RANGE, value_range
+
+    def constant(index: int, values: list[int]) -> Tensor:
+        return Tensor(index, INT32, (len(values),), is_constant=True, constant=np.array(values, I32))
+
+    tensors = {
+        0: Tensor(0, INT32, (3,)),
+        1: constant(1, [-7, 40, 3]),
+        2: Tensor(2, FLOAT32, (3,)),
+        3: Tensor(3, INT32, (3,)),  # CAST float -> int32
+        4: Tensor(4, BOOL, (3,)),
+        5: Tensor(5, INT32, (3,)),  # CAST bool -> int32
+        6: Tensor(6, INT32, (3,)),  # MUL(5, 1)
+        7: Tensor(7, INT32, (1, 3)),  # RESHAPE(6)
+        8: Tensor(8, INT32, (3,)),  # SELECT(4, 5, 1)
+        9: Tensor(9, INT32, (3,)),  # ADD(0, 1): past 2^24, clipped
+        10: constant(10, [1, 3]),
+    }
+    nodes = {
+        0: Node(0, Builtin.CAST, 1, (2,), (3,)),
+        1: Node(1, Builtin.CAST, 1, (4,), (5,)),
+        2: Node(2, Builtin.MUL, 1, (5, 1), (6,)),
+        3: Node(3, Builtin.RESHAPE, 1, (6, 10), (7,)),
+        4: Node(4, Builtin.SELECT, 1, (4, 5, 1), (8,)),
+        5: Node(5, Builtin.ADD, 1, (0, 1), (9,)),
+    }
+    graph = Graph(tensors, nodes)
+    assert value_range(graph, 0) == (-EXACT_INT, EXACT_INT)
+    assert value_range(graph, 1) == (-7, 40)
+    assert value_range(graph, 3) == INT32_RANGE
+    assert value_range(graph, 5) == (0, 1)
+    assert value_range(graph, 6) == (-7, 40)
+    assert value_range(graph, 7) == (-7, 40)
+    assert value_range(graph, 8) == (-7, 40)
+    assert value_range(graph, 9) == (-EXACT_INT, EXACT_INT)
