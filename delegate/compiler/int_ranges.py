@@ -122,7 +122,7 @@ def _union(ranges: list[Range]) -> Range:
 
 def _clip(r: Range, to: Range) -> Range:
     low, high = max(r[0], to[0]), min(r[1], to[1])
-    return (low, high) if low <= high else (to[0], to[0])  # empty: any point will do
+    return (low, high) if low <= high else to  # disjoint: all of ``to``, the bound that holds anyway
 
 
 def _producers(graph: Graph) -> dict[int, Node]:
