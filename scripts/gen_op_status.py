@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from delegate.compiler.graph import Builtin, op_name  # noqa: E402
+from delegate.compiler.int_ranges import ARITHMETIC  # noqa: E402
 from delegate.compiler.ops import CUSTOM_OPS, OPS, Quantization, traits_of  # noqa: E402
 from delegate.compiler.ops.comparison import Cast, Compare, Logical, Select  # noqa: E402
 
@@ -39,6 +40,8 @@ def _float(code: int) -> str:
         return "n/a (its output is quantized: next column)"
     if isinstance(OPS.get(code), _LOGIC):
         return "delegate (bool / int32 tensors)"
+    if code in ARITHMETIC:
+        return "delegate (int32 too, results within 2^24)"
     return "delegate"
 
 

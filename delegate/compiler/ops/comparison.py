@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
+from ..int_ranges import inexact_constant
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANES, operation, written
 from .base import DTYPE_NAMES, EmitContext, Op, operands, value_tensors
@@ -38,8 +39,6 @@ LOGICAL = {
     Builtin.LOGICAL_AND: "a_v < b_in_v ? a_v : b_in_v",
     Builtin.LOGICAL_OR: "a_v > b_in_v ? a_v : b_in_v",
 }
-#: int32 constants are stored as floats: float32 holds every integer up to 2^24 exactly
-EXACT_INT = 1 << 24
 _TRUE, _FALSE = "INIT_FLT4(1.0f)", "INIT_FLT4(0.0f)"
 
 
@@ -58,19 +57,6 @@ def broadcast_problem(graph: Graph, inputs: list[int], output: int) -> str | Non
             return f"input {i} has a higher rank than the output"
         if any(d not in (1, o) for d, o in zip(layout.bhwc(shape), out, strict=True)):
             return f"input {i} of shape {shape} does not broadcast to the output"
-    return None
-
-
-def inexact_constant(graph: Graph, inputs: list[int]) -> str | None:
-    """Why an int32 constant among ``inputs`` cannot be stored exactly as float32, or None."""
-    for i in inputs:
-        t = graph.tensor(i)
-        if t.dtype != INT32 or not t.is_constant:
-            continue
-        if t.constant is None:
-            return f"int32 constant {i} is too large to check its values when the graph is prepared"
-        if t.constant.size and int(abs(t.constant.astype("int64")).max()) > EXACT_INT:
-            return f"int32 constant {i} holds values beyond 2^24, which float32 storage does not hold exactly"
     return None
 
 

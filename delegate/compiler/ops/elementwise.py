@@ -7,15 +7,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from .. import layout
-from ..graph import Activation, Builtin, Graph, Node
+from .. import int_ranges, layout
+from ..graph import INT32, Activation, Builtin, Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.math_code import exp_code
 from ..kernels.common.pieces import HEAD, activation_code, operation, written
 from ..selectors.pointwise import ROW_PIXELS, select_elementwise
 from ..selectors.spec import Variant
 from . import shape_rules
-from .base import EmitContext, Link, Op, activation_check, operands, runtime_io
+from .base import EmitContext, Link, Op, activation_check, operands, runtime_io, value_tensors
 from .conv_render import launched
 from .traits import NO_TRAITS, Quantization, Traits
 
@@ -80,26 +80,18 @@ class Binary(Op):
         return replace(super().traits(code), own_kernel=False)  # linked into its producer's kernel
 
     def check(self, node: Node, graph: Graph) -> str | None:
+        if node.outputs and graph.tensor(node.outputs[0]).dtype == INT32:
+            return _int32_problem(node, graph)
         problem = runtime_io(node, graph)
         if problem:
             return problem
-        if len(node.inputs) != 2:
-            return "binary op without two inputs"
-        out_shape = graph.tensor(node.outputs[0]).shape
-        out = layout.bhwc(out_shape)
-        for i in node.inputs:
-            t = graph.tensor(i)
-            if len(t.shape) > len(out_shape):
-                return f"input {i} has a higher rank than the output"
-            if any(d not in (1, o) for d, o in zip(layout.bhwc(t.shape), out, strict=True)):
-                return f"input {i} of shape {t.shape} does not broadcast to the output"
-        if all(graph.tensor(i).is_constant for i in node.inputs):
-            return "both inputs are constants"
-        return activation_check(node.params.get("activation", 0)) if node.op in FUSED else None
+        return _broadcast_problem(node, graph) or (
+            activation_check(node.params.get("activation", 0)) if node.op in FUSED else None
+        )
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         srcs, objects = operands(["a", "b_in"], list(node.inputs), ctx)
-        act = activation_code(node.params.get("activation", 0)) if node.op in FUSED else ""
+        act = _activation(node, ctx.graph)
         extended = node.params.get("zero_extended", ())
         code = (
             HEAD
@@ -123,8 +115,50 @@ class Binary(Op):
         lines.append(f"    FLT4 {name}_a = {first}; FLT4 {name}_b = {second};\n")
         lines.append(f"    result = {BINARY[node.op][0].format(a=f'{name}_a', b=f'{name}_b')};\n")
         if node.op in FUSED:
-            lines.append("    " + activation_code(node.params.get("activation", 0)) + "\n")
+            lines.append("    " + _activation(node, link.ctx.graph) + "\n")
         return "".join(lines)
+
+
+def _broadcast_problem(node: Node, graph: Graph) -> str | None:
+    """Two inputs broadcasting to the output as TFLite broadcasts, not both constants."""
+    if len(node.inputs) != 2:
+        return "binary op without two inputs"
+    out_shape = graph.tensor(node.outputs[0]).shape
+    out = layout.bhwc(out_shape)
+    for i in node.inputs:
+        t = graph.tensor(i)
+        if len(t.shape) > len(out_shape):
+            return f"input {i} has a higher rank than the output"
+        if any(d not in (1, o) for d, o in zip(layout.bhwc(t.shape), out, strict=True)):
+            return f"input {i} of shape {t.shape} does not broadcast to the output"
+    if all(graph.tensor(i).is_constant for i in node.inputs):
+        return "both inputs are constants"
+    return None
+
+
+def _int32_problem(node: Node, graph: Graph) -> str | None:
+    """An int32 binary op (int_ranges.py): ADD, SUB, MUL, MAXIMUM, MINIMUM of int32 tensors whose
+    results the device's float32 holds exactly."""
+    if node.op not in int_ranges.ARITHMETIC:
+        return f"int32 {Builtin(node.op).name} is not supported by the compiler"
+    if len(node.outputs) != 1:
+        return f"{len(node.outputs)} outputs (one expected)"
+    present = [i for i in node.inputs if i >= 0]
+    return (
+        value_tensors(graph, [*present, *node.outputs], (INT32,))
+        or _broadcast_problem(node, graph)
+        or int_ranges.inexact_constant(graph, present)
+        or int_ranges.inexact_reason(graph, node)
+    )
+
+
+def _activation(node: Node, graph: Graph) -> str:
+    """The statements of the node's fused activation: int32 kernels apply only the clamps (TFLite's
+    ignore the others), float kernels each one ``activation_check`` takes."""
+    act = node.params.get("activation", 0) if node.op in FUSED else Activation.NONE
+    if graph.tensor(node.outputs[0]).dtype == INT32 and act not in int_ranges.CLAMPS:
+        return ""
+    return activation_code(act)
 
 
 @dataclass(frozen=True)
