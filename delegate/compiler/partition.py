@@ -85,6 +85,8 @@ def compile_partition(
     read = {i for n in ctx.nodes for i in n.input_ids}
     partition_inputs = set(inputs)
     used = {i: None for i in used if i in written or i in read or i in partition_inputs}
+    # Inputs a kernel updates in place (Op.updated_inputs: variable tensors) go back to TFLite.
+    outputs = [*outputs, *(i for i in written if i in partition_inputs and i not in outputs)]
     # Integer values folded at compile time (shapes.py) that another partition reads: every reader is
     # delegated and folds them too, so nothing reads what TFLite holds there and they are not written.
     outputs = [i for i in outputs if i in used or graph.tensor(i).dtype == FLOAT32]
