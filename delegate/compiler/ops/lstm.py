@@ -175,7 +175,7 @@ class SequenceLstm(Op):
         x = graph.tensor(inputs[0]).shape
         if len(x) != 3:
             return f"input of rank {len(x)} (3 expected)"
-        steps, batch = (x[0], x[1]) if node.params.get("time_major") else (x[1], x[0])
+        batch = x[1] if node.params.get("time_major") else x[0]
         units, channels = self._units(node, graph), x[2]
         expected = {
             **{i: (units, channels) for i in _INPUT_WEIGHTS},
@@ -193,9 +193,8 @@ class SequenceLstm(Op):
             state = inputs[position]
             if not graph.tensor(state).is_variable:
                 return f"state input {position} (tensor {state}) is not a variable tensor"
-            if any(other is not node and state in other.inputs for other in graph.nodes.values()):
+            if any(other.index != node.index and state in other.inputs for other in graph.nodes.values()):
                 return f"state tensor {state} is read by another node too"
-        del steps
         return None
 
     @staticmethod
