@@ -2,10 +2,10 @@
 
 A node may read the context's inputs, its variables and tensors written by nodes before it; each
 tensor is written by at most one node, never an input unless it is also an output (a state the
-context updates in place and hands back: a TFLite variable tensor, as an LSTM's). A node reading a tensor that a later node
-writes would read stale memory (memory is shared between tensors whose lifetimes do not overlap),
-a silently wrong result: the compiler keeps the invariant, the writer refuses a context that
-breaks it and the runtime checks every context it loads.
+context updates in place and hands back: a TFLite variable tensor, as an LSTM's). A node reading
+a tensor that a later node writes would read stale memory (memory is shared between tensors whose
+lifetimes do not overlap), a silently wrong result: the compiler keeps the invariant, the writer
+refuses a context that breaks it and the runtime checks every context it loads.
 """
 
 from __future__ import annotations
