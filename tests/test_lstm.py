@@ -118,6 +118,14 @@ def test_lstm_in_half_precision():
 
 
 @pytest.mark.opencl
+def test_lstm_with_texture_storage_keeps_its_states_in_buffers():
+    """Input and output in textures; the states, read and written by the one kernel, in buffers."""
+    gpu, cpu, state = _interpreters(_lstm_model(2, 5, 6, 8, time_major=True, seed=4), storage_type="TEXTURE_2D")
+    assert len(state.delegated_nodes) == 1, state.unsupported
+    _invokes_agree(gpu, cpu, TOLERANCE["F32"])
+
+
+@pytest.mark.opencl
 def test_lstm_state_resets_with_the_interpreters_variables():
     """reset_all_variables zeroes the state in TFLite's tensors, where the delegate reads it."""
     gpu, cpu, _ = _interpreters(_lstm_model(1, 6, 4, 8, seed=2))

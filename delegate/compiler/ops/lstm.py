@@ -12,7 +12,7 @@ The initial h and c are the node's inputs 18 (output_state) and 19 (cell_state),
 that TFLite's kernel leaves holding the last step's h and c: the next invoke starts from them
 (until the interpreter resets its variables). The kernel does the same: it reads them, and writes
 the last h and c back into them (``Op.updated_inputs``), which the partition hands back to TFLite
-as outputs (partition.py).
+as outputs and keeps in buffers under any storage (partition.py).
 
 Taken: tanh activation, no CIFG (input gate weights present), no peephole, projection or layer
 norm weights, full (not diagonal) recurrent weights, constant float32 weights and biases, batch-
@@ -214,9 +214,6 @@ class SequenceLstm(Op):
         return (node.inputs[_OUTPUT_STATE], node.inputs[_CELL_STATE])
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        if not ctx.linear_storage:
-            # the states are read and written by one kernel, which images do not allow
-            raise ValueError(f"{node.name}: UNIDIRECTIONAL_SEQUENCE_LSTM runs with buffer storage only")
         graph, inputs = ctx.graph, node.inputs
         x = graph.tensor(inputs[0]).shape
         time_major = bool(node.params.get("time_major"))
