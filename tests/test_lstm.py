@@ -169,3 +169,20 @@ def test_what_stays_on_cpu_is_named():
     assert "not a variable tensor" in (LSTM.check(plain.nodes[0], plain) or "")
     cifg = _graph(cifg=True)
     assert "CIFG" in (LSTM.check(cifg.nodes[0], cifg) or "")
+
+
+@pytest.mark.opencl
+def test_delegate_interpreter_keeps_an_lstm_in_one_interpreter():
+    """Neither background compile nor the measured choice may run the model in another interpreter
+    or invoke it before the caller does: either would leave the state elsewhere or moved."""
+    import delegate
+
+    model = _lstm_model(1, 6, 4, 8, seed=6)
+    it = delegate.Interpreter(
+        model_content=model, program_cache=PROGRAM_CACHE, cpu_when_faster="false", background_compile="auto"
+    )
+    assert it.opencl.background_compile.path == "off"
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in it.opencl.background_compile.cause
+    _, cpu, _ = _interpreters(model)
+    it.allocate_tensors()
+    _invokes_agree(it, cpu, TOLERANCE["F32"])
