@@ -45,8 +45,14 @@ MODE_ENV = "DELEGATE_BACKGROUND_COMPILE"
 #: ``auto``: how long ``allocate_tensors`` waits (from the interpreter's creation) for the build, so
 #: that a start with warm caches (MobileNetV2: about 0.3 s) runs on the delegate from the first invoke
 AUTO_GRACE_S = 1.5
-#: ops that keep state in the interpreter (resource variables): switching would lose it
-STATEFUL_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"})
+#: ops that keep state in the interpreter between invokes: switching would lose it. Resource
+#: variables, and the recurrent ops whose state inputs are variable tensors their kernels update in
+#: place (the next invoke starts from the last one's state)
+STATEFUL_OPS = frozenset(
+    {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"}
+    | {"UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"}
+    | {"UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "RNN", "SVDF"}
+)
 #: tests: an Event each background build waits on before it starts (None: builds start at once)
 build_gate: threading.Event | None = None
 #: builds at once in this process: one, or two where four or more CPUs leave room beside PoCL's workers
@@ -76,7 +82,10 @@ def not_applicable(cpu: Any, effective: Effective | None, resized: bool = False)
     if stateful is None:
         return "the TFLite runtime does not list the model's ops"
     if stateful:
-        return f"the model keeps state in resource variables ({', '.join(stateful)}), which live in one interpreter"
+        return (
+            f"the model keeps state between invokes ({', '.join(stateful)}: resource variables or variable"
+            " tensors), which live in one interpreter"
+        )
     open_dims = [d["name"] for d in cpu.get_input_details() if any(int(n) < 0 for n in d.get("shape_signature", ()))]
     if open_dims:
         return f"inputs {', '.join(open_dims)} leave dims open (the caller resizes them before allocating)"
@@ -84,7 +93,7 @@ def not_applicable(cpu: Any, effective: Effective | None, resized: bool = False)
 
 
 def stateful_ops(interpreter: Any) -> list[str] | None:
-    """The ops of the host ``interpreter``'s model that keep state in it (resource variables),
+    """The ops of the host ``interpreter``'s model that keep state in it (``STATEFUL_OPS``),
     sorted; None when the host does not list its ops (then no model can be told stateless)."""
     try:
         ops = {op["op_name"] for op in interpreter._get_ops_details()}

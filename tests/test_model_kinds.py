@@ -36,9 +36,16 @@ DYNAMIC_TOLERANCE = 2e-2
 #: model stem -> (fewest nodes delegated, most partitions) with cpu_when_faster=false: the token
 #: embedding (GATHER, EMBEDDING_LOOKUP; bert_tiny_int8's int8 table) and the int32 ids and mask
 #: entering the partition, the int8 attention mask (SELECT_V2), torch_transformer's causal mask (a
-#: SELECT_V2 of constants, folded), and the BERTs' int32 ADD wrapping negative ids (ids + vocab
-#: under SELECT(LESS(ids, 0), ...), exact where it is used: compiler/int_ranges.py).
-COVERAGE = {"bert_tiny": (105, 1), "bert_tiny_int8": (115, 1), "torch_transformer": (110, 1)}
+#: SELECT_V2 of constants, folded), the BERTs' int32 ADD wrapping negative ids (ids + vocab
+#: under SELECT(LESS(ids, 0), ...), exact where it is used: compiler/int_ranges.py), and tf_keras'
+#: fused UNIDIRECTIONAL_SEQUENCE_LSTM.
+COVERAGE = {
+    "bert_tiny": (105, 1),
+    "bert_tiny_int8": (115, 1),
+    "torch_transformer": (110, 1),
+    "lstm_tf_keras": (2, 1),
+    "bilstm_tf_keras": (6, 1),
+}
 #: model stem -> why it is expected to fail (xfail strict: a fix shows as XPASS and must remove it)
 KNOWN_FAILURES: dict[str, str] = {}
 
@@ -78,7 +85,7 @@ def test_matches_tflite_cpu(path: Path):
 
 @pytest.mark.opencl
 @pytest.mark.parametrize("stem", sorted(COVERAGE))
-def test_embedding_models_stay_delegated(stem: str):
+def test_models_stay_delegated(stem: str):
     result = run_model(str(MODELS / f"{stem}.tflite"), {"cpu_when_faster": "false"}, runs=0, progress=False)
     nodes, partitions = COVERAGE[stem]
     assert result["delegated_nodes"] >= nodes and result["partitions"] <= partitions, result["cpu_nodes"]

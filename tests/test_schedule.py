@@ -57,7 +57,9 @@ def test_compiler_schedules_a_linked_op_after_its_late_operand(fuse):
         ([_node("a", [2], [1]), _node("b", [0], [2])], [0], [1], "reads tensor 2 before node 1 (b) writes it"),
         ([_node("a", [7], [1])], [0], [1], "node 0 (a) reads tensor 7, which is neither a context input nor written"),
         ([_node("a", [0], [1]), _node("b", [0], [1])], [0], [1], "writes tensor 1, already written by node 0"),
-        ([_node("a", [0], [0])], [0], [0], "node 0 (a) writes tensor 0, a context input"),
+        ([_node("a", [0], [0, 1])], [0], [1], "node 0 (a) writes tensor 0, a context input it does not hand back"),
+        # a state updated in place and handed back (an LSTM's variable tensors)
+        ([_node("a", [0], [1, 0])], [0], [1, 0], None),
         ([_node("a", [0], [1])], [0], [3], "output tensor 3 is written by no node"),
     ],
 )

@@ -50,6 +50,8 @@ class T:
     sparse: Sparse | None = None
     #: the shape signature (-1 for a dimension known only at run time); None: not written
     signature: tuple[int, ...] | None = None
+    #: a variable tensor (state kept between invokes: an LSTM's)
+    variable: bool = False
 
 
 #: one traversal level of a sparse tensor: (format, dense_size, array_segments, array_indices)
@@ -278,6 +280,8 @@ def _subgraph(
             tflite.TensorAddShapeSignature(b, signature)
         tflite.TensorAddType(b, _type(t))
         tflite.TensorAddName(b, name)
+        if t.variable:
+            tflite.TensorAddIsVariable(b, True)
         if t.data is not None:
             tflite.TensorAddBuffer(b, next_buffer[0])
             next_buffer[0] += 1

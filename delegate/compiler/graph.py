@@ -44,6 +44,7 @@ class Builtin(IntEnum):
     SUB = 41
     DIV = 42
     SQUEEZE = 43
+    UNIDIRECTIONAL_SEQUENCE_LSTM = 44
     STRIDED_SLICE = 45
     EXP = 47
     SPLIT = 49
@@ -177,6 +178,9 @@ class Tensor:
     carried: Carried | None = None
     #: the model's shape signature (-1 where a dimension is only known at run time); None: none stored
     signature: tuple[int, ...] | None = None
+    #: a TFLite variable tensor: state that persists between invokes (an LSTM's), written in place
+    #: by the node reading it
+    is_variable: bool = False
 
 
 @dataclass

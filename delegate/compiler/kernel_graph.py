@@ -97,7 +97,8 @@ class KernelGraph:
         names = [*node.params.get("fused_names", [node.name])]  # a rewrite's node carries its nodes' names
         names += [self.concat_names[i] for i in node.inputs if i in self.concat_names]
         names += [self.names[node.index]] if node.index in self.names else []
-        return [self.place(kernel, node_inputs, list(node.outputs), names, [node], position)]
+        outputs = [*node.outputs, *op.updated_inputs(node)]
+        return [self.place(kernel, node_inputs, outputs, names, [node], position)]
 
     def add(self, placed: list[KernelNode]) -> None:
         for k in placed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..context import model
-from ..context.model import CalculationsPrecision
+from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
 from .bounds import check_bounds
 from .fusion import FUSIONS, UNFUSED, check_rounded
@@ -85,6 +85,10 @@ def compile_partition(
     read = {i for n in ctx.nodes for i in n.input_ids}
     partition_inputs = set(inputs)
     used = {i: None for i in used if i in written or i in read or i in partition_inputs}
+    # Inputs a kernel updates in place (Op.updated_inputs: variable tensors) go back to TFLite; in
+    # buffers whatever the storage, as one kernel reads and writes them (images allow one or the other).
+    states = [i for i in written if i in partition_inputs]
+    outputs = [*outputs, *(i for i in states if i not in outputs)]
     # Integer values folded at compile time (shapes.py) that another partition reads: every reader is
     # delegated and folds them too, so nothing reads what TFLite holds there and they are not written.
     outputs = [i for i in outputs if i in used or graph.tensor(i).dtype == FLOAT32]
@@ -98,7 +102,8 @@ def compile_partition(
         raise ValueError(f"partition input or output tensor {edge[0]} is of a type the delegate does not convert")
     for i in used:
         precision = CalculationsPrecision.F32 if i in wide else options.precision
-        desc = layout.tensor_descriptor(graph.tensor(i).shape, precision, options.storage)
+        storage = TensorStorageType.BUFFER if i in states else options.storage
+        desc = layout.tensor_descriptor(graph.tensor(i).shape, precision, storage)
         ctx.tensors.append(model.TensorDescWithId(desc, i))
     ctx.input_ids = [i for i in inputs if i in used]
     ctx.output_ids = list(outputs)

@@ -85,6 +85,8 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         }
     if code == Builtin.GELU:  # TfLiteGeluParams holds one bool, read as such (no cdef needed)
         return {"approximate": bool(ffi.cast("bool *", data)[0])}
+    if code == Builtin.UNIDIRECTIONAL_SEQUENCE_LSTM:
+        return _sequence_lstm_params(data)
     struct = {
         Builtin.CONV_2D: "TfLiteConvParams",
         Builtin.DEPTHWISE_CONV_2D: "TfLiteDepthwiseConvParams",
@@ -148,6 +150,20 @@ def capture_node(context: Any, index: int) -> Node:
     )
 
 
+def _sequence_lstm_params(data: Any) -> dict[str, Any]:
+    """TfLiteUnidirectionalSequenceLSTMParams' leading fields, read in place (no cdef needed):
+    activation (int), cell_clip and proj_clip (float), time_major (bool). The fields after them
+    (asymmetric_quantize_inputs, diagonal_recurrent_tensors) are newer than some TFLite runtimes'
+    struct, so they are not read: a diagonal form shows in its recurrent weights' rank."""
+    ints, floats, flags = ffi.cast("int *", data), ffi.cast("float *", data), ffi.cast("bool *", data)
+    return {
+        "activation": int(ints[0]),
+        "cell_clip": float(floats[1]),
+        "proj_clip": float(floats[2]),
+        "time_major": bool(flags[12]),
+    }
+
+
 def _custom_options(node: Any) -> bytes:
     """A custom node's options (TfLiteNode.custom_initial_data: the model's Operator.custom_options)."""
     size = int(node.custom_initial_data_size)
@@ -205,6 +221,7 @@ def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONS
             value = stored.reshape(shape).copy()
     name = ffi.string(t.name).decode("utf-8", "replace") if t.name != ffi.NULL else ""
     tensor = Tensor(index, int(t.type), shape, name, is_constant, value, quantized=t.quantization.type != 0)
+    tensor.is_variable = bool(t.is_variable)
     if t.dims_signature != ffi.NULL:
         tensor.signature = int_array(t.dims_signature)
     if t.quantization.type == 1 and t.quantization.params != ffi.NULL:  # kTfLiteAffineQuantization

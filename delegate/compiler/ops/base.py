@@ -149,6 +149,12 @@ class Op:
         in ``link``'s namespace."""
         raise NotImplementedError
 
+    def updated_inputs(self, node: Node) -> tuple[int, ...]:
+        """Inputs the op updates in place, as TFLite's kernel does (variable tensors: an LSTM's
+        state): its kernel writes them after its output (``dst_tensors_names`` past the first),
+        and the partition hands them back to TFLite as outputs (partition.py)."""
+        return ()
+
     def output_shapes(self, node: Node, graph: Graph) -> list[tuple[int, ...]] | None:
         """For a custom op: the output shapes it computes from its input shapes and options (TFLite
         cannot tell, as the op has no kernel there), or None when it cannot say. Raises ValueError
