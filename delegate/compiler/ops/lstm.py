@@ -36,6 +36,7 @@ from ...context import model
 from .. import layout
 from ..graph import Activation, Builtin, Graph, Node
 from ..kernel import ENTRY, Kernel, RequiredWorkGroup
+from ..kernels.common.math_code import logistic_code, tanh_code
 from ..kernels.common.pieces import buffer_object, operation
 from .base import EmitContext, Op, value_tensors
 from .traits import Traits
@@ -102,11 +103,14 @@ def _kernel_text(units: int, inputs: int, steps: int, time_major: bool, cell_cli
 """,
         _gate_sums(f"convert_float4(args.src_tensor.Read({x_at}))", "input_weights", si),
         _gate_sums("hin[k]", "recurrent_weights", su),
-        f"""    float4 ig = 1.0f / (1.0f + exp(-ai));
-    float4 fg = 1.0f / (1.0f + exp(-af));
-    float4 og = 1.0f / (1.0f + exp(-ao));
-    float4 c = fg * cbuf[s] + ig * tanh(ag);
-{_clip_code("c", cell_clip)}    float4 h = og * tanh(c);
+        f"""    float4 ig, fg, og, gg, tc;
+    {logistic_code("ig", "ai")}
+    {logistic_code("fg", "af")}
+    {logistic_code("og", "ao")}
+    {tanh_code("gg", "ag")}
+    float4 c = fg * cbuf[s] + ig * gg;
+{_clip_code("c", cell_clip)}    {tanh_code("tc", "c")}
+    float4 h = og * tc;
     int left = {units} - s * 4;  // the last slice's lanes past the units stay zero
     if (left < 4) {{ c.w = 0.0f; h.w = 0.0f; }}
     if (left < 3) {{ c.z = 0.0f; h.z = 0.0f; }}
