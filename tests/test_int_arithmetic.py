@@ -228,6 +228,22 @@ def test_guarded_sum_read_elsewhere_stays_on_cpu():
         np.testing.assert_array_equal(g, w)
 
 
+def test_guarded_sum_that_is_a_model_output_stays_on_cpu():
+    """The guarded ADD's result also a model output: every element is seen, so it stays on CPU
+    (exact there), and so does its guard, which would read values past 2^24; LESS runs on the delegate."""
+    shape = IDS.shape
+    tensors = [T(shape, dtype=I32), scalar(0), scalar(VOCAB), T(shape, dtype=np.bool_), T(shape, dtype=I32)]
+    tensors.append(T(shape, dtype=I32))
+    ops = [Op(Builtin.LESS, [0, 1], [3]), binary(Builtin.ADD, [0, 2], 4), Op(Builtin.SELECT, [3, 4, 0], [5])]
+    model = build_model(tensors, ops, [0], [5, 4])
+    got, want, state = delegate_and_builtin(model, [IDS], PROGRAM_CACHE, cpu_when_faster="false")
+    assert "leaves the partition" in state.unsupported["add_1"], state.unsupported
+    assert "may pass 2^24" in state.unsupported["select_2"], state.unsupported
+    assert len(state.delegated_nodes) == 1, state.unsupported
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_guard_on_the_wrong_side_stays_on_cpu():
     """SELECT(ids < 0, ids, ids + vocab) picks the sum where ids is large: not exact, on CPU."""
     shape = SMALL_IDS.shape

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import int_ranges
 from .fold import consumers, fold_constants
 from .graph import BOOL, INT32, INT64, Builtin, Graph, op_name
 from .ops import CUSTOM_OPS, op_for
@@ -97,26 +98,41 @@ def _non_float_tensors(graph: Graph, index: int) -> tuple[list[int], list[int]]:
 
 
 def carries_non_float(graph: Graph, nodes: list[int]) -> bool:
-    """Whether any of ``nodes`` reads or writes a tensor that could not cross a partition's edge
-    (``edge_dtype_problems`` has something to look for)."""
+    """Whether any of ``nodes`` reads or writes a tensor that could not cross a partition's edge,
+    or is exact only under its guards (``edge_dtype_problems`` has something to look for)."""
     return any(
         any(graph.tensor(i).dtype not in EDGE_INPUTS for i in reads)
         or any(graph.tensor(o).dtype not in EDGE_OUTPUTS for o in writes)
         for reads, writes in (_non_float_tensors(graph, index) for index in nodes)
-    )
+    ) or any(int_ranges.exact_only_where_guarded(graph, graph.nodes[index]) for index in nodes)
+
+
+def node_guarded_out(graph: Graph, index: int, out_of: set[int]) -> bool:
+    """Does node ``index``, exact only under its guards (int_ranges.py), write a partition output?"""
+    node = graph.nodes[index]
+    return any(o in out_of for o in node.outputs) and int_ranges.exact_only_where_guarded(graph, node)
 
 
 def edge_dtype_problems(graph: Graph, nodes: list[int], inputs: list[int], outputs: list[int]) -> dict[int, str]:
     """The nodes of a partition (``nodes``, its ``inputs`` and ``outputs`` as TFLite partitions
     them) that would pass a tensor across its edge of a type the C kernel does not convert that
-    way (``EDGE_INPUTS``, ``EDGE_OUTPUTS``: an int64 output), and why each stays on CPU; the plugin
-    leaves these nodes on CPU and partitions again until none is left."""
+    way (``EDGE_INPUTS``, ``EDGE_OUTPUTS``: an int64 output), or would hand out an int32 result that
+    is exact only where its guards use it (``node_guarded_out``), and why each stays on CPU; the
+    plugin leaves these nodes on CPU and partitions again until none is left."""
     into, out_of = set(inputs), set(outputs)
     problems: dict[int, str] = {}
     for index in nodes:
         reads, writes = _non_float_tensors(graph, index)
         edge = [i for i in (*reads, *writes) if i in into and graph.tensor(i).dtype not in EDGE_INPUTS]
         edge += [i for i in (*reads, *writes) if i in out_of and graph.tensor(i).dtype not in EDGE_OUTPUTS]
+        if index not in problems and node_guarded_out(graph, index, out_of):
+            problems[index] = (
+                "its int32 result is exact only where the SELECTs guarding it use it, and it leaves the "
+                "partition (a model output or a CPU node reads all of it)"
+            )
+            out = graph.nodes[index].outputs[0]
+            for reader in (n for n in nodes if out in graph.nodes[n].inputs):
+                problems[reader] = f"reads int32 tensor {out}, which may pass 2^24 where it is computed on CPU"
         if edge:
             t = graph.tensor(edge[0])
             side = "reads" if edge[0] in reads else "writes"

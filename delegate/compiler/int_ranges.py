@@ -229,3 +229,12 @@ def inexact_reason(graph: Graph, node: Node) -> str | None:
         f"its int32 result may reach {result[0] if result[0] < -EXACT_INT else result[1]}, beyond the 2^24 "
         "up to which the device's float32 holds integers exactly"
     )
+
+
+def exact_only_where_guarded(graph: Graph, node: Node) -> bool:
+    """Is int32 arithmetic ``node`` computed only because its guarding SELECTs use just its exact
+    elements (``inexact_reason``)? Then its result must not leave the partition: a model output or
+    a CPU reader would see the rounded elements."""
+    if node.op not in ARITHMETIC or graph.tensor(node.outputs[0]).dtype != INT32:
+        return False
+    return not exact(_Ranges(graph).arithmetic(node))
