@@ -78,7 +78,7 @@ def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -
         place = Link(kernel, producer.input_ids, ctx, f"link{kernel.links + 1}")
         kernel.linked.append("  {\n" + op.link(node, fused_input, place) + "  }\n")
     producer.output_ids = list(node.outputs)
-    producer.nodes.append(node.name)
+    producer.nodes += node.params.get("fused_names", [node.name])  # a rewrite's node carries its nodes' names
 
 
 def regrids(graph: Graph, node: Node) -> bool:
