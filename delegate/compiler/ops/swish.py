@@ -41,9 +41,7 @@ class Swish(UnaryOp):
     #: computed in real values and rounded onto its output's grid, like the MUL it ends with; small
     #: values stay small (x * sigmoid(x) is about x / 2 near 0), so half-precision storage treats
     #: its input as it treated the MUL's (precision.py)
-    code_traits: ClassVar[dict[int, Traits]] = {
-        SWISH: Traits(quantization=Quantization.REQUANTIZES, keeps_small=True)
-    }
+    code_traits: ClassVar[dict[int, Traits]] = {SWISH: Traits(quantization=Quantization.REQUANTIZES, keeps_small=True)}
 
     def spec(self, node: Node) -> UnarySpec:
         return UnarySpec(swish_code(node.params.get("gate_grid")))
