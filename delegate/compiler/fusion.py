@@ -25,6 +25,10 @@ its arguments named in the link's namespace (ops/base.py ``Link``). A SOFTMAX / 
 into a matrix-product kernel that holds every channel of its pixels (kernel.PixelOps) and has
 nothing linked yet: it runs on the accumulators, before the writes (so before any op linked after
 it).
+
+A swish, MUL(y, LOGISTIC(y)), is one unary op by the time these passes run (the graph rewrite of
+swish.py, ops/swish.py): y's only reader, so it links into y's producer as one op; unfused, y
+has two readers and neither node links into its producer.
 """
 
 from __future__ import annotations
