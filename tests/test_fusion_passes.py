@@ -14,6 +14,7 @@ from delegate.compiler.pad_merge import PadMerge
 from delegate.compiler.partition import CompileOptions, compile_partition
 from delegate.compiler.rewrites import make_site, rewrite
 from delegate.compiler.scheduler import schedule
+from delegate.compiler.swish import SwishRewrite
 from delegate.context import model
 from delegate.context.schedule import schedule_violation
 
@@ -120,6 +121,44 @@ def test_the_pad_merge_rewrite_drops_the_pad_and_edits_its_reader():
     assert site.graph.nodes[1].inputs[0] == 0 and site.graph.nodes[1].params["merged_pad"] == (1, 1, 1, 1)
     # a PAD the host also wants stays
     assert PadMerge().match(pad, make_site(graph, [0, 1], [5, 2])) is None
+
+
+def _swish_after_conv(order: tuple[int, int] = (2, 3)) -> tuple[Graph, list[int], list[int], list[int]]:
+    """A 1x1 convolution y (tensor 2), then MUL(y, LOGISTIC(y)) in ``order`` (tensor 3 the sigmoid)."""
+    tensors = [
+        ((1, 3, 3, 4), None),
+        ((6, 1, 1, 4), np.ones((6, 1, 1, 4), np.float32)),
+        ((1, 3, 3, 6), None),
+        ((1, 3, 3, 6), None),
+        ((1, 3, 3, 6), None),
+        ((6,), np.zeros(6, np.float32)),
+    ]
+    nodes = [
+        Node(0, Builtin.CONV_2D, 1, (0, 1, 5), (2,), _CONV),
+        Node(1, Builtin.LOGISTIC, 1, (2,), (3,)),
+        Node(2, Builtin.MUL, 1, order, (4,), {"activation": 0}),
+    ]
+    return _graph(tensors, nodes), [0, 1, 2], [0], [4]
+
+
+@pytest.mark.parametrize("order", [(2, 3), (3, 2)])
+def test_the_swish_rewrite_makes_one_unary_node_that_links(order, monkeypatch):
+    graph, nodes, _, outputs = _swish_after_conv(order)
+    site = rewrite(graph, nodes, outputs, [SwishRewrite()])
+    fused = site.graph.nodes[2]
+    assert site.nodes == [0, 2] and fused.inputs == (2,) and fused.params["fused_names"] == ["logistic_1", "mul_2"]
+    # the kernel names every node it runs; without the rewrite y has two readers and stays written
+    assert _names(lambda: _swish_after_conv(order)) == ["conv_2d_0+logistic_1+mul_2"]
+    monkeypatch.setattr(partition, "REWRITES", [r for r in partition.REWRITES if not isinstance(r, SwishRewrite)])
+    assert _names(lambda: _swish_after_conv(order)) == ["conv_2d_0", "logistic_1+mul_2"]
+
+
+def test_a_swish_whose_sigmoid_is_wanted_stays_two_nodes():
+    graph, nodes, _, outputs = _swish_after_conv()
+    assert rewrite(graph, nodes, [*outputs, 3], [SwishRewrite()]).nodes == nodes  # a partition output
+    graph.nodes[3] = Node(3, Builtin.ADD, 1, (3, 4), (6,), {"activation": 0})  # another reader
+    graph.tensors[6] = Tensor(6, FLOAT32, (1, 3, 3, 6), "t6")
+    assert rewrite(graph, [*nodes, 3], [6], [SwishRewrite()]).nodes == [*nodes, 3]
 
 
 def _kernel(name: str, inputs: list[int], outputs: list[int], position: int) -> KernelNode:

@@ -25,6 +25,10 @@ its arguments named in the link's namespace (ops/base.py ``Link``). A SOFTMAX / 
 into a matrix-product kernel that holds every channel of its pixels (kernel.PixelOps) and has
 nothing linked yet: it runs on the accumulators, before the writes (so before any op linked after
 it).
+
+A swish, MUL(y, LOGISTIC(y)), is one unary op by the time these passes run (the graph rewrite of
+swish.py, ops/swish.py): y's only reader, so it links into y's producer as one op; unfused, y
+has two readers and neither node links into its producer.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -
         place = Link(kernel, producer.input_ids, ctx, f"link{kernel.links + 1}")
         kernel.linked.append("  {\n" + op.link(node, fused_input, place) + "  }\n")
     producer.output_ids = list(node.outputs)
-    producer.nodes.append(node.name)
+    producer.nodes += node.params.get("fused_names", [node.name])  # a rewrite's node carries its nodes' names
 
 
 def regrids(graph: Graph, node: Node) -> bool:

@@ -1,0 +1,50 @@
+"""Swish, x * sigmoid(x), as one unary op: the op the swish rewrite (compiler/swish.py) puts in
+place of the LOGISTIC and MUL that Keras models (EfficientNet) write for it. Compiler-internal: no
+TFLite node has its code. A unary op like the others: linked into the kernel producing its input
+(fusion.py), or one kernel of its own, where the two nodes took two kernels and a tensor between.
+
+Params: ``gate_grid``, the quantization of the LOGISTIC's output when it was carried in float
+(compiler/quant.py): the sigmoid is rounded onto that grid before the product, as TFLite's integer
+LOGISTIC writes it (scale 1/256) and its MUL reads it. ``fused_names``: the two nodes' names."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..graph import Activation, Carried, Node
+from ..kernels.common.pieces import activation_code
+from .elementwise import UnaryOp, UnarySpec
+from .traits import Quantization, Traits
+
+#: the compiler-internal code of the fused node (TFLite's codes are non-negative)
+SWISH = -3
+
+
+def swish_code(gate_grid: Carried | None) -> str:
+    """Statements turning FLT4 ``result`` into result * sigmoid(result): the LOGISTIC's code, its
+    output's rounding when carried, then the MUL's product, each as the unfused nodes compute it."""
+    # compiler/quant.py imports the op tables, which import this module
+    from ..quant import qdq_code
+
+    gate = qdq_code(gate_grid) if gate_grid is not None else ""
+    return (
+        "{ FLT4 swish_x = result;\n    "
+        + activation_code(Activation.SIGMOID)
+        + "\n"
+        + gate
+        + "    result = swish_x * result; }"
+    )
+
+
+class Swish(UnaryOp):
+    codes = (SWISH,)
+    #: computed in real values and rounded onto its output's grid, like the MUL it ends with; small
+    #: values stay small (x * sigmoid(x) is about x / 2 near 0), so half-precision storage treats
+    #: its input as it treated the MUL's (precision.py)
+    code_traits: ClassVar[dict[int, Traits]] = {SWISH: Traits(quantization=Quantization.REQUANTIZES, keeps_small=True)}
+
+    def spec(self, node: Node) -> UnarySpec:
+        return UnarySpec(swish_code(node.params.get("gate_grid")))
+
+
+OP = Swish()

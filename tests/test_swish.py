@@ -1,0 +1,138 @@
+"""The swish rewrite (compiler/swish.py, ops/swish.py): MUL(y, LOGISTIC(y)) as Keras models write
+it becomes one unary node, linked into y's producer, or one kernel of its own where the producer
+takes no link; where the sigmoid is read elsewhere the two nodes stay as they are. Tiny models
+built op by op, checked against TFLite's builtin kernels and by their kernel count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from delegate.compiler import partition
+from delegate.compiler.graph import Builtin
+
+from .test_ops import check, rand
+from .test_quant import check_quant, int_bias, int_weights, qrand, qt
+from .tflite_builder import Op, T
+
+pytestmark = pytest.mark.opencl
+
+_SHAPE = (1, 5, 6, 8)
+_CONV = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})
+_DEPTHWISE = ("DepthwiseConv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "DepthMultiplier": 1})
+
+
+def _kernels(state) -> int:
+    return sum(p.kernels for p in state.partitions)
+
+
+def _producer(kind: str, rng) -> tuple[list[T], list[Op]]:
+    """Tensors 0 (input) .. 3 (y) and the op making y."""
+    c = _SHAPE[-1]
+    if kind == "conv":
+        weights, options, code = rand((c, 3, 3, 5), rng, -0.5, 0.5), _CONV, Builtin.CONV_2D
+        src = (*_SHAPE[:-1], 5)
+    elif kind == "depthwise":
+        weights, options, code = rand((1, 3, 3, c), rng), _DEPTHWISE, Builtin.DEPTHWISE_CONV_2D
+        src = _SHAPE
+    else:  # ADD of two runtime inputs: tensor 1 is the second input, tensor 2 unused
+        return [T(_SHAPE), T(_SHAPE), T((1,), data=np.zeros(1, np.float32)), T(_SHAPE)], [
+            Op(Builtin.ADD, [0, 1], [3], ("AddOptions", {}))
+        ]
+    tensors = [T(src), T(weights.shape, data=weights), T((c,), data=rand((c,), rng)), T(_SHAPE)]
+    return tensors, [Op(code, [0, 1, 2], [3], options)]
+
+
+def _swish(kind: str, rng, *, swapped: bool = False) -> tuple[list[T], list[Op], list[int]]:
+    """y, then sigmoid (tensor 4), then the product (tensor 5)."""
+    tensors, ops = _producer(kind, rng)
+    tensors += [T(_SHAPE), T(_SHAPE)]
+    ops += [Op(Builtin.LOGISTIC, [3], [4]), Op(Builtin.MUL, [4, 3] if swapped else [3, 4], [5], ("MulOptions", {}))]
+    return tensors, ops, [0, 1] if kind == "add" else [0]
+
+
+def _feeds(tensors: list[T], inputs: list[int], rng) -> list[np.ndarray]:
+    return [rand(tensors[i].shape, rng, -3.0, 3.0) for i in inputs]
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+@pytest.mark.parametrize("kind", ["conv", "depthwise", "add"])
+def test_swish_links_into_its_producer(kind, precision):
+    rng = np.random.default_rng(3)
+    tensors, ops, inputs = _swish(kind, rng)
+    state = check(tensors, ops, inputs, [5], _feeds(tensors, inputs, rng), precision)
+    assert _kernels(state) == 1  # the producer, the sigmoid and the product in one kernel
+
+
+def test_swish_with_its_operands_swapped():
+    rng = np.random.default_rng(4)
+    tensors, ops, inputs = _swish("conv", rng, swapped=True)
+    state = check(tensors, ops, inputs, [5], _feeds(tensors, inputs, rng))
+    assert _kernels(state) == 1
+
+
+def test_without_the_rewrite_swish_takes_a_kernel_of_its_own(monkeypatch):
+    """y has two readers: the convolution writes it, the MUL links into the sigmoid's kernel."""
+    monkeypatch.setattr(partition, "REWRITES", [r for r in partition.REWRITES if type(r).__name__ != "SwishRewrite"])
+    rng = np.random.default_rng(3)
+    tensors, ops, inputs = _swish("conv", rng)
+    assert _kernels(check(tensors, ops, inputs, [5], _feeds(tensors, inputs, rng))) == 2
+
+
+def test_a_sigmoid_read_elsewhere_is_not_fused():
+    """The sigmoid is also added to y: it must be written, so the nodes stay as they are."""
+    rng = np.random.default_rng(5)
+    tensors, ops, inputs = _swish("conv", rng)
+    tensors.append(T(_SHAPE))
+    ops.append(Op(Builtin.ADD, [4, 5], [6], ("AddOptions", {})))
+    state = check(tensors, ops, inputs, [6], _feeds(tensors, inputs, rng))
+    # the convolution (two readers), the sigmoid (two readers), the product with the ADD linked
+    assert _kernels(state) == 3
+
+
+def test_a_sigmoid_that_is_a_partition_output_is_not_fused():
+    rng = np.random.default_rng(6)
+    tensors, ops, inputs = _swish("conv", rng)
+    state = check(tensors, ops, inputs, [5, 4], _feeds(tensors, inputs, rng))
+    assert _kernels(state) == 3
+
+
+def test_swish_on_a_partition_output_is_one_kernel():
+    """y is also a partition output: the convolution writes it, the swish runs in one kernel."""
+    rng = np.random.default_rng(7)
+    tensors, ops, inputs = _swish("conv", rng)
+    state = check(tensors, ops, inputs, [5, 3], _feeds(tensors, inputs, rng))
+    assert _kernels(state) == 2
+
+
+def test_swish_on_a_partition_input_is_one_kernel():
+    rng = np.random.default_rng(8)
+    tensors = [T(_SHAPE), T(_SHAPE), T(_SHAPE)]
+    ops = [Op(Builtin.LOGISTIC, [0], [1]), Op(Builtin.MUL, [0, 1], [2], ("MulOptions", {}))]
+    state = check(tensors, ops, [0], [2], [rand(_SHAPE, rng, -6.0, 6.0)])
+    assert _kernels(state) == 1
+
+
+def test_int8_swish_rounds_the_sigmoid_onto_its_grid():
+    """TFLite's int8 LOGISTIC writes the sigmoid on its grid (scale 1/256), which its MUL reads:
+    the fused op rounds it there too. Within one step of TFLite's integer kernels, as every
+    carried op (test_quant.py); without the rounding 6.6% of these outputs are a step off."""
+    rng = np.random.default_rng(9)
+    src, c = (1, 6, 6, 4), 8
+    weights, w_scales = int_weights((c, 3, 3, 4), 0, rng)
+    y_scale = 0.05 * float(w_scales.mean()) * 64 * np.sqrt(36) / 4
+    tensors = [
+        qt(src, 0.05, 3),
+        weights,
+        int_bias(w_scales * np.float32(0.05), rng),
+        qt((1, 6, 6, c), y_scale, -10),
+        qt((1, 6, 6, c), 1 / 256, -128),
+        qt((1, 6, 6, c), y_scale * 0.6, -60),
+    ]
+    ops = [
+        Op(Builtin.CONV_2D, [0, 1, 2], [3], _CONV, version=3),
+        Op(Builtin.LOGISTIC, [3], [4], version=2),
+        Op(Builtin.MUL, [3, 4], [5], ("MulOptions", {}), version=2),
+    ]
+    state = check_quant(tensors, ops, [0], [5], [qrand(src, rng)])
+    assert _kernels(state) == 1
