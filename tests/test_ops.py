@@ -421,15 +421,28 @@ def _upsampling_chain(lead: int):
     return tensors, ops
 
 
-def test_rank5_reshape_and_tile_with_leading_ones_run_in_the_4d_view():
-    tensors, ops = _upsampling_chain(1)
-    check(tensors, ops, [0], [len(tensors) - 1], [rand((1, 4, 4, 6), np.random.default_rng(7))])
+@pytest.mark.parametrize("lead", [1, 2])
+def test_rank5_reshape_and_tile_run_in_the_4d_view(lead):
+    # without fusion: the RESHAPE and TILE kernels, not the upsampling rewrite's (test_upsample.py)
+    tensors, ops = _upsampling_chain(lead)
+    x = rand((lead, 4, 4, 6), np.random.default_rng(7))
+    check(tensors, ops, [0], [len(tensors) - 1], [x], fuse=False)
 
 
-def test_rank5_tensors_with_a_leading_dim_over_one_stay_on_cpu():
-    tensors, ops = _upsampling_chain(2)
-    state = check(tensors, ops, [0], [len(tensors) - 1], [rand((2, 4, 4, 6), np.random.default_rng(8))], delegated=0)
-    assert any("rank 5" in why and "leading dims of 1" in why for why in state.unsupported.values())
+@pytest.mark.parametrize(
+    ("shape", "multiples", "runs"),
+    [
+        ((2, 3, 1, 4, 5), (2, 1, 2, 1, 1), True),  # the merged first dim tiled as a whole
+        ((1, 3, 2, 4, 5), (3, 2, 1, 1, 1), True),  # a size-1 dim before the tiled one
+        ((2, 3, 1, 4, 5), (1, 2, 1, 1, 1), False),  # 3 tiled inside the merged (6, ...): a repeat of 3 rows
+    ],
+)
+def test_rank5_tile_merged_leading_dims(shape, multiples, runs):
+    tiled = tuple(d * m for d, m in zip(shape, multiples, strict=True))
+    tensors = [T(shape), T((5,), np.array(multiples, np.int32), np.int32), T(tiled)]
+    x = rand(shape, np.random.default_rng(9))
+    state = check(tensors, [Op(Builtin.TILE, [0, 1], [2])], [0], [2], [x], delegated=1 if runs else 0)
+    assert runs or any("merges" in why for why in state.unsupported.values())
 
 
 def test_fused_tanh_stays_on_cpu():

@@ -1,8 +1,8 @@
 """How TFLite tensors map onto the runtime's BHWDC tensors, and weight packing.
 
 A TFLite shape is left-padded to rank 4 and read as (B, H, W, C), D = 1: [c] -> (1, 1, 1, c),
-[n, c] -> (1, 1, n, c), [h, w, c] -> (1, h, w, c); a higher rank whose extra leading dims are 1
-drops them ([1, a, b, c, d] -> (a, b, c, d)). The flat order of the runtime's BHWDC
+[n, c] -> (1, 1, n, c), [h, w, c] -> (1, h, w, c); a higher rank has its extra leading dims
+merged into B ([n, a, b, c, d] -> (n * a, b, c, d)). The flat order of the runtime's BHWDC
 staging buffer is then exactly TFLite's row-major order, so tensors cross with no copy or
 transpose, and broadcasting dimensions line up as in TFLite.
 """
@@ -17,10 +17,9 @@ from ..context.model import CalculationsPrecision, DataType, TensorStorageType
 
 def bhwc(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     if len(shape) > 4:
-        # leading dims of 1 change nothing in row-major order (Keras' UpSampling2D reshapes to rank 5)
-        if any(int(d) != 1 for d in shape[:-4]):
-            raise ValueError(f"rank {len(shape)} tensors are supported only with leading dims of 1, not {shape}")
-        shape = tuple(shape[-4:])
+        # merged leading dims keep the row-major order (Keras' UpSampling2D reshapes to rank 5);
+        # only the ops whose indexing that view keeps take such tensors (ops/base.value_tensors)
+        shape = (int(np.prod(shape[:-3])), *shape[-3:])
     padded = (1,) * (4 - len(shape)) + tuple(int(d) for d in shape)
     return padded  # type: ignore[return-value]
 

@@ -179,7 +179,7 @@ def value_tensors(
 ) -> str | None:
     """Shared check: the tensors exist, are of one of ``dtypes``, unquantized, of rank <= 4 and static.
     ``high_rank``: the op's indexing follows layout.bhwc's 4-D view (reshapes, TILE), so a higher
-    rank whose extra leading dims are 1 is taken too.
+    rank is taken too, its extra leading dims merged into the first of four.
 
     Every tensor lives on the device as float storage (FLT4): int32 and bool values as floats
     (docs/ops.md, "Bool and int32 tensors"), so only the ops that know that accept other dtypes."""
@@ -199,9 +199,8 @@ def value_tensors(
             return f"tensor {i} is not {' or '.join(DTYPE_NAMES.get(d, str(d)) for d in dtypes)}"
         if t.quantized:
             return f"tensor {i} is quantized"
-        if len(t.shape) > 4 and not (high_rank and all(d == 1 for d in t.shape[:-4])):
-            more = "; this op takes higher ranks only with leading dims of 1" if high_rank else ""
-            return f"tensor {i} has rank {len(t.shape)} (at most 4{more})"
+        if len(t.shape) > 4 and not high_rank:
+            return f"tensor {i} has rank {len(t.shape)} (at most 4)"
         if any(d <= 0 for d in t.shape):
             return f"tensor {i} has a dynamic or empty shape {t.shape}"
     return None

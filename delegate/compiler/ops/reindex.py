@@ -204,9 +204,15 @@ class Tile(Op):
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, _COPIES)
 
     def check(self, node: Node, graph: Graph) -> str | None:
-        # each output lane reads its input lane modulo the input's size in the 4-D view, so ranks
-        # past 4 whose leading dims are 1 (input and output) tile as they are
-        return data_check(node, graph, constants=(1,), high_rank=True)
+        # each output lane reads its input lane modulo the input's size in the 4-D view, whose
+        # first dim merges a higher rank's leading dims (layout.bhwc): one tile of that dim where
+        # the merged dims before the last one tiled are of size 1
+        problem = data_check(node, graph, constants=(1,), high_rank=True)
+        multiples, shape = constant_values(graph, node, 1), graph.tensor(node.inputs[0]).shape
+        merged = [j for j in range(len(shape) - 3) if multiples is not None and multiples[j] != 1]
+        if problem is None and merged and any(d != 1 for d in shape[: merged[-1]]):
+            return "a tiled dim that the 4-D view merges into a larger one before it"
+        return problem
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         exprs = [f"{o} % args.src_tensor.{size}()" for o, size in zip(OUT, SIZE, strict=True)]
