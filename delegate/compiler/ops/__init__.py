@@ -80,6 +80,10 @@ _CUSTOM_OPS: list[Op] = [
 
 #: builtin code -> op
 OPS: dict[int, Op] = {code: op for op in _OPS for code in op.codes}
+# two ops claiming one code (compiler-internal codes are picked by hand) would shadow each other
+_claimed = [code for op in _OPS for code in op.codes]
+if len(_claimed) != len(OPS):
+    raise ImportError(f"op codes served twice: {sorted({c for c in _claimed if _claimed.count(c) > 1})}")
 #: custom op name (the model's OperatorCode.custom_code) -> op
 CUSTOM_OPS: dict[str, Op] = {name: op for op in _CUSTOM_OPS for name in op.custom_names}
 

@@ -17,7 +17,7 @@ from .base import EmitContext, Op
 from .traits import MOVES_INTEGERS, Traits
 
 #: the compiler-internal code of the fused node (TFLite's codes are non-negative)
-UPSAMPLE_NEAREST = -3
+UPSAMPLE_NEAREST = -4
 
 _CODE = HEAD + "  FLT4 result = args.src_tensor.Read(X / args.factor_x, Y / args.factor_y, S, b);\n"
 
