@@ -1074,6 +1074,17 @@ def test_resize_nearest_neighbor(shape, size, mode, seed):
     )
 
 
+@pytest.mark.parametrize(("size_in", "size_out"), [(2, 82), (3, 123), (2, 110), (7, 23), (5, 305)])
+def test_resize_nearest_neighbor_at_large_factors(size_in, size_out):
+    """Large and uneven factors (41, 55, 61, 23 / 7), where a float32 scale can round an output
+    row's source below the next integer: the rows the delegate picks are TFLite's."""
+    shape, out = (1, size_in, size_in, 3), (1, size_out, size_out, 3)
+    tensors = [T(shape), T((2,), np.array([size_out, size_out], np.int32), np.int32), T(out)]
+    options = ("ResizeNearestNeighborOptions", {"AlignCorners": False, "HalfPixelCenters": False})
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    check(tensors, [Op(Builtin.RESIZE_NEAREST_NEIGHBOR, [0, 1], [2], options)], [0], [2], [x])
+
+
 @EXAMPLES
 @given(shape=shapes, axis=st.integers(0, 3), seed=seeds, data=st.data())
 def test_split_and_split_v(shape, axis, seed, data):
