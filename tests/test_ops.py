@@ -925,6 +925,18 @@ def test_transpose(shape, seed, data):
     check(tensors, [Op(Builtin.TRANSPOSE, [0, 1], [2])], [0], [2], [rand(shape, np.random.default_rng(seed))])
 
 
+@pytest.mark.parametrize(
+    ("shape", "perm"),
+    [((1, 5, 3, 6), (0, 2, 1, 3)), ((5, 3, 7), (1, 0, 2)), ((2, 3, 4, 9), (1, 0, 2, 3)), ((1, 16, 4, 12), (0, 2, 1, 3))],
+)
+def test_transpose_keeping_channels_last_copies_slices(shape, perm):
+    """Attention's head split and merge: the channel axis stays, so whole slices are copied
+    (channel counts off the slice grid included)."""
+    out = tuple(shape[p] for p in perm)
+    tensors = [T(shape), T((len(shape),), np.array(perm, np.int32), np.int32), T(out)]
+    check(tensors, [Op(Builtin.TRANSPOSE, [0, 1], [2])], [0], [2], [rand(shape, np.random.default_rng(3))])
+
+
 @EXAMPLES
 @given(shape=shapes_any_rank, seed=seeds, data=st.data())
 def test_slice_and_strided_slice(shape, seed, data):
