@@ -368,6 +368,20 @@ def test_softmax_kernels_for_one_and_more_slices(op, channels):
     check([T(shape), T(shape)], [Op(op, [0], [1], options)], [0], [1], [feed])
 
 
+@pytest.mark.parametrize("channels", [7, 128, 150, 256, 257])
+def test_softmax_over_attention_rows(channels):
+    """Rows held in private memory (up to 256 channels) and the looping kernel past them, with
+    masked-out scores (attention masks set them to about -1e9), rows far below zero and rows off
+    the slice grid."""
+    shape = (1, 4, 3, channels)
+    rng = np.random.default_rng(channels)
+    feed = rand(shape, rng, -30, 30)
+    feed[..., channels // 3 :: 5] = np.float32(-1e9)
+    feed[0, 0] -= 2000  # rows far below zero: the padding lanes must not enter the maximum
+    options = ("SoftmaxOptions", {"Beta": 0.125})
+    check([T(shape), T(shape)], [Op(Builtin.SOFTMAX, [0], [1], options)], [0], [1], [feed])
+
+
 @EXAMPLES
 @given(shape=shapes, seed=seeds, data=st.data())
 def test_reshape(shape, seed, data):
@@ -927,7 +941,12 @@ def test_transpose(shape, seed, data):
 
 @pytest.mark.parametrize(
     ("shape", "perm"),
-    [((1, 5, 3, 6), (0, 2, 1, 3)), ((5, 3, 7), (1, 0, 2)), ((2, 3, 4, 9), (1, 0, 2, 3)), ((1, 16, 4, 12), (0, 2, 1, 3))],
+    [
+        ((1, 5, 3, 6), (0, 2, 1, 3)),
+        ((5, 3, 7), (1, 0, 2)),
+        ((2, 3, 4, 9), (1, 0, 2, 3)),
+        ((1, 16, 4, 12), (0, 2, 1, 3)),
+    ],
 )
 def test_transpose_keeping_channels_last_copies_slices(shape, perm):
     """Attention's head split and merge: the channel axis stays, so whole slices are copied
