@@ -265,6 +265,17 @@ def test_depthwise_conv_2d_pixel_blocks(family, out_w, stride, padding):
     check(tensors, [op], [0], [3], [rand((b, h, w, c), rng)], kernel_family=family)
 
 
+@pytest.mark.parametrize(("rows", "cin", "cout"), [(6, 3, 16), (7, 20, 16), (13, 64, 40), (128, 48, 32), (65, 36, 24)])
+def test_fully_connected_over_token_rows(rows, cin, cout):
+    """A transformer's (tokens x hidden) rows: blocks of 6 consecutive rows, the last one moved back
+    to end on the last row (overlapping the block before) where the row count is not a multiple of 6."""
+    rng = np.random.default_rng(rows + cout)
+    tensors = [T((1, rows, cin)), T((cout, cin), rand((cout, cin), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((1, rows, cout)))
+    options = ("FullyConnectedOptions", {"FusedActivationFunction": 0, "KeepNumDims": True})
+    check(tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], options)], [0], [3], [rand((1, rows, cin), rng)])
+
+
 @families
 @EXAMPLES
 @given(
