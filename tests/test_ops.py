@@ -1266,6 +1266,31 @@ def test_batch_matmul(batch, mkn, adj, constant, seed):
 
 
 @pytest.mark.parametrize(
+    ("lhs_shape", "rhs_shape", "constant", "precision"),
+    [
+        ((1, 4, 128, 128), (1, 4, 128, 64), False, "F32"),  # attention's weights x V
+        ((1, 3, 65, 64), (1, 3, 64, 65), False, "F32"),  # Q x K^T, K transposed by a node: M, N off the block
+        ((1, 2, 13, 10), (1, 2, 10, 7), False, "F32"),  # K past whole slices
+        ((1, 2, 33, 40), (1, 2, 40, 24), False, "F16"),
+        ((3, 7, 6), (6, 9), False, "F32"),  # a rank-2 right operand: the same matrix for every batch
+        ((1, 1, 8, 10), (1, 4, 10, 5), False, "F32"),  # the left operand broadcast
+        ((1, 6, 12), (1, 12, 20), True, "F32"),  # a constant right operand
+    ],
+)
+def test_batch_matmul_block_kernel(lhs_shape, rhs_shape, constant, precision):
+    """Neither operand transposed, batch 1, 6 rows or more: blocks of 6 rows x 16 channels of N
+    (selectors/batch_matmul.py), the last block of rows moved back over the one before."""
+    rng = np.random.default_rng(lhs_shape[-2] + rhs_shape[-1])
+    a, b = rand(lhs_shape, rng), rand(rhs_shape, rng)
+    out = np.matmul(a, b).shape
+    ops = [Op(Builtin.BATCH_MATMUL, [0, 1], [2], ("BatchMatMulOptions", {"AdjX": False, "AdjY": False}))]
+    if constant:
+        check([T(lhs_shape), T(rhs_shape, b), T(out)], ops, [0], [2], [a], precision)
+    else:
+        check([T(lhs_shape), T(rhs_shape), T(out)], ops, [0, 1], [2], [a, b], precision)
+
+
+@pytest.mark.parametrize(
     ("lhs_shape", "rhs_shape", "adj_y", "precision"),
     [
         ((1, 4, 128, 16), (1, 4, 128, 16), True, "F32"),  # attention scores: Q x K^T
