@@ -18,34 +18,44 @@ _MEAN_KEEP = ("ReducerOptions", {"KeepDims": True})
 
 
 def _keras(shape, gamma, beta, eps):
-    """Tensors and ops as the TFLite converter writes Keras's LayerNormalization."""
+    """Tensors and ops as the TFLite converter writes Keras's LayerNormalization; ``beta`` None: as
+    it writes a layer whose beta is all zeros (a freshly initialized one), without the ADD of beta;
+    ``gamma`` None: a layer without scale, RSQRT's output scaling directly."""
     c = shape[-1]
     per_channel = (1,) * (len(shape) - 1) + (c,)
+    stat = (*shape[:-1], 1)
     tensors = [
         T(shape),  # 0 x
         T((), data=np.float32(eps)),  # 1 eps
         T((1,), dtype=np.int32, data=np.array([-1], np.int32)),  # 2 axis
-        T(per_channel, data=beta.reshape(per_channel)),  # 3 beta
-        T(per_channel, data=gamma.reshape(per_channel)),  # 4 gamma
-        *(T((*shape[:-1], 1)) for _ in range(2)),  # 5 mean, 6 neg
-        T(shape),  # 7 squared difference
-        *(T((*shape[:-1], 1)) for _ in range(3)),  # 8 variance, 9 add, 10 rsqrt
-        *(T(shape) for _ in range(5)),  # 11 mul .. 15 out
+        *(T(stat) for _ in range(2)),  # 3 mean, 4 neg
+        T(shape),  # 5 squared difference
+        *(T(stat) for _ in range(3)),  # 6 variance, 7 add, 8 rsqrt
     ]
     ops = [
-        Op(Builtin.MEAN, [0, 2], [5], _MEAN_KEEP),
-        Op(Builtin.NEG, [5], [6]),
-        Op(Builtin.SQUARED_DIFFERENCE, [0, 5], [7]),
-        Op(Builtin.MEAN, [7, 2], [8], _MEAN_KEEP),
-        Op(Builtin.ADD, [8, 1], [9]),
-        Op(Builtin.RSQRT, [9], [10]),
-        Op(Builtin.MUL, [10, 4], [11]),
-        Op(Builtin.MUL, [6, 11], [12]),
-        Op(Builtin.ADD, [12, 3], [13]),
-        Op(Builtin.MUL, [0, 11], [14]),
-        Op(Builtin.ADD, [14, 13], [15]),
+        Op(Builtin.MEAN, [0, 2], [3], _MEAN_KEEP),
+        Op(Builtin.NEG, [3], [4]),
+        Op(Builtin.SQUARED_DIFFERENCE, [0, 3], [5]),
+        Op(Builtin.MEAN, [5, 2], [6], _MEAN_KEEP),
+        Op(Builtin.ADD, [6, 1], [7]),
+        Op(Builtin.RSQRT, [7], [8]),
     ]
-    return tensors, ops, 15
+
+    def add(op, inputs, out_shape, data=None):
+        if data is not None:
+            tensors.append(T(per_channel, data=data.reshape(per_channel)))
+            inputs = [*inputs, len(tensors) - 1]
+        tensors.append(T(out_shape))
+        ops.append(Op(op, inputs, [len(tensors) - 1]))
+        return len(tensors) - 1
+
+    s = add(Builtin.MUL, [8], shape, gamma) if gamma is not None else 8
+    shift = add(Builtin.MUL, [4, s], shape if gamma is not None else stat)
+    if beta is not None:
+        shift = add(Builtin.ADD, [shift], shape, beta)
+    scaled = add(Builtin.MUL, [0, s], shape)
+    out = add(Builtin.ADD, [scaled, shift], shape)
+    return tensors, ops, out
 
 
 def _torch(shape, gamma, beta, eps, square=Builtin.MUL):
@@ -104,6 +114,17 @@ def test_keras_layer_norm(shape, precision):
     gamma, beta = rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-1, 1, c).astype(np.float32)
     x = rng.normal(0.5, 2.0, shape).astype(np.float32)
     _check(*_keras(shape, gamma, beta, 1e-3), x, precision)
+
+
+@pytest.mark.parametrize("affine", ["gamma", "neither"])
+def test_keras_layer_norm_without_beta(affine):
+    """A zero beta is dropped by the converter (every freshly initialized Keras model: the
+    transformers of tests/models/), and a layer may have no scale either: still one kernel."""
+    rng = np.random.default_rng(3)
+    shape = (1, 9, 24)
+    gamma = rng.uniform(0.5, 1.5, shape[-1]).astype(np.float32) if affine == "gamma" else None
+    x = rng.normal(0.5, 2.0, shape).astype(np.float32)
+    _check(*_keras(shape, gamma, None, 1e-6), x)
 
 
 @pytest.mark.parametrize("affine", [True, False])

@@ -265,6 +265,17 @@ def test_depthwise_conv_2d_pixel_blocks(family, out_w, stride, padding):
     check(tensors, [op], [0], [3], [rand((b, h, w, c), rng)], kernel_family=family)
 
 
+@pytest.mark.parametrize(("rows", "cin", "cout"), [(6, 3, 16), (7, 20, 16), (13, 64, 40), (128, 48, 32), (65, 36, 24)])
+def test_fully_connected_over_token_rows(rows, cin, cout):
+    """A transformer's (tokens x hidden) rows: blocks of 6 consecutive rows, the last one moved back
+    to end on the last row (overlapping the block before) where the row count is not a multiple of 6."""
+    rng = np.random.default_rng(rows + cout)
+    tensors = [T((1, rows, cin)), T((cout, cin), rand((cout, cin), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((1, rows, cout)))
+    options = ("FullyConnectedOptions", {"FusedActivationFunction": 0, "KeepNumDims": True})
+    check(tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], options)], [0], [3], [rand((1, rows, cin), rng)])
+
+
 @families
 @EXAMPLES
 @given(
@@ -366,6 +377,20 @@ def test_softmax_kernels_for_one_and_more_slices(op, channels):
     options = ("SoftmaxOptions", {"Beta": 0.7}) if op == Builtin.SOFTMAX else None
     feed = rand(shape, np.random.default_rng(channels), -5, 5)
     check([T(shape), T(shape)], [Op(op, [0], [1], options)], [0], [1], [feed])
+
+
+@pytest.mark.parametrize("channels", [7, 128, 150, 256, 257])
+def test_softmax_over_attention_rows(channels):
+    """Rows held in private memory (up to 256 channels) and the looping kernel past them, with
+    masked-out scores (attention masks set them to about -1e9), rows far below zero and rows off
+    the slice grid."""
+    shape = (1, 4, 3, channels)
+    rng = np.random.default_rng(channels)
+    feed = rand(shape, rng, -30, 30)
+    feed[..., channels // 3 :: 5] = np.float32(-1e9)
+    feed[0, 0] -= 2000  # rows far below zero: the padding lanes must not enter the maximum
+    options = ("SoftmaxOptions", {"Beta": 0.125})
+    check([T(shape), T(shape)], [Op(Builtin.SOFTMAX, [0], [1], options)], [0], [1], [feed])
 
 
 @EXAMPLES
@@ -938,6 +963,23 @@ def test_transpose(shape, seed, data):
     check(tensors, [Op(Builtin.TRANSPOSE, [0, 1], [2])], [0], [2], [rand(shape, np.random.default_rng(seed))])
 
 
+@pytest.mark.parametrize(
+    ("shape", "perm"),
+    [
+        ((1, 5, 3, 6), (0, 2, 1, 3)),
+        ((5, 3, 7), (1, 0, 2)),
+        ((2, 3, 4, 9), (1, 0, 2, 3)),
+        ((1, 16, 4, 12), (0, 2, 1, 3)),
+    ],
+)
+def test_transpose_keeping_channels_last_copies_slices(shape, perm):
+    """Attention's head split and merge: the channel axis stays, so whole slices are copied
+    (channel counts off the slice grid included)."""
+    out = tuple(shape[p] for p in perm)
+    tensors = [T(shape), T((len(shape),), np.array(perm, np.int32), np.int32), T(out)]
+    check(tensors, [Op(Builtin.TRANSPOSE, [0, 1], [2])], [0], [2], [rand(shape, np.random.default_rng(3))])
+
+
 @EXAMPLES
 @given(shape=shapes_any_rank, seed=seeds, data=st.data())
 def test_slice_and_strided_slice(shape, seed, data):
@@ -1245,6 +1287,31 @@ def test_batch_matmul(batch, mkn, adj, constant, seed):
         check(
             [T(lhs_shape), T(rhs_shape), T(out)], [Op(Builtin.BATCH_MATMUL, [0, 1], [2], options)], [0, 1], [2], [a, b]
         )
+
+
+@pytest.mark.parametrize(
+    ("lhs_shape", "rhs_shape", "constant", "precision"),
+    [
+        ((1, 4, 128, 128), (1, 4, 128, 64), False, "F32"),  # attention's weights x V
+        ((1, 3, 65, 64), (1, 3, 64, 65), False, "F32"),  # Q x K^T, K transposed by a node: M, N off the block
+        ((1, 2, 13, 10), (1, 2, 10, 7), False, "F32"),  # K past whole slices
+        ((1, 2, 33, 40), (1, 2, 40, 24), False, "F16"),
+        ((3, 7, 6), (6, 9), False, "F32"),  # a rank-2 right operand: the same matrix for every batch
+        ((1, 1, 8, 10), (1, 4, 10, 5), False, "F32"),  # the left operand broadcast
+        ((1, 6, 12), (1, 12, 20), True, "F32"),  # a constant right operand
+    ],
+)
+def test_batch_matmul_block_kernel(lhs_shape, rhs_shape, constant, precision):
+    """Neither operand transposed, batch 1, 6 rows or more: blocks of 6 rows x 16 channels of N
+    (selectors/batch_matmul.py), the last block of rows moved back over the one before."""
+    rng = np.random.default_rng(lhs_shape[-2] + rhs_shape[-1])
+    a, b = rand(lhs_shape, rng), rand(rhs_shape, rng)
+    out = np.matmul(a, b).shape
+    ops = [Op(Builtin.BATCH_MATMUL, [0, 1], [2], ("BatchMatMulOptions", {"AdjX": False, "AdjY": False}))]
+    if constant:
+        check([T(lhs_shape), T(rhs_shape, b), T(out)], ops, [0], [2], [a], precision)
+    else:
+        check([T(lhs_shape), T(rhs_shape), T(out)], ops, [0, 1], [2], [a, b], precision)
 
 
 @pytest.mark.parametrize(

@@ -270,22 +270,40 @@ def test_a_concatenation_is_read_in_place_by_the_cpu_matrix_products_only():
 
 
 @pytest.mark.parametrize(
-    ("lhs", "rhs", "out", "adj_x", "variant", "rows", "grid"),
+    ("lhs", "rhs", "out", "adj_x", "adj_y", "variant", "rows", "grid"),
     [
-        ((1, 4, 128, 64), (1, 4, 128, 64), (1, 4, 128, 128), False, Variant.BATCH_ROWS, ROWS, (32, 4, 32)),
-        ((2, 3, 5, 13), (2, 3, 13, 6), (2, 3, 5, 6), False, Variant.BATCH_ROWS, ROWS, (4, 3, 2)),
-        ((7, 6), (6, 9), (7, 9), False, Variant.BATCH_ROWS, ROWS, (2, 1, 3)),
-        ((1, 2), (2, 3), (1, 3), False, Variant.BATCH_ROWS, 1, (1, 1, 1)),  # one row: one per work-item
+        ((1, 4, 128, 64), (1, 4, 128, 64), (1, 4, 128, 128), False, True, Variant.BATCH_ROWS, ROWS, (32, 4, 32)),
+        ((2, 3, 5, 13), (2, 3, 13, 6), (2, 3, 5, 6), False, False, Variant.BATCH_ROWS, ROWS, (4, 3, 2)),
+        ((1, 2), (2, 3), (1, 3), False, False, Variant.BATCH_ROWS, 1, (1, 1, 1)),  # one row: one per work-item
         # a transposed left operand: the 4 rows of one of its slices per work-item, whatever M
-        ((2, 13, 5), (2, 13, 6), (2, 5, 6), True, Variant.BATCH_SLICE_ROWS, SLICE_ROWS, (2, 2, 2)),
-        ((1, 4, 64, 128), (1, 4, 64, 128), (1, 4, 128, 128), True, Variant.BATCH_SLICE_ROWS, 4, (32, 4, 32)),
-        ((3, 2), (3, 5), (2, 5), True, Variant.BATCH_SLICE_ROWS, 4, (1, 1, 2)),
+        ((2, 13, 5), (2, 13, 6), (2, 5, 6), True, False, Variant.BATCH_SLICE_ROWS, SLICE_ROWS, (2, 2, 2)),
+        ((1, 4, 64, 128), (1, 4, 64, 128), (1, 4, 128, 128), True, False, Variant.BATCH_SLICE_ROWS, 4, (32, 4, 32)),
+        ((3, 2), (3, 5), (2, 5), True, False, Variant.BATCH_SLICE_ROWS, 4, (1, 1, 2)),
     ],
 )
-def test_batch_matmul_rows(lhs, rhs, out, adj_x, variant, rows, grid):
+def test_batch_matmul_rows(lhs, rhs, out, adj_x, adj_y, variant, rows, grid):
     g = _Graph()
-    node = g.node(Builtin.BATCH_MATMUL, [g.tensor(lhs), g.tensor(rhs)], out, adj_x=adj_x)
-    assert select_batch_matmul(node, g.graph) == KernelSpec(variant, grid=grid, rows=rows)
+    node = g.node(Builtin.BATCH_MATMUL, [g.tensor(lhs), g.tensor(rhs)], out, adj_x=adj_x, adj_y=adj_y)
+    assert select_batch_matmul(node, g.graph, CompileOptions()) == KernelSpec(variant, grid=grid, rows=rows)
+
+
+@pytest.mark.parametrize(
+    ("lhs", "rhs", "out", "grid"),
+    [
+        ((1, 4, 128, 128), (1, 4, 128, 64), (1, 4, 128, 64), (22, 4, 4)),  # attention's weights x V
+        ((1, 3, 65, 64), (1, 3, 64, 65), (1, 3, 65, 65), (11, 3, 5)),  # Q x K^T, K transposed by a node
+        ((7, 6), (6, 9), (7, 9), (2, 1, 1)),
+    ],
+)
+def test_batch_matmul_blocks(lhs, rhs, out, grid):
+    """Neither operand transposed, batch 1, 6 rows or more, buffers: blocks of 6 rows x 16 channels."""
+    g = _Graph()
+    node = g.node(Builtin.BATCH_MATMUL, [g.tensor(lhs), g.tensor(rhs)], out)
+    want = KernelSpec(Variant.BATCH_BLOCK, grid=grid, work_group=(8, 1, 1))
+    assert select_batch_matmul(node, g.graph, CompileOptions()) == want
+    # the gpu family and textures keep the rows kernel
+    for options in (CompileOptions(kernel_family="gpu"), CompileOptions(storage=TensorStorageType.TEXTURE_2D)):
+        assert select_batch_matmul(node, g.graph, options).variant is Variant.BATCH_ROWS
 
 
 def _pool_node(g: _Graph, src: tuple[int, int, int, int], window: int) -> Node:
@@ -356,7 +374,7 @@ def test_emit_launches_the_kernel_its_selector_chose(options):
         Builtin.DEPTHWISE_CONV_2D: select_depthwise,
         Builtin.FULLY_CONNECTED: select_fully_connected,
         Builtin.TRANSPOSE_CONV: select_transpose_conv,
-        Builtin.BATCH_MATMUL: lambda node, graph, options: select_batch_matmul(node, graph),
+        Builtin.BATCH_MATMUL: select_batch_matmul,
         Builtin.ADD: select_elementwise,
         Builtin.MAX_POOL_2D: select_pool,
     }

@@ -3,7 +3,9 @@ normalization over the last axis becomes one node of ops/layer_norm.py (one kern
 eight to eleven small ones, four of them reductions re-reading the tensor).
 
 Keras (LayerNormalization, TFLite converter of TF 2.21): m = MEAN(x); v = MEAN(SQUARED_DIFFERENCE(x,
-m)); s = MUL(RSQRT(ADD(v, eps)), gamma); y = ADD(MUL(x, s), ADD(MUL(NEG(m), s), beta)).
+m)); s = MUL(RSQRT(ADD(v, eps)), gamma); y = ADD(MUL(x, s), ADD(MUL(NEG(m), s), beta)); without
+the ADD of beta when beta is all zeros (a freshly initialized layer: the converter drops it), and
+s = RSQRT(..) itself without a scale.
 PyTorch (nn.LayerNorm through its converters): c = SUB(x, m); v = MEAN(SQUARE(c) or MUL(c, c) or
 SQUARED_DIFFERENCE(x, m)); y = ADD(MUL(MUL(c, RSQRT(ADD(v, eps))), gamma), beta), gamma and beta
 optional. Every tensor inside the chain must be read only inside it."""
@@ -101,30 +103,67 @@ def _core(site: Site, r: int) -> _Core | None:
 
 
 def _keras(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:
-    """y = ADD(MUL(x, s), ADD(MUL(NEG(m), s), beta)), s = MUL(r, gamma): (core, gamma, beta, tail)."""
+    """y = ADD(MUL(x, s), shift), s = MUL(r, gamma) or r alone (no scale), shift = ADD(MUL(NEG(m),
+    s), beta) or MUL(NEG(m), s) alone (the converter drops an all-zero beta, as Keras initializes
+    it): (core, gamma or -1, beta or -1, tail)."""
     if y.op != Builtin.ADD or len(y.inputs) != 2 or y.params.get("activation", 0):
         return None
     for scaled, shifted in (y.inputs, y.inputs[::-1]):
-        xs, shift = _made_by(site, scaled, Builtin.MUL), _made_by(site, shifted, Builtin.ADD)
+        xs = _made_by(site, scaled, Builtin.MUL)
+        shift = _made_by(site, shifted, Builtin.ADD, Builtin.MUL)
         if not xs or not shift or shift.params.get("activation", 0) or xs.params.get("activation", 0):
             continue
         for s in xs.inputs:
-            gain = _made_by(site, s, Builtin.MUL)
             x = _other(xs, s)
-            if gain is None or x is None:
+            if x is None:
                 continue
-            for r in gain.inputs:
-                core = _core(site, r) if _made_by(site, r, Builtin.RSQRT) else None
-                gamma = _other(gain, r)
-                if core is None or core.centred is not None or core.x != x or gamma is None:
-                    continue
-                ms = next((n for i in shift.inputs if (n := _made_by(site, i, Builtin.MUL))), None)
-                beta = ms and _other(shift, ms.outputs[0])
-                neg = ms and _made_by(site, next((i for i in ms.inputs if i != s), -1), Builtin.NEG)
-                if not ms or neg is None or neg.inputs[0] != core.mean.outputs[0] or s not in ms.inputs:
-                    continue
-                return core, gamma, beta if beta is not None else -1, [gain, neg, ms, shift, xs, y]
+            found = _scale(site, s)
+            if found is None:
+                continue
+            core, gamma, gain = found
+            if core.centred is not None or core.x != x:
+                continue
+            shifted_mean = _shifted_mean(site, shift, s, core)
+            if shifted_mean is None:
+                continue
+            neg, ms, beta = shifted_mean
+            added = [shift] if shift is not ms else []
+            return core, gamma, beta, [*gain, neg, ms, *added, xs, y]
     return None
+
+
+def _scale(site: Site, s: int) -> tuple[_Core, int, list[Node]] | None:
+    """s = MUL(r, gamma) or r itself, r = RSQRT(..) of a core: (core, gamma or -1, [the MUL])."""
+    if _made_by(site, s, Builtin.RSQRT):
+        core = _core(site, s)
+        return (core, -1, []) if core is not None else None
+    gain = _made_by(site, s, Builtin.MUL)
+    if gain is None or gain.params.get("activation", 0):
+        return None
+    for r in gain.inputs:
+        core = _core(site, r) if _made_by(site, r, Builtin.RSQRT) else None
+        gamma = _other(gain, r)
+        if core is not None and gamma is not None:
+            return core, gamma, [gain]
+    return None
+
+
+def _shifted_mean(site: Site, shift: Node, s: int, core: _Core) -> tuple[Node, Node, int] | None:
+    """shift = ADD(MUL(NEG(m), s), beta) or MUL(NEG(m), s): (the NEG, the MUL, beta or -1)."""
+    if shift.op == Builtin.MUL:
+        ms, beta = shift, -1
+    else:
+        ms = next((n for i in shift.inputs if (n := _made_by(site, i, Builtin.MUL))), None)
+        other = ms and _other(shift, ms.outputs[0])
+        if not ms or other is None:
+            return None
+        beta = other
+    if ms.params.get("activation", 0) or s not in ms.inputs:
+        return None
+    neg = _made_by(site, _other(ms, s) if _other(ms, s) is not None else -1, Builtin.NEG)
+    if neg is None or neg.inputs[0] != core.mean.outputs[0]:
+        return None
+    return neg, ms, beta
 
 
 def _torch(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:

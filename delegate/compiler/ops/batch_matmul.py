@@ -7,7 +7,7 @@ from typing import ClassVar
 from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
-from ..kernels.common.batch_matmul import rows_code, slice_rows_code
+from ..kernels.common.batch_matmul import block_code, rows_code, slice_rows_code
 from ..kernels.common.pieces import operation
 from ..selectors.batch_matmul import select_batch_matmul
 from ..selectors.spec import Variant
@@ -48,7 +48,9 @@ class BatchMatMul(Op):
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         srcs, objects = operands(["lhs", "rhs"], list(node.inputs), ctx)
-        spec = select_batch_matmul(node, ctx.graph)
+        spec = select_batch_matmul(node, ctx.graph, ctx.options)
+        if spec.variant is Variant.BATCH_BLOCK:
+            return launched(operation(block_code(), srcs=srcs, tensor_objects=objects), spec)
         adj_y = bool(node.params.get("adj_y"))
         assert spec.rows is not None
         code = rows_code(spec.rows, adj_y) if spec.variant is Variant.BATCH_ROWS else slice_rows_code(adj_y)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel, Piece
-from ..kernels.common.pieces import LANE_LOOP, input_lane, operation, written
+from ..kernels.common.pieces import HEAD, LANE_LOOP, input_lane, operation, written
 from .base import EmitContext, Op, float_tensors, runtime_io
 from .traits import MOVES_INTEGERS, Quantization, Traits
 
@@ -24,6 +24,10 @@ _COPIES = Traits(quantization=Quantization.KEEPS_INTEGERS, keeps_small=True)
 
 OUT = ("b", "Y", "X", "c")
 SIZE = ("Batch", "Height", "Width", "Channels")
+
+
+#: an output slice that is one input slice (the channel axis unmoved): one read, no lane loop
+_SLICE_COPY = "  FLT4 result = args.src_tensor.Read(xi, yi, S, bi);\n"
 
 
 def gather_code(exprs: list[str]) -> list[Piece]:
@@ -110,6 +114,8 @@ class Transpose(Op):
         exprs = ["0"] * 4
         for d, j in enumerate(perm4):
             exprs[j] = OUT[d]
+        if perm4[3] == 3:  # channels stay last (attention's head split / merge): whole slices move
+            return operation(written(HEAD + input_lane(exprs[:3], "  ") + _SLICE_COPY), srcs=["src_tensor"])
         return operation(gather_code(exprs), srcs=["src_tensor"])
 
 

@@ -76,11 +76,51 @@ _SOFTMAX_ONE_SLICE = (
 )
 
 
+# Rows of up to CACHED_SLICES slices (attention's rows over its tokens): the row is read once into
+# private memory, and e^x computed once (the loop above reads the row three times and computes
+# e^x twice, so as to hold no row).
+_SOFTMAX_CACHED = (
+    HEAD
+    + """  if (S != 0) return;
+  int slices = args.src_tensor.Slices();
+  int C = args.src_tensor.Channels();
+  float beta = args.beta;
+  float4 row[{slices}];
+  float4 high = (float4)(-INFINITY);
+  for (int s = 0; s < slices; ++s) {
+    float4 v = convert_float4(args.src_tensor.Read(X, Y, s, b));
+    int left = C - s * 4;
+    if (left < 4) { v.w = -INFINITY; if (left < 3) v.z = -INFINITY; if (left < 2) v.y = -INFINITY; }
+    row[s] = v;
+    high = fmax(high, v);
+  }
+  float m = fmax(fmax(high.x, high.y), fmax(high.z, high.w));
+  float4 sums = (float4)(0.0f);
+  for (int s = 0; s < slices; ++s) {
+    float4 e;
+    {EXP_OF_ROW}
+    int left = C - s * 4;
+    if (left < 4) { e.w = 0.0f; if (left < 3) e.z = 0.0f; if (left < 2) e.y = 0.0f; }
+    row[s] = e;
+    sums += e;
+  }
+  float inv = 1.0f / (sums.x + sums.y + sums.z + sums.w);
+  for (int s = 0; s < slices; ++s) {
+    float4 e = row[s] * inv;
+    {write}
+  }
+}
+"""
+)
+#: the longest row (in slices of 4) ``_SOFTMAX_CACHED`` holds: 1 KiB of private memory
+CACHED_SLICES = 64
+
 # e^x in arithmetic (math_code.py: PoCL calls exp one value at a time)
 _SOFTMAX = _SOFTMAX.replace(
     "{EXP_OF_READ}", exp_code("e", "(convert_float4(args.src_tensor.Read(X, Y, s, b)) - m) * beta")
 )
 _SOFTMAX_ONE_SLICE = _SOFTMAX_ONE_SLICE.replace("{EXP_OF_V}", exp_code("e", "v"))
+_SOFTMAX_CACHED = _SOFTMAX_CACHED.replace("{EXP_OF_ROW}", exp_code("e", "(row[s] - m) * beta"))
 
 
 def _written(code: str, slice_var: str) -> list[Piece]:
@@ -112,8 +152,12 @@ class Softmax(Op):
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         log = node.op == Builtin.LOG_SOFTMAX
         beta = node.params.get("beta", 1.0) if node.op == Builtin.SOFTMAX else 1.0
-        one_slice = ctx.graph.tensor(node.inputs[0]).shape[-1] <= 4
-        if one_slice:
+        channels = ctx.graph.tensor(node.inputs[0]).shape[-1]
+        one_slice = channels <= 4
+        slices = -(-channels // 4)
+        if not log and not one_slice and slices <= CACHED_SLICES:
+            code = _SOFTMAX_CACHED.replace("{slices}", str(slices))
+        elif one_slice:
             code = _SOFTMAX_ONE_SLICE.replace("{final}", "v - (float4)(log_sum)" if log else "e * inv")
         else:
             final = "e = v - (float4)(log_sum);" if log else exp_code("e", "v") + "\n    e = e * inv;"

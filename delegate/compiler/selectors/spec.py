@@ -41,6 +41,9 @@ class Variant(Enum):
     #: BATCH_MATMUL with adj_x: the 4 output rows of one slice of the transposed left operand per
     #: work-item, K read a row at a time (common/batch_matmul)
     BATCH_SLICE_ROWS = "batch_slice_rows"
+    #: BATCH_MATMUL, neither operand transposed, batch 1, buffers: blocks of rows x groups of 8
+    #: channels, the flat matrix product's (common/batch_matmul)
+    BATCH_BLOCK = "batch_block"
     #: elementwise ops: a run of pixels of one row per work-item (ops/elementwise.py's ROW_HEAD)
     ROW_RUNS = "row_runs"
     #: pooling: consecutive pixels of one row per work-item, the window unrolled (ops/pooling.py)

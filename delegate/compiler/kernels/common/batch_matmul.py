@@ -107,3 +107,65 @@ def slice_rows_code(adj_y: bool) -> list[Piece]:
         parts.append("".join(f"    a{p} += TO_ACCUM_FLT4(l.{c} * r);\n" for p, c in enumerate("xyzw")))
     parts.append("  }\n")
     return parts + _row_writes(SLICE_ROWS)
+
+
+#: ``block_code``'s block: output rows x groups of 8 output channels (2 slices), the flat matrix
+#: product's 6 x 2 (kernels/cpu/gemm_blocks.py), which fits AVX2's 16 registers
+BLOCK_ROWS, BLOCK_GROUPS = 6, 2
+
+
+def block_code() -> list[Piece]:
+    """BLOCK_ROWS consecutive output rows x BLOCK_GROUPS groups of 8 channels of N per work-item
+    (adj_x and adj_y false, output batch 1, M >= BLOCK_ROWS, buffer storage): per row k of the
+    right operand, FLT8s of N, each met by a lane of the left operand's rows, loaded one float at
+    a time at one offset plus constants (as the flat matrix product does). The last block of rows
+    is moved back to end on row M - 1 (its rows shared with the block before are written twice,
+    with the same values); groups past N read the last slice and are not written."""
+    rows, groups = BLOCK_ROWS, BLOCK_GROUPS
+    parts: list[Piece] = [
+        f"""
+MAIN_FUNCTION($0) {{
+  int W = args.dst_tensor.Width();
+  int slices = args.dst_tensor.Slices();
+  int gx = GLOBAL_ID_0;
+  int Y = GLOBAL_ID_1;
+  int S0 = GLOBAL_ID_2 * {2 * groups};
+  if (gx * {rows} >= W || Y >= args.dst_tensor.Height() || S0 >= slices) return;
+  int b = 0;
+  int X0 = gx * {rows} + {rows} <= W ? gx * {rows} : W - {rows};
+  int yl = args.lhs.Height() == 1 ? 0 : Y, yr = args.rhs.Height() == 1 ? 0 : Y;
+  int K = args.lhs.Channels();
+  long o0 = args.lhs.Offset(X0, yl, 0, 0);
+  int sstride = args.lhs.Offset(0, 0, 1, 0);
+"""
+    ]
+    parts += [f"  int n{q} = S0 + {q} < slices ? S0 + {q} : slices - 1;\n" for q in range(2 * groups)]
+    parts += [f"  ACCUM_FLT8 a{g}{p} = (ACCUM_FLT8)(0.0f);\n" for g in range(groups) for p in range(rows)]
+    parts.append("  #pragma unroll 1\n  for (int s = 0; s < args.lhs.Slices(); ++s) {\n    int left = K - s * 4;\n")
+    for lane in range(4):
+        # rows of the right operand past K do not exist: the left operand's lanes there are padding
+        parts.append(f"    if ({lane} < left) {{\n" if lane else "    {\n")
+        for g in range(groups):
+            read = ", ".join(f"args.rhs.Read(s * 4 + {lane}, yr, n{2 * g + h}, 0)" for h in range(2))
+            parts.append(f"      ACCUM_FLT8 r{g} = TO_ACCUM_FLT8((FLT8)({read}));\n")
+        for p in range(rows):
+            parts.append(
+                f"      {{ ACCUM_FLT x = TO_ACCUM_FLT(args.lhs.ReadLaneAt((o0 + {p}) + s * sstride, {lane}));\n"
+            )
+            parts.append("".join(f"        a{g}{p} += x * r{g};\n" for g in range(groups)))
+            parts.append("      }\n")
+        parts.append("    }\n")
+    parts.append("  }\n")
+    outs = [f"TO_FLT4(a{g}{p}.{half})" for g in range(groups) for half in ("lo", "hi") for p in range(rows)]
+    parts.append(f"  FLT4 outs[{len(outs)}];\n")
+    parts.append("".join(f"  outs[{i}] = {value};\n" for i, value in enumerate(outs)))
+    parts.append(
+        f"""  for (int q = 0; q < {2 * groups}; ++q) {{
+    int S = S0 + q;
+    if (S >= slices) break;
+    for (int i = 0; i < {rows}; ++i) {{
+      int X = X0 + i;
+      FLT4 result = outs[q * {rows} + i];
+"""
+    )
+    return [*parts, LANE_MASK, WRITE, "  }\n}\n"]

@@ -141,18 +141,20 @@ def source_names(sources: int) -> list[str]:
 
 
 def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
-               width: int = 8, dot: int = 0, order: str = "") -> list[str]:  # fmt: skip
+               width: int = 8, dot: int = 0, order: str = "", consecutive: bool = False) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets). ``lanes`` < 4:
     a single input of one slice, read without a loop (its bound is a run-time value the compiler
     cannot see is 1). ``order`` (``lane_step``): read the inputs one lane at a time, the slice
     loop kept rolled (unrolled, the compiler hoists the next slice's loads over the registers
-    the accumulators need)."""
+    the accumulators need). ``consecutive`` (with ``order``): the pixels are o0, o0 + 1, ..., read
+    at one offset plus constants."""
     mask = " * m{p}" if masked else ""
     if lanes < 4:
         (name,) = names
         if order:
-            return lane_step(indent, pixels, groups, wbase, f"args.{name}.ReadLaneAt(o{{p}}, {{lane}})", mask, lanes,
+            pixel = "o0 + {p}" if consecutive else "o{p}"
+            return lane_step(indent, pixels, groups, wbase, f"args.{name}.ReadLaneAt({pixel}, {{lane}})", mask, lanes,
                              width, order)  # fmt: skip
         return slice_step(indent, pixels, groups, wbase, f"args.{name}.ReadAt(o{{p}})", mask, lanes, width, dot)
     parts = []
@@ -161,7 +163,8 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
             parts.append(f"{indent}#pragma unroll 1\n")
         parts.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
         if order:
-            read = f"args.{name}.ReadLaneAt(o{{p}} + s * sstride, {{lane}})"
+            pixel = "(o0 + {p}) + s * sstride" if consecutive else "o{p} + s * sstride"
+            read = f"args.{name}.ReadLaneAt({pixel}, {{lane}})"
             parts += lane_step(f"{indent}  ", pixels, groups, wbase, read, mask, lanes, width, order)
         else:
             read = f"args.{name}.ReadAt(o{{p}} + s * sstride)"
