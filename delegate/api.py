@@ -14,10 +14,12 @@ from .effective import Effective
 from .errors import DelegateError
 from .host import HostInfo, describe_host, host_module
 from .interpreter import DelegatedInterpreter, ExecutionPath
-from .measured_choice import CpuMaker, measurer
+from .measured_choice import CpuMaker, SelectionMaker, measurer
 from .model_check import verify_model
 from .plugin import DelegateState, state_of_pointer
 from .plugin.options import DelegateOptions
+from .plugin.registry import compiled_contexts
+from .plugin.report import PartitionId, Selection
 from .warm_start import BackgroundCompile, not_applicable, resolve_mode
 
 
@@ -224,7 +226,7 @@ def Interpreter(
                 opencl_delegate=delegate,
                 effective=effective or _from_options(kwargs, interpreter_args),
                 make_cpu=fallback_cpu,
-                measure=_measurer(state, host, model_path, cpu_args, interpreter_args),
+                measure=_measurer(state, host, model_path, cpu_args, interpreter_args, kwargs),
             )
         if mode == "on":
             raise DelegateError(f"background_compile=on does not apply: {reason}; use background_compile='off'")
@@ -238,7 +240,7 @@ def Interpreter(
         opencl_delegate=delegate,
         effective=effective or _from_options(kwargs, interpreter_args),
         make_cpu=fallback_cpu,
-        measure=_measurer(state, host, model_path, cpu_args, interpreter_args),
+        measure=_measurer(state, host, model_path, cpu_args, interpreter_args, kwargs),
     )
 
 
@@ -248,12 +250,36 @@ def _measurer(
     model_path: str | None,
     cpu_args: dict[str, Any],
     interpreter_args: dict[str, Any],
+    options: dict[str, Any],
 ) -> Callable[[Any], Any]:
     """cpu_when_faster by measurement (measured_choice.py): against TFLite alone with the threads
-    the delegated interpreter has, and TFLite's default of one unless the caller chose."""
+    the delegated interpreter has, and TFLite's default of one unless the caller chose; each
+    partition alone with delegates of the same ``options``."""
     threads = interpreter_args.get("num_threads")
     candidates = (threads,) if "num_threads" in cpu_args else (threads or 1, 1)
-    return measurer(state, _threads_maker(host, model_path, cpu_args), candidates)
+    selected = _selection_maker(host, model_path, interpreter_args, options)
+    return measurer(state, _threads_maker(host, model_path, cpu_args), candidates, selected)
+
+
+def _selection_maker(
+    host: Any, model_path: str | None, interpreter_args: dict[str, Any], options: dict[str, Any]
+) -> SelectionMaker:
+    """What makes an allocated host Interpreter of the model with a delegate of ``options`` that
+    delegates only the partitions given, loading the contexts ``state``'s delegate compiled for
+    them (plugin/report.py, Selection), its inputs resized to ``shapes``."""
+
+    def make(state: DelegateState, keep: frozenset[PartitionId], shapes: list[tuple[int, tuple[int, ...]]]) -> Any:
+        delegate = load_delegate(**options)
+        selected = delegate_state(delegate)
+        assert selected is not None
+        contexts = {key: ctx for key, ctx in compiled_contexts(state).items() if key in keep}
+        selected.selection = Selection(keep, contexts)
+        interpreter = _delegated(host, model_path, delegate, interpreter_args)
+        for index, shape in shapes:
+            interpreter.resize_tensor_input(index, list(shape))
+        return _allocated(interpreter)
+
+    return make
 
 
 def _cpu_maker(host: Any, model_path: str | None, args: dict[str, Any]) -> Callable[[], Any]:

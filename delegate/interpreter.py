@@ -410,10 +410,13 @@ class DelegatedInterpreter:
         finally:
             for index, value in inputs:
                 host.set_tensor(index, value)
-        if outcome is None or outcome.cpu is None:
+        if outcome is None or (outcome.cpu is None and outcome.delegated is None):
             return
         for index, value in inputs:
-            outcome.cpu.set_tensor(index, value)
+            (outcome.cpu or outcome.delegated).set_tensor(index, value)
+        if outcome.delegated is not None:  # the partitions measured faster only (measured_choice.py)
+            self._host = outcome.delegated
+            return
         self._host, self._path, self.cpu_faster_cause = outcome.cpu, ExecutionPath.CPU_FASTER, outcome.why()
 
     # Background compile: the calls that may switch, and the switch.
@@ -489,6 +492,8 @@ class DelegatedInterpreter:
         faster_cpu = outcome.cpu if outcome is not None else None
         if faster_cpu is not None:
             interpreter = faster_cpu  # the delegated one is let go
+        elif outcome is not None and outcome.delegated is not None:
+            interpreter = outcome.delegated  # the partitions measured faster only (measured_choice.py)
         if self._cpu_allocated:
             for detail in self._host.get_input_details():  # what the caller set, on the interpreter it set it on
                 interpreter.set_tensor(detail["index"], self._host.get_tensor(detail["index"]))

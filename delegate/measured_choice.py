@@ -11,11 +11,20 @@ When TFLite's CPU kernels were faster the caller's invokes go to the fastest CPU
 (``ExecutionPath.CPU_FASTER``). A later start that finds the model left on CPU by a recorded
 measurement runs it, likewise, on a CPU interpreter with the threads measured fastest.
 
-The measurement is of the whole model, and every delegated partition the rule applies to gets it:
-in ``interpreter.opencl.cpu_choices`` and, with a ``serialization_dir``, in its record there, so a
-later start reads it (the plugin leaves the partitions on CPU without compiling them, or delegates
-them) and does not measure again. It runs where the rule applies (a CPU device, ``cpu_when_faster``
-auto or true) and something was delegated; ``cpu_when_faster=false`` turns it off.
+A model with one delegated partition the rule applies to is measured whole, and the partition
+gets that measurement. With two to MAX_ALONE of them each is measured alone: an interpreter
+delegating that partition only (the others on TFLite's CPU kernels; a delegate with a
+plugin Selection, loading the contexts the build compiled, none compiled again) is timed in the
+same rounds as the whole model delegated and the CPU interpreters; a partition stays delegated
+when the model ran faster with it alone delegated than on TFLite's CPU kernels alone. The model
+then runs with the partitions kept: the whole delegated interpreter (all kept), the one that
+measured the partition (one kept), one more built from the compiled contexts (several), or the
+fastest CPU interpreter (none). Each partition's measurement is in ``interpreter.opencl.cpu_choices``
+and, with a ``serialization_dir``, in its record there, so a later start reads it (the plugin leaves
+the partitions measured slower on CPU without compiling them, and delegates the others) and does not
+measure again; ``interpreter.opencl.measured`` holds the whole model's. It runs where the rule
+applies (a CPU device, ``cpu_when_faster`` auto or true) and something was delegated;
+``cpu_when_faster=false`` turns it off.
 """
 
 from __future__ import annotations
@@ -32,7 +41,14 @@ import numpy as np
 from . import cancel
 from .compiler.cpu_choice import Measured
 from .plugin import DelegateState
-from .plugin.choice_record import measured_partitions, record_measurement
+from .plugin.choice_record import (
+    leave_on_cpu,
+    measured_candidates,
+    measured_partitions,
+    record_measurement,
+    record_partition_measurements,
+)
+from .plugin.report import PartitionId
 
 #: the least rounds measured, and the most
 MIN_ROUNDS = 3
@@ -44,6 +60,11 @@ BUDGET_S = 0.4
 #: interpreter's would each pay for waking its thread pool, which back-to-back invokes do not
 BLOCK_MS = 1.0
 MAX_BLOCK = 20
+#: the most delegated partitions measured one by one (a model with more is measured whole): each costs
+#: an interpreter and its share of every round
+MAX_ALONE = 6
+#: the rounds' budget grows by this per partition measured alone
+PARTITION_BUDGET_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -54,10 +75,19 @@ class Outcome:
     cpu: Any = None
     #: nothing was delegated: the measurement chose TFLite's thread count only
     threads_only: bool = False
+    #: an allocated interpreter delegating only the partitions measured faster, to run instead of the built one
+    delegated: Any = None
+    #: partitions measured alone (0: the whole model was measured)
+    alone: int = 0
 
     def why(self) -> str:
         """Why invokes go to ``cpu`` (the background compile report's cause)."""
         m = self.measured
+        if self.alone:
+            return (
+                f"each of its {self.alone} delegated partitions measured alone slower than TFLite's CPU kernels "
+                f"({m.cpu_ms:.3f} ms per invoke on {m.cpu_threads} thread(s))"
+            )
         if self.threads_only:
             return (
                 f"nothing delegated, and TFLite's kernels ran the model faster on {m.cpu_threads} thread(s) "
@@ -122,8 +152,29 @@ def compare(
     of each, each round's figure the fastest of a block of back-to-back invokes; stops at a
     checkpoint when the build is cancelled (delegate/cancel.py). Raises CpuUnavailable when a CPU
     interpreter cannot invoke, and the delegated interpreter's RuntimeError."""
-    inputs = sample_inputs(delegated)
-    timed = [(delegated, False), *((cpu, True) for cpu in cpus.values())]
+    medians, rounds = _medians([delegated], cpus, budget_s, min_rounds, max_rounds)
+    cpu_ms, threads = min(zip(medians[1:], cpus, strict=True))
+    return Measured(medians[0], cpu_ms, rounds, threads)
+
+
+def compare_alone(
+    delegated: Any, alone: dict[PartitionId, Any], cpus: dict[int, Any], *, budget_s: float
+) -> tuple[Measured, dict[PartitionId, Measured]]:
+    """As ``compare``, with interpreters each delegating one partition (``alone``) timed in the same
+    rounds: the whole model's figures, and each partition's (``Measured.alone``), all against the
+    fastest of ``cpus``."""
+    medians, rounds = _medians([delegated, *alone.values()], cpus, budget_s, MIN_ROUNDS, MAX_ROUNDS)
+    cpu_ms, threads = min(zip(medians[1 + len(alone) :], cpus, strict=True))
+    each = {key: Measured(ms, cpu_ms, rounds, threads, alone=True) for key, ms in zip(alone, medians[1:], strict=False)}
+    return Measured(medians[0], cpu_ms, rounds, threads), each
+
+
+def _medians(
+    delegated: list[Any], cpus: dict[int, Any], budget_s: float, min_rounds: int, max_rounds: int
+) -> tuple[list[float], int]:
+    """The median milliseconds of each of ``delegated`` then of ``cpus``, and the rounds timed."""
+    inputs = sample_inputs(delegated[0])
+    timed = [*((d, False) for d in delegated), *((cpu, True) for cpu in cpus.values())]
     quickest = float("inf")
     for interpreter, is_cpu in timed:
         for index, value in inputs:
@@ -139,22 +190,29 @@ def compare(
             samples.append(_timed(interpreter, is_cpu, block))
         if len(times[0]) >= min_rounds and time.perf_counter() - start >= budget_s:
             break
-    medians = [statistics.median(samples) for samples in times]
-    cpu_ms, threads = min(zip(medians[1:], cpus, strict=True))
-    return Measured(medians[0], cpu_ms, len(times[0]), threads)
+    return [statistics.median(samples) for samples in times], len(times[0])
 
 
+Shapes = list[tuple[int, tuple[int, ...]]]
 #: makes an allocated CPU interpreter of the model: (threads, [(input index, shape)]) -> interpreter
-CpuMaker = Callable[[int, list[tuple[int, tuple[int, ...]]]], Any]
+CpuMaker = Callable[[int, Shapes], Any]
+#: makes an allocated interpreter of the model delegating only the partitions given (its threads
+#: the delegated interpreter's), from the contexts compiled for ``state``: (state, partitions, shapes)
+SelectionMaker = Callable[[DelegateState, frozenset[PartitionId], Shapes], Any]
 
 
 def measurer(
-    state: DelegateState | None, make_cpu: CpuMaker, threads: tuple[int, ...]
+    state: DelegateState | None,
+    make_cpu: CpuMaker,
+    threads: tuple[int, ...],
+    make_selected: SelectionMaker | None = None,
 ) -> Callable[[Any], Outcome | None]:
     """What is called with the delegated interpreter, once built and allocated: None where the
     measurement does not apply, else the outcome (recorded in ``state`` and its records).
     ``make_cpu`` makes an allocated CPU interpreter with the threads and input shapes given; each
-    of ``threads`` is measured (TFLite's default of one, and the delegated interpreter's)."""
+    of ``threads`` is measured (TFLite's default of one, and the delegated interpreter's).
+    ``make_selected`` (None: the model is measured whole) makes the interpreters delegating some
+    partitions only."""
 
     def measure(delegated: Any) -> Outcome | None:
         shapes = [(int(d["index"]), tuple(int(n) for n in d["shape"])) for d in delegated.get_input_details()]
@@ -174,6 +232,9 @@ def measurer(
             cpus = {n: make(n) for n in dict.fromkeys(threads)}
         except (RuntimeError, ValueError):
             return None  # TFLite alone cannot run the model (a custom op only the delegate runs)
+        partitions = measured_candidates(state)
+        if make_selected is not None and 2 <= len(partitions) <= MAX_ALONE:
+            return _each_alone(state, delegated, partitions, cpus, lambda keep: make_selected(state, keep, shapes))
         try:
             measured = compare(delegated, cpus)
         except CpuUnavailable:
@@ -182,6 +243,41 @@ def measurer(
         return Outcome(measured, cpus[measured.cpu_threads] if measured.cpu_faster else None)
 
     return measure
+
+
+def _each_alone(
+    state: DelegateState,
+    delegated: Any,
+    partitions: list[PartitionId],
+    cpus: dict[int, Any],
+    make_selected: Callable[[frozenset[PartitionId]], Any],
+) -> Outcome | None:
+    """Measure each of ``partitions`` alone delegated (module docstring), record each one's
+    measurement and run the model with those that made it faster."""
+    try:
+        alone = {key: make_selected(frozenset({key})) for key in partitions}
+    except (RuntimeError, ValueError):
+        return None
+    try:
+        whole, each = compare_alone(delegated, alone, cpus, budget_s=BUDGET_S + PARTITION_BUDGET_S * len(alone))
+    except CpuUnavailable:
+        return None
+    record_partition_measurements(state, whole, each)
+    kept = frozenset(key for key, measured in each.items() if not measured.cpu_faster)
+    if kept == frozenset(partitions):
+        return Outcome(whole, alone=len(each))
+    if not kept:
+        return Outcome(whole, cpus[whole.cpu_threads], alone=len(each))
+    if len(kept) == 1:
+        (key,) = kept
+        selected = alone[key]  # invoked by the measurement: warmed up
+    else:
+        selected = make_selected(kept)
+        for index, value in sample_inputs(selected):  # the driver's first-launch work, here
+            selected.set_tensor(index, value)
+        selected.invoke()
+    leave_on_cpu(state, set(partitions) - kept)
+    return Outcome(whole, delegated=selected, alone=len(each))
 
 
 def _fewer_threads(interpreter: Any, make_cpu: Callable[[int], Any], threads: int) -> Outcome | None:
@@ -210,7 +306,11 @@ def recorded_cpu_faster(state: DelegateState | None) -> Measured | None:
     if state is None or state.delegated_nodes:
         return None
     choices = [c for c in state.cpu_choices if c["applied"]]
-    found = {tuple(sorted(c["measured"].items())) for c in choices if c.get("measured") and c["decision"] == "cpu"}
-    if not choices or len(found) != 1 or any(not c.get("measured") for c in choices):
+    if not choices or any(not c.get("measured") or c["decision"] != "cpu" for c in choices):
         return None
-    return Measured.from_record(dict(next(iter(found))))
+    # measured whole, every partition holds the same figures; measured alone, each its own, against
+    # the same CPU interpreter: the one the delegate came closest to says it
+    found = [Measured.from_record(c["measured"]) for c in choices]
+    if len({(m.cpu_threads, m.alone) for m in found}) != 1 or (not found[0].alone and len(set(found)) != 1):
+        return None
+    return min(found, key=lambda m: m.delegate_ms)

@@ -50,6 +50,8 @@ class Measured:
     cpu_ms: float
     rounds: int
     cpu_threads: int
+    #: the delegate ran this partition alone (the model's other partitions on CPU), not the whole model
+    alone: bool = False
 
     @property
     def cpu_faster(self) -> bool:
@@ -61,19 +63,21 @@ class Measured:
             "cpu_ms": round(self.cpu_ms, 4),
             "rounds": self.rounds,
             "cpu_threads": self.cpu_threads,
+            **({"alone": True} if self.alone else {}),
         }
 
     @classmethod
     def from_record(cls, value: object) -> Measured:
         """The figures ``as_dict`` wrote; raises ValueError for anything else."""
-        if not isinstance(value, dict) or set(value) != {"delegate_ms", "cpu_ms", "rounds", "cpu_threads"}:
+        keys = {"delegate_ms", "cpu_ms", "rounds", "cpu_threads"}
+        if not isinstance(value, dict) or set(value) - {"alone"} != keys or value.get("alone", True) is not True:
             raise ValueError(f"its measurement {value!r} is not one")
         times, counts = [value["delegate_ms"], value["cpu_ms"]], [value["rounds"], value["cpu_threads"]]
         if not all(type(v) in (int, float) and math.isfinite(v) and v > 0 for v in times):
             raise ValueError(f"its measured times {times!r} are not times")
         if not all(type(v) is int and v >= 1 for v in counts):
             raise ValueError(f"its measured rounds and threads {counts!r} are not counts")
-        return cls(float(times[0]), float(times[1]), *counts)
+        return cls(float(times[0]), float(times[1]), *counts, alone="alone" in value)
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ class CpuChoice:
     applied: bool = True
     #: read from the partition's record in the serialization folder, not estimated in this process
     recorded: bool = False
-    #: the whole model measured with the delegate and without it; when present it decides
+    #: the model measured with the delegate (running the whole model, or this partition alone) and
+    #: without it; when present it decides
     measured: Measured | None = None
 
     @property
@@ -108,9 +113,10 @@ class CpuChoice:
         """Why a node of this partition stays on CPU (``interpreter.opencl.unsupported``)."""
         if self.measured is not None:
             m = self.measured
+            delegated = "with the delegate running this partition alone" if m.alone else "with the delegate"
             return (
                 f"faster on TFLite's CPU kernels: measured on this device, the model took {m.cpu_ms:.3f} ms per "
-                f"invoke on them ({m.cpu_threads} thread(s)) against {m.delegate_ms:.3f} ms with the delegate "
+                f"invoke on them ({m.cpu_threads} thread(s)) against {m.delegate_ms:.3f} ms {delegated} "
                 f"(median of {m.rounds} rounds); "
                 "cpu_when_faster=false delegates it"
             )

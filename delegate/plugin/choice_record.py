@@ -4,9 +4,10 @@ With a serialization folder each candidate partition's figures and decision are 
 JSON record (cache.py, ``SerializationCache.record``) the first time it is prepared, and read back,
 not estimated again, by later processes: the decision and its figures are kept with the partition,
 whether it was delegated (its context lies beside the record) or left on CPU (it has no context).
-delegate.Interpreter's measurement of the model against TFLite's CPU kernels (measured_choice.py)
-is added to the records of the partitions it measured (``record_measurement``); a record holding
-one decides by it. A record that is unreadable, tampered with, sealed for another key or for other
+delegate.Interpreter's measurement against TFLite's CPU kernels (measured_choice.py) is added to
+the records of the partitions it measured: the whole model's (``record_measurement``), or each
+partition's own, measured with it alone delegated (``record_partition_measurements``); a record
+holding one decides by it. A record that is unreadable, tampered with, sealed for another key or for other
 nodes is replaced, with a warning; a folder that cannot be written is reported once and the
 decision is estimated each time.
 """
@@ -24,7 +25,7 @@ from ..compiler.cpu_choice import CpuChoice, Measured, estimate
 from ..compiler.fingerprint import compiler_fingerprint, partition_fingerprint
 from ..compiler.graph import Graph
 from ..errors import CacheIntegrityError
-from .report import ChoiceRecord, DelegateState
+from .report import ChoiceRecord, DelegateState, PartitionId, partition_id
 
 log = logging.getLogger("delegate.plugin")
 
@@ -93,3 +94,48 @@ def record_measurement(state: DelegateState, measured: Measured) -> int:
                 if where is not None and _write(updated, where):
                     written += 1
     return written
+
+
+def measured_candidates(state: DelegateState) -> list[PartitionId]:
+    """The partitions the rule applies to that were delegated (and compiled: none fell back), in
+    subgraph and plan order: what is measured alone."""
+    with state._lock:
+        return [
+            partition_id(r.index, c.nodes)
+            for r in state.subgraphs
+            for c in r.cpu_choices
+            if c.applied and not c.on_cpu and set(c.nodes) <= set(r.delegated_nodes)
+        ]
+
+
+def record_partition_measurements(state: DelegateState, whole: Measured, each: dict[PartitionId, Measured]) -> int:
+    """Give each partition of ``each`` its own measurement (in the report, and in its record where
+    there is a serialization folder), ``whole`` being the model's with all of them delegated; the
+    number of records written."""
+    written = 0
+    with state._lock:
+        state.measured = whole
+        for report in state.subgraphs:
+            for number, choice in enumerate(report.cpu_choices):
+                measured = each.get(partition_id(report.index, choice.nodes))
+                if measured is None:
+                    continue
+                report.cpu_choices[number] = updated = dataclasses.replace(choice, measured=measured)
+                where = report.choice_records.get(choice.nodes)
+                if where is not None and _write(updated, where):
+                    written += 1
+    return written
+
+
+def leave_on_cpu(state: DelegateState, left: set[PartitionId]) -> None:
+    """Report the partitions ``left`` on TFLite's CPU kernels, by their measurement: the model runs on
+    an interpreter that does not delegate them (measured_choice.py)."""
+    with state._lock:
+        for report in state.subgraphs:
+            for choice in report.cpu_choices:
+                if partition_id(report.index, choice.nodes) not in left:
+                    continue
+                nodes = set(choice.nodes)
+                report.delegated_nodes = [n for n in report.delegated_nodes if n not in nodes]
+                report.partitions = [p for p in report.partitions if not set(p.nodes) <= nodes]
+                report.unsupported.update(dict.fromkeys(choice.names, choice.reason()))

@@ -27,8 +27,9 @@ from .messages import PLUGIN, log
 from .options import DelegateOptions
 
 #: how a partition's context was obtained: from the serialization cache, compiled and written
-#: there, or compiled without one (PartitionInfo.cache)
-CacheState = Literal["hit", "miss", "off"]
+#: there, compiled without one (PartitionInfo.cache), or compiled earlier in this process ("memory":
+#: report.py, Selection)
+CacheState = Literal["hit", "miss", "off", "memory"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,12 @@ class PartitionLoader:
             runtime.close()
             raise
         return runtime, "miss"
+
+    def load_compiled(self, ctx_model: Any, options: DelegateOptions) -> Runtime:
+        """A Runtime of a context compiled earlier in this process (tuned then: not tuned again)."""
+        target = self.target(options.device)
+        programs = program_cache_dir(options.serialization_dir, options.program_cache)
+        return self._loaded(ctx_model, target, programs, options)
 
     def key(
         self, request: PartitionRequest, options: DelegateOptions, info: DeviceInfo, compile_opts: CompileOptions

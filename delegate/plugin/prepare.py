@@ -42,7 +42,7 @@ from .claim_rules import float_edges, propagation_blocker
 from .loader import CacheState, PartitionLoader, PartitionRequest
 from .messages import PLUGIN, cause, log, shown
 from .options import DelegateOptions
-from .report import DelegateState, SubgraphReport
+from .report import DelegateState, Selection, SubgraphReport, partition_id
 
 
 @dataclass
@@ -58,6 +58,8 @@ class Preparing:
     pending: dict[frozenset[int], tuple[Runtime, CacheState, float]] = field(default_factory=dict)
     #: partitions claimed only to report why they failed (see ``_compile``): nodes -> message
     deferred: dict[frozenset[int], str] = field(default_factory=dict)
+    #: which partitions the delegate delegates, and their compiled contexts (report.py), None: all the rule keeps
+    selection: Selection | None = None
     #: SHA-256 of the model's constants (cache keys without model_token), hashed once per Prepare
     _constants_digest: bytes | None = None
 
@@ -94,6 +96,7 @@ class PreparePlan:
     def prepare(self, context: Any, native_delegate: Any, state: DelegateState, prep: Preparing) -> int:
         """Prepare's work on one subgraph: capture, claim, choose, compile, and replace the chosen nodes."""
         report, options = prep.report, state.options
+        prep.selection = state.selection
         plan = prep.plan
         graph = prep.graph = self.capture(context, plan)
         if propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
@@ -174,6 +177,9 @@ class PreparePlan:
     ) -> tuple[Runtime, CacheState]:
         """Compile (or read from the serialization cache) and load one partition of ``prep``'s graph."""
         nodes, inputs, outputs = partition
+        compiled = prep.selection.take_context(prep.report.index, nodes) if prep.selection is not None else None
+        if compiled is not None:  # compiled already in this process (Selection): loaded, not compiled again
+            return self.loader.load_compiled(compiled, options), "memory"
         graph = partition_graph(context, nodes, prep.graph, dequantize=options.enable_quantized_inference)
         request = PartitionRequest(
             graph,
@@ -217,7 +223,13 @@ class PreparePlan:
             prep.report.cpu_choices.append(choice)
             if where is not None:
                 prep.report.choice_records[choice.nodes] = where
-            if choice.on_cpu:
+            selection = prep.selection
+            if selection is not None and choice.applied and not choice.on_cpu:
+                # a delegate made to time or run some partitions only (delegate/measured_choice.py)
+                if partition_id(prep.report.index, members) not in selection.delegated:
+                    kept.update(members)
+                    unsupported.update(dict.fromkeys(choice.names, selection.reason))
+            elif choice.on_cpu:
                 kept.update(members)
                 for name in choice.names:
                     unsupported[name] = choice.reason()

@@ -12,13 +12,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._native import ffi
 from ..runtime import Runtime
 from .kernels import KernelEntry
 from .options import DelegateOptions
 from .prepare import PreparePlan, Preparing
-from .report import DelegateState
+from .report import DelegateState, PartitionId, partition_id
 
 
 @dataclass(eq=False)
@@ -90,6 +91,12 @@ class Registry:
         with self.lock:
             return [k.runtime for k in self._kernels.values()]
 
+    def contexts_of(self, state: DelegateState) -> dict[PartitionId, Any]:
+        """The compiled contexts of the delegate ``state``'s live kernels, by partition."""
+        with self.lock:
+            entries = [k for k in self._kernels.values() if k.state is state]
+        return {partition_id(k.report.index, k.partition[0]): k.runtime.model for k in entries}
+
     @property
     def plan(self) -> PreparePlan:
         """The plan delegates created from now on follow (set it to inject collaborators)."""
@@ -120,6 +127,12 @@ def state_of_pointer(pointer: int) -> DelegateState | None:
     """The state of the delegate at a native ``TfLiteDelegate*`` address (as the host runtime holds it)."""
     delegate = REGISTRY.at_pointer(pointer)
     return delegate.state if delegate is not None else None
+
+
+def compiled_contexts(state: DelegateState) -> dict[PartitionId, Any]:
+    """The contexts the delegate of ``state`` compiled (or read) for its partitions alive now, by
+    partition: what a Selection loads instead of compiling them again."""
+    return REGISTRY.contexts_of(state)
 
 
 def live_kernels() -> int:

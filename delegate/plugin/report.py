@@ -5,6 +5,7 @@ them is imported here."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ class PartitionInfo:
     """One delegated partition: its nodes, how its context was obtained, and its init time."""
 
     nodes: list[int]
-    cache: str  # "hit", "miss" or "off"
+    cache: str  # "hit", "miss", "off" or "memory" (loader.py, CacheState)
     init_ms: float
     #: kernels the partition launches, and ops run inside other kernels (elementwise ops linked into
     #: their producer, concatenations read in place by their consumer)
@@ -37,6 +38,32 @@ class ChoiceRecord:
     store: SerializationCache
     path: Path
     seal: dict[str, str]
+
+
+#: a partition of a model: its subgraph's index (``SubgraphReport.index``) and its nodes, sorted
+PartitionId = tuple[int, tuple[int, ...]]
+
+
+def partition_id(subgraph: int, nodes: Iterable[int]) -> PartitionId:
+    return subgraph, tuple(sorted(nodes))
+
+
+@dataclass
+class Selection:
+    """Which of a model's partitions a delegate delegates, where the rule cpu_when_faster applies
+    (the others stay on TFLite's CPU kernels), and the contexts already compiled for them in this
+    process, by partition: each is loaded once instead of compiled (a later Prepare, after a
+    resize, compiles for its shapes). delegate/measured_choice.py makes such delegates to time
+    partitions alone and to run the partitions it kept."""
+
+    delegated: frozenset[PartitionId]
+    contexts: dict[PartitionId, Any] = field(default_factory=dict, repr=False)
+    #: why a partition left out stays on CPU (``unsupported``)
+    reason: str = "left on TFLite's CPU kernels by the measurement of cpu_when_faster"
+
+    def take_context(self, subgraph: int, nodes: Iterable[int]) -> Any:
+        """The compiled context of the partition ``nodes`` (None: compile it), given out once."""
+        return self.contexts.pop(partition_id(subgraph, nodes), None)
 
 
 @dataclass
@@ -89,6 +116,8 @@ class DelegateState:
     #: delegate.Interpreter's measurement of the model with the delegate against TFLite's CPU kernels
     #: (delegate/measured_choice.py); None where it was not measured in this process
     measured: Measured | None = None
+    #: set before the delegate's first Prepare: only these partitions are delegated (None: as the rule decides)
+    selection: Selection | None = None
     prepares: int = 0
     #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
     _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
