@@ -154,3 +154,13 @@ def test_the_accelerator_refuses_a_damaged_options_file(tmp_path: Path, capfd: p
     with pytest.raises(RuntimeError):
         CompiledModel.from_file(str(shared_path("models", "small_cnn.tflite")), hardware_accel=GPU, environment=env)
     assert "unterminated string" in capfd.readouterr().err
+
+
+def test_composites_run_through_compiled_model(env: Any, cpu_env: Any) -> None:
+    """litert-torch's composites (AcquireSubgraphContext under CompiledModel): GQA attention,
+    LayerNorm and a two-result composite inlined, the one around a CUMSUM on LiteRT's CPU."""
+    before = live_kernels()
+    path = Path(__file__).resolve().parent / "models" / "torch_composites_mixed.tflite"
+    model = _check(path, env, cpu_env, GPU_CPU, 1e-4)
+    assert live_kernels() > before, "the delegate took no partition"
+    model.close()

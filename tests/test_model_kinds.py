@@ -38,11 +38,14 @@ DYNAMIC_TOLERANCE = 2e-2
 #: entering the partition, the int8 attention mask (SELECT_V2), torch_transformer's causal mask (a
 #: SELECT_V2 of constants, folded), the BERTs' int32 ADD wrapping negative ids (ids + vocab
 #: under SELECT(LESS(ids, 0), ...), exact where it is used: compiler/int_ranges.py), and tf_keras'
-#: fused UNIDIRECTIONAL_SEQUENCE_LSTM.
+#: fused UNIDIRECTIONAL_SEQUENCE_LSTM; litert-torch's STABLEHLO_COMPOSITE nodes, inlined with their
+#: decompositions' nodes counted (torch_composites_mixed keeps its composite of a CUMSUM on CPU).
 COVERAGE = {
     "bert_tiny": (105, 1),
     "bert_tiny_int8": (115, 1),
     "torch_transformer": (110, 1),
+    "torch_composites": (121, 1),
+    "torch_composites_mixed": (56, 2),
     "lstm_tf_keras": (2, 1),
     "bilstm_tf_keras": (6, 1),
 }

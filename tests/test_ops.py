@@ -470,6 +470,25 @@ def test_rank5_tile_merged_leading_dims(shape, multiples, runs):
     assert runs or any("merges" in why for why in state.unsupported.values())
 
 
+@pytest.mark.parametrize(
+    ("shape", "target", "runs"),
+    [
+        ((1, 2, 1, 5, 6), (1, 2, 3, 5, 6), True),  # grouped-query attention's heads, each repeated
+        ((1, 1, 5, 6), (2, 4, 5, 6), True),  # two dims of size 1
+        ((3, 1, 6), (3, 4, 6), True),  # rank 3
+        ((2, 3, 1, 4, 5), (2, 3, 2, 4, 5), True),  # repeated after the merged (6, ...) first dim
+        ((1, 2, 1, 4, 5), (3, 2, 1, 4, 5), True),  # the merged first dim (2, ...) repeated whole
+        ((2, 1, 1, 4, 5), (2, 3, 1, 4, 5), False),  # each of the merged (2, ...) rows repeated: not a tile
+    ],
+)
+def test_broadcast_to(shape, target, runs):
+    tensors = [T(shape), T((len(target),), np.array(target, np.int32), np.int32), T(target)]
+    x = rand(shape, np.random.default_rng(11))
+    op = Op(Builtin.BROADCAST_TO, [0, 1], [2], version=2)  # TFLite registers BROADCAST_TO from version 2
+    state = check(tensors, [op], [0], [2], [x], delegated=1 if runs else 0)
+    assert runs or any("merges" in why for why in state.unsupported.values())
+
+
 def test_fused_tanh_stays_on_cpu():
     rng = np.random.default_rng(3)
     shape = (1, 4, 4, 3)

@@ -755,6 +755,15 @@ def test_quantized_tile(dtype, shape, seed, data):
 
 
 @_DTYPES
+def test_quantized_broadcast_to(dtype):
+    grid = GRIDS[dtype]
+    tensors = [qt((1, 4, 1, 3), *grid, dtype), T((4,), np.array([2, 4, 5, 3], np.int32), np.int32)]
+    tensors.append(qt((2, 4, 5, 3), *grid, dtype))
+    feeds = [qrand((1, 4, 1, 3), np.random.default_rng(5), dtype)]
+    check_moved(tensors, [Op(Builtin.BROADCAST_TO, [0, 1], [2], version=2)], [0], [2], feeds)
+
+
+@_DTYPES
 @QUANT_EXAMPLES
 @given(
     b=st.integers(1, 2),
@@ -894,6 +903,10 @@ def _two_grid_model(name: str, dtype) -> tuple[list[T], list[Op], list[int], lis
             Op(Builtin.SPLIT_V, [0, 1, 2], [3, 4], ("SplitVOptions", {"NumSplits": 2}), version=2),
         ),
         "TILE": ([src, _vec([1, 2, 1, 1]), b((1, 8, 6, 3))], Op(Builtin.TILE, [0, 1], [2], version=2)),
+        "BROADCAST_TO": (
+            [a((1, 4, 1, 3)), _vec([2, 4, 6, 3]), b((2, 4, 6, 3))],
+            Op(Builtin.BROADCAST_TO, [0, 1], [2], version=2),
+        ),
         "DEPTH_TO_SPACE": (
             [a((1, 2, 3, 12)), b((1, 4, 6, 3))],
             Op(Builtin.DEPTH_TO_SPACE, [0], [1], ("DepthToSpaceOptions", {"BlockSize": 2}), version=2),
@@ -959,6 +972,7 @@ _KEPT = [
     "STRIDED_SLICE",
     "SPLIT_V",
     "TILE",
+    "BROADCAST_TO",
     "DEPTH_TO_SPACE",
     "PAD",
     "RESIZE_NEAREST_NEIGHBOR",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,13 @@ def test_tensorflow_runs_the_shared_float_models_through_the_plugin_by_path(tens
     for result in results:
         assert result["delegated_nodes"] > 0, result
         assert result["difference"] <= F32_TOLERANCE, result
+
+
+@pytest.mark.opencl
+def test_tensorflow_gives_the_plugin_the_decompositions_of_composites(tensorflow_python, tmp_path):
+    """AcquireSubgraphContext in TensorFlow's interpreter: litert-torch's composites (a LayerNorm and
+    a two-result composite of a name of its own) inlined into the main graph's partitions."""
+    model = Path(__file__).resolve().parent / "models" / "torch_composites_mixed.tflite"
+    (result,) = run_by_path(tensorflow_python, "tensorflow", delegate.plugin_path(), [model], tmp_path)
+    assert result["inlined_subgraphs"] >= 2, result
+    assert result["difference"] <= F32_TOLERANCE, result

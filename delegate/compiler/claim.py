@@ -62,7 +62,8 @@ def claimed_nodes(
                 supported.append(index)
             else:
                 unsupported[node.name] = reason
-    readers = consumers(graph)
+    in_plan = set(plan)  # a composite inlined (composites.py) reads its tensors through its nodes
+    readers = {t: [r for r in rs if r in in_plan] for t, rs in consumers(graph).items()}
     claimed = set(supported)
     folded = [i for i in plan if (i in weights or i in shape_folded) and graph.nodes[i].name not in unsupported]
     # A folded chain (SHAPE -> STRIDED_SLICE -> PACK, DENSIFY -> DEQUANTIZE) is claimed from its end.

@@ -97,10 +97,12 @@ class Builtin(IntEnum):
     DENSIFY = 124
     BATCH_MATMUL = 126
     CALL_ONCE = 129
+    BROADCAST_TO = 130
     VAR_HANDLE = 142
     READ_VARIABLE = 143
     ASSIGN_VARIABLE = 144
     GELU = 150
+    STABLEHLO_COMPOSITE = 206
 
 
 class Activation(IntEnum):

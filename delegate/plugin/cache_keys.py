@@ -14,6 +14,7 @@ import hashlib
 from typing import Any
 
 from .._native import ffi, lib
+from .capture import inlined_constant_bytes
 
 #: bytes hashed at each of the three places sampled in every constant
 SAMPLE_BYTES = 64
@@ -25,6 +26,9 @@ def weights_sample(context: Any, graph: Any) -> str:
     h = hashlib.sha256()
     for i in sorted(graph.tensors):
         if not graph.tensors[i].is_constant:
+            continue
+        if i >= context.tensors_size:  # another subgraph's constant (plugin/composites.py): small, whole
+            h.update(f"{i}:inlined;".encode() + inlined_constant_bytes(graph, i))
             continue
         t = context.tensors[i]
         if t.allocation_type != lib.kTfLiteMmapRo or t.data.raw == ffi.NULL:

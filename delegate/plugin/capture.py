@@ -87,6 +87,8 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         return {"approximate": bool(ffi.cast("bool *", data)[0])}
     if code == Builtin.UNIDIRECTIONAL_SEQUENCE_LSTM:
         return _sequence_lstm_params(data)
+    if code == Builtin.STABLEHLO_COMPOSITE:
+        return _composite_params(data)
     struct = {
         Builtin.CONV_2D: "TfLiteConvParams",
         Builtin.DEPTHWISE_CONV_2D: "TfLiteDepthwiseConvParams",
@@ -161,6 +163,20 @@ def _sequence_lstm_params(data: Any) -> dict[str, Any]:
         "cell_clip": float(floats[1]),
         "proj_clip": float(floats[2]),
         "time_major": bool(flags[12]),
+    }
+
+
+def _composite_params(data: Any) -> dict[str, Any]:
+    """TfLiteStablehloCompositeParams, read in place (no cdef needed): name (const char *),
+    subgraph_index and version (int32), attributes (const uint8_t *) and their size (size_t)."""
+    name = ffi.cast("char **", data)[0]
+    ints = ffi.cast("int32_t *", data)
+    attributes, size = ffi.cast("uint8_t **", data)[2], int(ffi.cast("size_t *", data)[3])
+    return {
+        "name": ffi.string(name).decode("utf-8", "replace") if name != ffi.NULL else "",
+        "subgraph": int(ints[2]),
+        "version": int(ints[3]),
+        "attributes": bytes(ffi.buffer(attributes, size)).hex() if attributes != ffi.NULL and size > 0 else "",
     }
 
 
@@ -282,6 +298,10 @@ def hash_constants(context: Any, graph: Graph, update: Any) -> None:
     for i in sorted(graph.tensors):
         if not graph.tensors[i].is_constant:
             continue
+        if i >= context.tensors_size:  # another subgraph's constant, read whole (plugin/composites.py)
+            update(f"{i}:inlined;".encode())
+            update(inlined_constant_bytes(graph, i))
+            continue
         t = context.tensors[i]
         if t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL:
             update(f"{i}:{t.bytes};".encode())
@@ -291,6 +311,13 @@ def hash_constants(context: Any, graph: Graph, update: Any) -> None:
                 update(f"quant:{q.scales!r}:{q.zero_points!r}:{q.quant_axis};".encode())
             if t.sparsity != ffi.NULL:
                 update(_sparsity_bytes(t.sparsity))
+
+
+def inlined_constant_bytes(graph: Graph, index: int) -> bytes:
+    """The value of a constant that is not the context's own (a composite's decomposition's: not
+    in ``context.tensors``), as captured."""
+    value = graph.tensors[index].constant
+    return b"" if value is None else np.ascontiguousarray(value).tobytes()
 
 
 def _sparsity_bytes(s: Any) -> bytes:

@@ -41,13 +41,15 @@ def decide(
     calibration: Calibration,
     device_key: str,
     model_id: Callable[[], bytes],
+    counted: list[int] | None = None,
 ) -> tuple[CpuChoice, ChoiceRecord | None]:
     """The rule's choice for the partition ``members`` of ``graph``, from the device's measured
     costs (``calibration``): its record's when ``store`` holds one, else estimated (and recorded
     when there is a ``store``), with where its record is. ``model_id`` is called for the bytes
-    identifying the weights only when there is a ``store``."""
+    identifying the weights only when there is a ``store``. ``counted``: the nodes whose work is
+    estimated, where ``members`` holds composites (compiler/composites.py: their nodes)."""
     if store is None:
-        return estimate(graph, members, applied=applied, calibration=calibration), None
+        return _estimated(graph, members, counted, applied, calibration), None
     extra = ["cpu_when_faster", applied, compiler_fingerprint()]
     nodes = partition_fingerprint(graph, members)
     key = partition_key(nodes, calibration, device_key=device_key, extra=extra, model_id=model_id())
@@ -62,7 +64,7 @@ def decide(
     except (CacheIntegrityError, ValueError) as exc:
         log.warning("cache record %s is unusable (%s); estimating again", path, exc)
         warn(f"{_PLUGIN}: cache record {path} is unusable ({exc}); estimating again")
-    choice = estimate(graph, members, applied=applied, calibration=calibration)
+    choice = _estimated(graph, members, counted, applied, calibration)
     _write(choice, where)
     return choice, where
 
@@ -139,3 +141,12 @@ def leave_on_cpu(state: DelegateState, left: set[PartitionId]) -> None:
                 report.delegated_nodes = [n for n in report.delegated_nodes if n not in nodes]
                 report.partitions = [p for p in report.partitions if not set(p.nodes) <= nodes]
                 report.unsupported.update(dict.fromkeys(choice.names, choice.reason()))
+
+
+def _estimated(
+    graph: Graph, members: list[int], counted: list[int] | None, applied: bool, calibration: Calibration
+) -> CpuChoice:
+    """The estimate over ``counted`` (default ``members``), as the choice of ``members``."""
+    choice = estimate(graph, counted or members, applied=applied, calibration=calibration)
+    names = tuple(graph.nodes[i].name for i in members)
+    return dataclasses.replace(choice, nodes=tuple(members), names=names)

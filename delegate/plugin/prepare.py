@@ -21,6 +21,7 @@ from .._native import ffi, lib
 from .._warnings import warn
 from ..calibration import UNMEASURED
 from ..compiler.claim import NO_KERNEL, claimed_nodes
+from ..compiler.composites import Inlining
 from ..compiler.device_policy import cpu_when_faster
 from ..compiler.graph import Graph
 from ..compiler.shapes import StaticShapes, resolve
@@ -39,6 +40,7 @@ from .capture import (
 )
 from .choice_record import decide
 from .claim_rules import float_edges, propagation_blocker
+from .composites import inline_composites
 from .loader import CacheState, PartitionLoader, PartitionRequest
 from .messages import PLUGIN, cause, log, shown
 from .options import DelegateOptions
@@ -54,6 +56,8 @@ class Preparing:
     #: the execution plan Prepare saw, and the shapes it resolved (compiler/shapes.py)
     plan: list[int] = field(default_factory=list)
     static: StaticShapes | None = None
+    #: the composites whose decompositions were put in ``graph`` (compiler/composites.py)
+    inlining: Inlining = field(default_factory=lambda: Inlining([]))
     #: partitions compiled by Prepare, waiting for their kernel's init: nodes -> (runtime, cache, start)
     pending: dict[frozenset[int], tuple[Runtime, CacheState, float]] = field(default_factory=dict)
     #: partitions claimed only to report why they failed (see ``_compile``): nodes -> message
@@ -77,6 +81,10 @@ class Preparing:
         self.pending.clear()
 
 
+def _address(context: Any) -> int:
+    return int(ffi.cast("uintptr_t", context))
+
+
 def replace_nodes(context: Any, native_delegate: Any, nodes: list[int]) -> int:
     """Ask TFLite to replace ``nodes`` with the delegate's kernels: 0, or 1 when it refuses."""
     array = ffi.new("int[]", nodes)
@@ -98,11 +106,18 @@ class PreparePlan:
         report, options = prep.report, state.options
         prep.selection = state.selection
         plan = prep.plan
+        inlined_into = state.take_inlined(_address(context))
+        if inlined_into is not None:  # a composite's decomposition, compiled into the composite's partition
+            report.total_nodes, report.delegated_nodes, report.inlined_into = len(plan), list(plan), inlined_into
+            return 0
         graph = prep.graph = self.capture(context, plan)
         if propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
             native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
-        prep.static = resolve(graph, plan)
-        supported, unsupported = self.supported(graph, plan, options, prep.static)
+        prep.inlining, subgraphs = inline_composites(context, graph, plan)
+        expanded = prep.inlining.plan
+        prep.static = resolve(graph, expanded)
+        supported, unsupported = self.supported(graph, expanded, options, prep.static)
+        supported = prep.inlining.collapse(graph, supported, unsupported)
         supported = float_edges(context, graph, supported, unsupported)
         chosen = largest_partitions(context, supported, options.max_delegated_partitions)
         for index in set(supported) - set(chosen):
@@ -127,7 +142,12 @@ class PreparePlan:
         )
         if not chosen:
             return 0
-        return replace_nodes(context, native_delegate, chosen)
+        refused = replace_nodes(context, native_delegate, chosen)
+        if not refused:
+            for composite, address in subgraphs.items():
+                if composite in report.delegated_nodes:
+                    state.mark_inlined(address, graph.nodes[composite].name)
+        return refused
 
     def fail(
         self, context: Any, native_delegate: Any, state: DelegateState, prep: Preparing | None, exc: Exception
@@ -183,7 +203,7 @@ class PreparePlan:
         graph = partition_graph(context, nodes, prep.graph, dequantize=options.enable_quantized_inference)
         request = PartitionRequest(
             graph,
-            nodes,
+            prep.inlining.expand(nodes),
             inputs,
             outputs,
             constants_digest=lambda: prep.constants_digest(context),
@@ -219,6 +239,7 @@ class PreparePlan:
                 calibration=calibration,
                 device_key=info.key,
                 model_id=model_id,
+                counted=prep.inlining.expand(members),
             )
             prep.report.cpu_choices.append(choice)
             if where is not None:

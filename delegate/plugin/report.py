@@ -85,6 +85,9 @@ class SubgraphReport:
     cpu_choices: list[CpuChoice] = field(default_factory=list)
     #: whether the rule cpu_when_faster applies here (delegate/measured_choice.py measures where it does)
     cpu_rule: bool = False
+    #: a composite's decomposition that the delegate compiled into the composite's partition (its
+    #: name): TFLite does not run this subgraph, and the delegate claims nothing of it
+    inlined_into: str = ""
     #: the record of each candidate partition (by its nodes), with a serialization folder
     choice_records: dict[tuple[int, ...], ChoiceRecord] = field(default_factory=dict, repr=False)
 
@@ -121,6 +124,8 @@ class DelegateState:
     prepares: int = 0
     #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
     _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
+    #: TfLiteContext address of a composite's decomposition -> the delegated composite's name
+    _inlined: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -157,6 +162,17 @@ class DelegateState:
             for r in self.subgraphs
             for c in r.cpu_choices
         ]
+
+    def mark_inlined(self, address: int, composite: str) -> None:
+        """The subgraph at ``address`` is ``composite``'s decomposition, which the delegate runs."""
+        with self._lock:
+            self._inlined[address] = composite
+
+    def take_inlined(self, address: int) -> str | None:
+        """The delegated composite whose decomposition the subgraph at ``address`` is, once: a
+        later Prepare of it (another model's subgraph at that address) is a Prepare as any other."""
+        with self._lock:
+            return self._inlined.pop(address, None)
 
     def report_for(self, address: int) -> SubgraphReport:
         """A fresh report for a Prepare of the TfLiteContext at ``address``, replacing that

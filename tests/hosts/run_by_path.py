@@ -1,8 +1,9 @@
 """A host process that never imports the package: loads the plugin library by path into the host's
 own interpreter, runs each model on it and on the host's CPU kernels with the same inputs, and
 prints one JSON line per model: its largest output difference (relative to the output's largest
-magnitude, at least 1) and how many of its nodes the delegate took, as the package (imported by the
-library itself) reports them.
+magnitude, at least 1) and how many of its nodes the delegate took, and of how many, and how many
+composites' decompositions it compiled into their composite's partition, as the package (imported by
+the library itself) reports them.
 
     python tests/hosts/run_by_path.py HOST LIBRARY MODEL... [--option KEY=VALUE ...]
 
@@ -73,7 +74,9 @@ def main() -> int:
             difference = max(difference, float(np.abs(ours - theirs).max()) / scale)
         package = sys.modules["delegate"]  # imported by the library itself, never by this script
         state = package.delegate_state(host_delegate)
-        print(json.dumps({"model": model, "difference": difference, "delegated_nodes": len(state.delegated_nodes)}))
+        inlined = sum(1 for r in state.subgraphs if r.inlined_into)  # composites' decompositions compiled in
+        result = {"model": model, "difference": difference, "delegated_nodes": len(state.delegated_nodes)}
+        print(json.dumps({**result, "total_nodes": state.total_nodes, "inlined_subgraphs": inlined}))
     return 0
 
 

@@ -6,6 +6,14 @@
 - ``torch_transformer``: a decoder-style language model written here: token ids (int32, 16
   tokens), an embedding, 2 blocks of RMSNorm, causal multi-head attention
   (``scaled_dot_product_attention``), LayerNorm and a GELU MLP, then logits over the vocabulary.
+- ``torch_composites``: the same kind of model with its norms and attention marked as litert-torch's
+  generative layers mark them (``odml.rms_norm``, ``odml.group_norm``,
+  ``odml.scaled_dot_product_attention``): STABLEHLO_COMPOSITE nodes whose decomposition
+  subgraphs TFLite runs.
+- ``torch_composites_mixed``: other composites on other shapes: grouped-query attention (4 query
+  heads on 2 key / value heads) over 10 tokens, LayerNorm on 40 channels, a composite of a name of
+  its own with two results of different shapes (``example.gated``), and one whose decomposition
+  holds an op the delegate does not run (``example.running_sum``, a CUMSUM).
 
 Run with the torch venv's Python:
 
@@ -24,6 +32,9 @@ from pathlib import Path
 import litert_torch
 import torch
 import torchvision
+from litert_torch.backend.composite.stablehlo_composite_builder import StableHLOCompositeBuilder
+from litert_torch.generative.layers import normalization
+from litert_torch.generative.layers import scaled_dot_product_attention as sdpa
 from torch import nn
 from torch.nn import functional as F
 
@@ -90,10 +101,87 @@ def transformer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return TinyTransformer(), (torch.randint(0, 128, (1, 16), dtype=torch.int32),)
 
 
+class CompositeRMSNorm(RMSNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return normalization.rms_norm_with_hlfb(x, self.weight, self.eps, torch.ones(1))
+
+
+class CompositeLayerNorm(nn.LayerNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return normalization.layer_norm_with_hlfb(x, list(self.normalized_shape), self.weight, self.bias, self.eps)
+
+
+class CompositeBlock(Block):
+    """Block's layers, its norms and attention marked as composites."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__(width, heads)
+        self.norm1, self.norm2 = CompositeRMSNorm(width), CompositeLayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        head = c // self.heads
+        q, k, v = self.qkv(self.norm1(x)).split(c, dim=-1)
+        q, k, v = (y.view(b, t, self.heads, head) for y in (q, k, v))
+        causal = torch.triu(torch.full((t, t), float("-inf")), diagonal=1).view(1, 1, t, t)
+        attended = sdpa.scaled_dot_product_attention_with_hlfb(q, k, v, head, mask=causal)
+        x = x + self.out(attended.reshape(b, t, c))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+def composites() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    model = TinyTransformer(vocab=96, width=24, heads=3, blocks=2, tokens=12)
+    model.blocks = nn.ModuleList(CompositeBlock(24, 3) for _ in range(2))
+    model.norm = CompositeRMSNorm(24)
+    return model, (torch.randint(0, 96, (1, 12), dtype=torch.int32),)
+
+
+class Mixed(nn.Module):
+    """Composites the first model does not have, on shapes of their own."""
+
+    def __init__(self, width: int = 40, heads: int = 4, kv_heads: int = 2, tokens: int = 10) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head = heads, kv_heads, width // heads
+        self.q = nn.Linear(width, width)
+        self.kv = nn.Linear(width, 2 * kv_heads * self.head)
+        self.norm = CompositeLayerNorm(width)
+        self.up = nn.Linear(width, 2 * width)
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q = self.q(x).view(b, t, self.heads, self.head)
+        k, v = (y.reshape(b, t, self.kv_heads, self.head) for y in self.kv(x).split(self.kv_heads * self.head, -1))
+        mask = torch.zeros(1, 1, t, t)
+        x = x + sdpa.scaled_dot_product_attention_with_hlfb(q, k, v, self.head, mask=mask).reshape(b, t, c)
+        gated, total = _gated(self.up(self.norm(x)))
+        return self.out(gated) + total + _running_sum(x)
+
+
+def _gated(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    builder = StableHLOCompositeBuilder(name="example.gated", attr={"axis": -1})
+    x = builder.mark_inputs(x)
+    a, g = x.chunk(2, dim=-1)
+    gated = a * torch.sigmoid(g)
+    return builder.mark_outputs(gated, gated.sum(-1, keepdim=True))
+
+
+def _running_sum(x: torch.Tensor) -> torch.Tensor:
+    builder = StableHLOCompositeBuilder(name="example.running_sum")
+    x = builder.mark_inputs(x)
+    return builder.mark_outputs(torch.cumsum(x, dim=1))
+
+
+def mixed() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return Mixed(), (torch.randn(1, 10, 40),)
+
+
 #: file stem -> its module and sample inputs
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "torch_mobilenet_v3_small": mobilenet_v3_small,
     "torch_transformer": transformer,
+    "torch_composites": composites,
+    "torch_composites_mixed": mixed,
 }
 
 

@@ -18,7 +18,7 @@ from .mediapipe_transpose_conv import Convolution2DTransposeBias
 from .pad import MirrorPad, Pad
 from .pooling import Pool2D
 from .reduce import Reduce
-from .reindex import Reverse, Slice, SpaceDepth, Split, Tile, Transpose
+from .reindex import BroadcastTo, Reverse, Slice, SpaceDepth, Split, Tile, Transpose
 from .reshape import Reshape, SameOrder
 from .resize import ResizeBilinear, ResizeNearest
 from .softmax import Softmax
@@ -42,6 +42,7 @@ _OPS: list[Op] = [
     Transpose(),
     Slice(),
     Tile(),
+    BroadcastTo(),
     Reverse(),
     MirrorPad(),
     SpaceDepth(),

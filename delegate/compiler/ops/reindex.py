@@ -204,25 +204,54 @@ class Slice(Op):
         return operation(gather_code(exprs), srcs=["src_tensor"], ints=ints)
 
 
+def _merged_repeat(repeats: list[int], shape: tuple[int, ...]) -> str | None:
+    """Each output lane reads its input lane modulo the input's size in the 4-D view, whose first
+    dim merges a higher rank's leading dims (layout.bhwc): that is one repeat of that dim only
+    where the merged dims before the last one repeated are of size 1."""
+    merged = [j for j in range(len(shape) - 3) if repeats[j] != 1]
+    if merged and any(d != 1 for d in shape[: merged[-1]]):
+        return "a repeated dim that the 4-D view merges into a larger one before it"
+    return None
+
+
 class Tile(Op):
     codes = (Builtin.TILE,)
     data_inputs = 1
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, _COPIES)
 
     def check(self, node: Node, graph: Graph) -> str | None:
-        # each output lane reads its input lane modulo the input's size in the 4-D view, whose
-        # first dim merges a higher rank's leading dims (layout.bhwc): one tile of that dim where
-        # the merged dims before the last one tiled are of size 1
         problem = data_check(node, graph, constants=(1,), high_rank=True)
-        multiples, shape = constant_values(graph, node, 1), graph.tensor(node.inputs[0]).shape
-        merged = [j for j in range(len(shape) - 3) if multiples is not None and multiples[j] != 1]
-        if problem is None and merged and any(d != 1 for d in shape[: merged[-1]]):
-            return "a tiled dim that the 4-D view merges into a larger one before it"
-        return problem
+        if problem is not None:
+            return problem
+        multiples = constant_values(graph, node, 1)
+        return _merged_repeat([int(m) for m in multiples], graph.tensor(node.inputs[0]).shape)  # type: ignore[union-attr]
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         exprs = [f"{o} % args.src_tensor.{size}()" for o, size in zip(OUT, SIZE, strict=True)]
         return operation(gather_code(exprs), srcs=["src_tensor"])
+
+
+class BroadcastTo(Op):
+    """BROADCAST_TO (input, constant shape): TILE's kernel, each dim of size 1 repeated to the
+    output's (grouped-query attention's heads: RESHAPE to rank 5, BROADCAST_TO, RESHAPE back)."""
+
+    codes = (Builtin.BROADCAST_TO,)
+    data_inputs = 1
+    code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, _COPIES)
+
+    def check(self, node: Node, graph: Graph) -> str | None:
+        problem = data_check(node, graph, constants=(1,), high_rank=True)
+        if problem is not None:
+            return problem
+        src, dst = graph.tensor(node.inputs[0]).shape, graph.tensor(node.outputs[0]).shape
+        if len(src) != len(dst) or any(s not in (1, d) for s, d in zip(src, dst, strict=True)):
+            return f"broadcasts {list(src)} to {list(dst)}: only dims of size 1, at the output's rank, are repeated"
+        return _merged_repeat([d if s == 1 else 1 for s, d in zip(src, dst, strict=True)], src)
+
+    def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
+        return tuple(int(d) for d in np.asarray(constant_values(graph, node, 1)).reshape(-1))
+
+    emit = Tile.emit
 
 
 class Reverse(Op):
