@@ -211,14 +211,14 @@ def test_select_folds_as_tflite_picks(op, cond, x, y, out, want):
 
 
 @pytest.mark.opencl
-def test_a_constant_causal_mask_leaves_the_attention_in_one_partition(programs):
+@pytest.mark.parametrize("n", [4, 160])  # 160 tokens: a 100 KiB mask, past what Prepare reads of other constants
+def test_a_constant_causal_mask_leaves_the_attention_in_one_partition(programs, n):
     """scores + mask -> SOFTMAX, the mask a SELECT_V2 of constants reshaped: folded, every node is
     the delegate's (a mask left on CPU would sit between two partitions) and -inf masks as TFLite's."""
-    n = 4
     tensors = [
         T((1, 2, n, n)),
         T((n, n), _causal_mask(n), np.bool_),
-        T((), np.array(0.0, np.float32)),
+        T((n, n), np.zeros((n, n), np.float32)),  # 100 KiB at 160 tokens: read whole for the fold
         T((), np.array(-np.inf, np.float32)),
         T((n, n)),
         T((4,), np.array([1, 1, n, n], np.int32), np.int32),

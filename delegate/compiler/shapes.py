@@ -41,9 +41,10 @@ from .ops import CUSTOM_OPS, op_for
 _FLOAT32, _INT32, _INT64, _BOOL = 1, 2, 4, 6  # TfLiteType
 #: integer tensors up to this many elements are evaluated (shape vectors, scalars)
 MAX_ELEMENTS = 64
-#: the largest output an op that picks values (``Traits.folds_values``) folds from constants: a
-#: constant of the partition's size that the plugin reads during Prepare (capture.SMALL_CONSTANT)
-MAX_FOLDED_BYTES = 1 << 16
+#: the largest output an op that picks values (``Traits.folds_values``) folds from constants: an
+#: attention mask over 1024 tokens in float32 (the plugin reads such a node's constant inputs
+#: whole during Prepare: ``fold_reads``)
+MAX_FOLDED_BYTES = 1 << 22
 #: the types such a fold writes, as numpy holds them
 _VALUE_TYPES = {_FLOAT32: np.float32, _INT32: np.int32, _INT64: np.int64, _BOOL: np.bool_}
 
@@ -268,6 +269,25 @@ def _evaluate(node: Node, graph: Graph, value: Callable[[int], np.ndarray | None
     except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError):
         return None  # not what TFLite would accept either: leave it to TFLite
     return None if result is None else [result]
+
+
+def fold_reads(graph: Graph) -> list[int]:
+    """The constants not read yet (their value None) that ``_picked_values`` would fold from: every
+    input of a node whose op picks values and whose inputs are all the model's constants, its
+    output within ``MAX_FOLDED_BYTES``."""
+    wanted: list[int] = []
+    for node in graph.nodes.values():
+        op = op_for(node)
+        if op is None or not op.traits(node.op).folds_values or len(node.outputs) != 1 or node.outputs[0] < 0:
+            continue
+        inputs = [graph.tensor(i) for i in node.inputs if i >= 0]
+        if not inputs or not all(t.is_constant for t in inputs):
+            continue
+        out = graph.tensor(node.outputs[0])
+        size = math.prod(out.shape) * np.dtype(_VALUE_TYPES.get(out.dtype, np.float32)).itemsize
+        if out.dtype in _VALUE_TYPES and size <= MAX_FOLDED_BYTES:
+            wanted += [t.index for t in inputs if t.constant is None]
+    return wanted
 
 
 def _picked_values(node: Node, graph: Graph, value: Callable[[int], np.ndarray | None]) -> list[np.ndarray] | None:

@@ -10,6 +10,7 @@ import numpy as np
 from .._native import ffi, lib
 from ..compiler.fold import fold_constants, folded_sources
 from ..compiler.graph import CUSTOM, Builtin, Graph, Node, Tensor
+from ..compiler.shapes import fold_reads
 from ..compiler.sparsity import DimensionMetadata, densify
 from ..errors import DelegateError
 
@@ -250,7 +251,12 @@ def capture_tensor(context: Any, index: int, read_limit: int | None = SMALL_CONS
 
 
 def capture_graph(context: Any, node_indices: list[int], read_limit: int | None = SMALL_CONSTANT) -> Graph:
-    return capture_tensors(context, {i: capture_node(context, i) for i in node_indices}, read_limit)
+    """The graph of ``node_indices``, constants up to ``read_limit`` bytes read, and those a value
+    fold needs whatever their size (an attention mask picked from constants: shapes.fold_reads)."""
+    graph = capture_tensors(context, {i: capture_node(context, i) for i in node_indices}, read_limit)
+    for i in fold_reads(graph):
+        graph.tensors[i] = capture_tensor(context, i, read_limit=None)
+    return graph
 
 
 def capture_tensors(context: Any, nodes: dict[int, Node], read_limit: int | None = SMALL_CONSTANT) -> Graph:
