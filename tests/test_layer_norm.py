@@ -137,3 +137,62 @@ def test_torch_layer_norm(square, affine):
     beta = rng.uniform(-1, 1, c).astype(np.float32) if affine else None
     x = rng.normal(-1.0, 3.0, shape).astype(np.float32)
     _check(*_torch(shape, gamma, beta, 1e-5, square), x)
+
+
+def _rms(shape, gamma, eps, *, square=Builtin.MUL, keep_dims=True, gamma_inside=False):
+    """RMSNorm as litert-torch and Keras write it: x * rsqrt(mean(x^2) + eps) [* gamma]; the MEAN
+    keeping the last axis, or not and reshaped back after the ADD (litert-torch); gamma on the
+    product or (``gamma_inside``) on the RSQRT."""
+    c, stat = shape[-1], (*shape[:-1], 1)
+    reduced = stat if keep_dims else shape[:-1]
+    tensors = [
+        T(shape),  # 0 x
+        T((1,), dtype=np.int32, data=np.array([len(shape) - 1], np.int32)),  # 1 axis
+        T(shape),  # 2 squared
+        T(reduced),  # 3 mean square
+        T((), data=np.array(eps, np.float32)),  # 4 eps
+        T(reduced),  # 5 add
+    ]
+    ops = [
+        Op(square, [0, 0] if square == Builtin.MUL else [0], [2]),
+        Op(Builtin.MEAN, [2, 1], [3], ("ReducerOptions", {"KeepDims": keep_dims})),
+        Op(Builtin.ADD, [3, 4], [5]),
+    ]
+    at = 5
+    if not keep_dims:
+        tensors += [T((len(stat),), dtype=np.int32, data=np.array(stat, np.int32)), T(stat)]
+        ops.append(Op(Builtin.RESHAPE, [5, 6], [7], ("ReshapeOptions", {"NewShape": list(stat)})))
+        at = 7
+    tensors.append(T(stat))  # rsqrt
+    ops.append(Op(Builtin.RSQRT, [at], [len(tensors) - 1]))
+    r = len(tensors) - 1
+    if gamma is not None and gamma_inside:
+        tensors += [T((c,), data=gamma), T(shape)]
+        ops.append(Op(Builtin.MUL, [r, len(tensors) - 2], [len(tensors) - 1]))
+        r = len(tensors) - 1
+    tensors.append(T(shape))
+    ops.append(Op(Builtin.MUL, [0, r], [len(tensors) - 1]))
+    out = len(tensors) - 1
+    if gamma is not None and not gamma_inside:
+        tensors += [T((c,), data=gamma), T(shape)]
+        ops.append(Op(Builtin.MUL, [out, len(tensors) - 2], [len(tensors) - 1]))
+        out = len(tensors) - 1
+    return tensors, ops, out
+
+
+@pytest.mark.parametrize(
+    ("shape", "square", "keep_dims", "gamma_inside", "precision"),
+    [
+        ((1, 12, 24), Builtin.MUL, False, False, "F32"),  # litert-torch, its RMSNorm composites too
+        ((1, 12, 24), Builtin.MUL, False, False, "F16"),
+        ((2, 5, 10), Builtin.SQUARE, True, False, "F32"),
+        ((1, 4, 6, 16), Builtin.MUL, True, True, "F32"),
+        ((1, 3, 7), Builtin.MUL, True, None, "F32"),  # no gamma
+    ],
+)
+def test_rms_norm(shape, square, keep_dims, gamma_inside, precision):
+    rng = np.random.default_rng(4)
+    gamma = None if gamma_inside is None else rng.uniform(0.5, 1.5, shape[-1]).astype(np.float32)
+    x = rng.normal(0.5, 2.0, shape).astype(np.float32)
+    tensors, ops, out = _rms(shape, gamma, 1e-6, square=square, keep_dims=keep_dims, gamma_inside=bool(gamma_inside))
+    _check(tensors, ops, out, x, precision)

@@ -8,7 +8,10 @@ the ADD of beta when beta is all zeros (a freshly initialized layer: the convert
 s = RSQRT(..) itself without a scale.
 PyTorch (nn.LayerNorm through its converters): c = SUB(x, m); v = MEAN(SQUARE(c) or MUL(c, c) or
 SQUARED_DIFFERENCE(x, m)); y = ADD(MUL(MUL(c, RSQRT(ADD(v, eps))), gamma), beta), gamma and beta
-optional. Every tensor inside the chain must be read only inside it."""
+optional.
+RMSNorm (litert-torch, Keras): y = MUL(x, RSQRT(ADD(MEAN(MUL(x, x) or SQUARE(x)), eps))) times
+gamma (outside, or on the RSQRT), the MEAN keeping the last axis or reshaped back to it.
+Every tensor inside the chain must be read only inside it."""
 
 from __future__ import annotations
 
@@ -58,7 +61,7 @@ def _per_channel(graph: Graph, tensor: int | None, channels: int) -> bool:
 @dataclass(frozen=True)
 class _Core:
     x: int
-    mean: Node
+    mean: Node | None  # None: RMSNorm's statistics, about zero
     centred: Node | None  # SUB(x, m), the PyTorch form's
     rsqrt: Node
     epsilon: float
@@ -195,11 +198,89 @@ def _torch(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:
     return None
 
 
+def _rms_core(site: Site, r: int) -> _Core | None:
+    """RMSNorm's statistics ending at RSQRT output ``r``: rsqrt(mean(x^2) + eps) over the last axis,
+    the MEAN keeping that axis or reshaped back to it (litert-torch), before or after the ADD."""
+    g = site.graph
+    rsqrt = _made_by(site, r, Builtin.RSQRT)
+    if rsqrt is None:
+        return None
+    chain: list[Node] = [rsqrt]
+    node = site.producer.get(rsqrt.inputs[0])
+    add: Node | None = None
+    while node is not None and len(chain) < 5:
+        if node.op == Builtin.RESHAPE and len(node.outputs) == 1:
+            chain.append(node)
+        elif node.op == Builtin.ADD and add is None and not node.params.get("activation", 0):
+            add = node
+            chain.append(node)
+        else:
+            break
+        node = site.producer.get(next((i for i in node.inputs if g.tensor(i).constant is None), -1))
+    if add is None or node is None or node.op != Builtin.MEAN or len(node.inputs) != 2:
+        return None
+    eps = next((i for i in add.inputs if g.tensor(i).constant is not None), None)
+    if eps is None or np.asarray(g.tensor(eps).constant).size != 1:
+        return None
+    squared = _rms_mean_input(node, g)
+    square = squared is not None and _made_by(site, squared, Builtin.SQUARE, Builtin.MUL)
+    if not square or (
+        square.op == Builtin.MUL and (square.inputs[0] != square.inputs[1] or square.params.get("activation", 0))
+    ):
+        return None
+    x = square.inputs[0]
+    shape = g.tensor(x).shape
+    if tuple(g.tensor(r).shape) not in ((*shape[:-1], 1),):
+        return None  # the statistic broadcast along the last axis only
+    epsilon = float(np.asarray(g.tensor(eps).constant).reshape(-1)[0])
+    return _Core(x, None, None, rsqrt, epsilon, (square, node, *chain[::-1]))
+
+
+def _rms_mean_input(node: Node, graph: Graph) -> int | None:
+    """The input of a MEAN over the last axis alone, keeping it or not."""
+    src = graph.tensor(node.inputs[0])
+    axes = graph.tensor(node.inputs[1]).constant
+    rank = len(src.shape)
+    if axes is None or src.is_constant or not 1 <= rank <= 4 or np.asarray(axes).size != 1:
+        return None
+    return node.inputs[0] if int(np.asarray(axes).reshape(-1)[0]) % rank == rank - 1 else None
+
+
+def _rms(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:
+    """y = MUL(x, r), MUL(MUL(x, r), gamma) or MUL(x, MUL(r, gamma)), r RMSNorm's statistics:
+    (core, gamma or -1, -1, tail)."""
+    g = site.graph
+    if y.op != Builtin.MUL or len(y.inputs) != 2 or y.params.get("activation", 0):
+        return None
+    gamma, tail, node = -1, [y], y
+    constant = next((i for i in y.inputs if g.tensor(i).constant is not None), None)
+    if constant is not None:  # MUL(MUL(x, r), gamma)
+        inner = _made_by(site, _other(y, constant) if _other(y, constant) is not None else -1, Builtin.MUL)
+        if inner is None or inner.params.get("activation", 0):
+            return None
+        gamma, node = constant, inner
+        tail.insert(0, inner)
+    for r in node.inputs:
+        x = _other(node, r)
+        core = _rms_core(site, r) if x is not None else None
+        if core is not None and core.x == x:
+            return core, gamma, -1, tail
+        scaled = _made_by(site, r, Builtin.MUL) if gamma < 0 and x is not None else None
+        if scaled is None or scaled.params.get("activation", 0):
+            continue
+        for inner_r in scaled.inputs:  # MUL(x, MUL(r, gamma))
+            factor = _other(scaled, inner_r)
+            core = _rms_core(site, inner_r)
+            if core is not None and core.x == x and factor is not None and g.tensor(factor).constant is not None:
+                return core, factor, -1, [scaled, y]
+    return None
+
+
 class LayerNormRewrite:
     """The rewrite pass: ``match`` from the chain's last node, ``apply`` puts the fused node there."""
 
     def match(self, node: Node, site: Site) -> Match | None:
-        found = _keras(site, node) or _torch(site, node)
+        found = _keras(site, node) or _torch(site, node) or _rms(site, node)
         if found is None:
             return None
         core, gamma, beta, tail = found
@@ -226,7 +307,11 @@ class LayerNormRewrite:
             version=1,
             inputs=(core.x, gamma, beta),
             outputs=node.outputs,
-            params={"epsilon": core.epsilon, "fused_names": [site.graph.nodes[i].name for i in ordered]},
+            params={
+                "epsilon": core.epsilon,
+                "fused_names": [site.graph.nodes[i].name for i in ordered],
+                **({"centred": False} if core.mean is None else {}),
+            },
         )
         return Match(ordered, fused)
 

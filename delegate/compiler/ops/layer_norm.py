@@ -4,7 +4,8 @@ TensorFlow's and PyTorch's converters emit. Compiler-internal: no TFLite node ha
 
 One work-item per pixel row (b, Y, X) loops over the slices three times: the mean, the variance
 about it (two passes, as TFLite's separate ops compute it), then (x - mean) * rsqrt(var + eps),
-times gamma and plus beta when the pattern had them. Sums run in float whatever the storage."""
+times gamma and plus beta when the pattern had them; RMSNorm skips the mean (twice over the
+slices). Sums run in float whatever the storage."""
 
 from __future__ import annotations
 
@@ -21,19 +22,20 @@ from .traits import Traits
 LAYER_NORM = -2
 
 _MASK = "int left = C - s * 4; v.y = left > 1 ? v.y : 0.0f; v.z = left > 2 ? v.z : 0.0f; v.w = left > 3 ? v.w : 0.0f;"
-_CODE = (
-    HEAD
-    + f"""  if (S != 0) return;
-  int slices = args.src_tensor.Slices();
-  int C = args.src_tensor.Channels();
-  float sum = 0.0f;
+_MEAN = f"""  float sum = 0.0f;
   for (int s = 0; s < slices; ++s) {{
     float4 v = convert_float4(args.src_tensor.Read(X, Y, s, b));
     {_MASK}
     sum += v.x + v.y + v.z + v.w;
   }}
   float mean = sum / (float)C;
-  float squares = 0.0f;
+"""
+_CODE = (
+    HEAD
+    + f"""  if (S != 0) return;
+  int slices = args.src_tensor.Slices();
+  int C = args.src_tensor.Channels();
+{{MEAN}}  float squares = 0.0f;
   for (int s = 0; s < slices; ++s) {{
     float4 v = convert_float4(args.src_tensor.Read(X, Y, s, b)) - (float4)(mean);
     {_MASK}
@@ -46,8 +48,13 @@ _CODE = (
 )
 
 
+#: RMSNorm: the mean square about zero (no mean subtracted)
+_NO_MEAN = "  const float mean = 0.0f;\n"
+
+
 class LayerNorm(Op):
-    """Inputs (x, gamma or -1, beta or -1); params ``epsilon``."""
+    """Inputs (x, gamma or -1, beta or -1); params ``epsilon``, and ``centred`` False for RMSNorm
+    (x * rsqrt(mean(x^2) + eps): the statistics about zero)."""
 
     codes = (LAYER_NORM,)
     data_inputs = 1
@@ -64,7 +71,8 @@ class LayerNorm(Op):
             if node.inputs[index] >= 0:
                 objects.append(constant_tensor(name, ctx.graph.tensor(node.inputs[index]), ctx))
                 scale += apply.format(f"convert_float4(args.{name}.Read(0, 0, s, 0))")
-        head = _CODE + f"    e = e{scale};\n" if scale else _CODE
+        code = _CODE.replace("{MEAN}", _MEAN if node.params.get("centred", True) else _NO_MEAN)
+        head = code + f"    e = e{scale};\n" if scale else code
         body = [
             head + "    { int S = s; FLT4 result = TO_FLT4(e);\n",
             WRITE,
