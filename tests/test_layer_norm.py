@@ -196,3 +196,68 @@ def test_rms_norm(shape, square, keep_dims, gamma_inside, precision):
     x = rng.normal(0.5, 2.0, shape).astype(np.float32)
     tensors, ops, out = _rms(shape, gamma, 1e-6, square=square, keep_dims=keep_dims, gamma_inside=bool(gamma_inside))
     _check(tensors, ops, out, x, precision)
+
+
+def _torch_native(shape, gamma, beta, eps, axes):
+    """PyTorch's native layer norm as litert-torch writes it: statistics reduced over ``axes`` (the
+    last, and the batch of 1) without keeping them, reshaped back; x * r + (0 - r * m)."""
+    stat, reduced = (*shape[:-1], 1), tuple(d for i, d in enumerate(shape) if i not in axes)
+    tensors = [
+        T(shape),  # 0 x
+        T((len(axes),), dtype=np.int32, data=np.array(axes, np.int32)),  # 1 axes
+        T(reduced),  # 2 mean
+        T((len(stat),), dtype=np.int32, data=np.array(stat, np.int32)),  # 3 stat shape
+        T(stat),  # 4 mean, reshaped
+        T(shape),  # 5 squared difference
+        T(reduced),  # 6 variance
+        T((), data=np.array(eps, np.float32)),  # 7 eps
+        T(reduced),  # 8 add
+        T(reduced),  # 9 rsqrt
+        T(reduced),  # 10 r * m
+        T((), data=np.array(0.0, np.float32)),  # 11 zero
+        T(reduced),  # 12 shift
+        T(stat),  # 13 r, reshaped
+        T(shape),  # 14 x * r
+        T(stat),  # 15 shift, reshaped
+        T(shape),  # 16 normalized
+    ]
+    reshape = ("ReshapeOptions", {"NewShape": list(stat)})
+    mean = ("ReducerOptions", {"KeepDims": False})
+    ops = [
+        Op(Builtin.MEAN, [0, 1], [2], mean),
+        Op(Builtin.RESHAPE, [2, 3], [4], reshape),
+        Op(Builtin.SQUARED_DIFFERENCE, [0, 4], [5]),
+        Op(Builtin.MEAN, [5, 1], [6], mean),
+        Op(Builtin.ADD, [6, 7], [8]),
+        Op(Builtin.RSQRT, [8], [9]),
+        Op(Builtin.MUL, [9, 2], [10]),
+        Op(Builtin.SUB, [11, 10], [12]),
+        Op(Builtin.RESHAPE, [9, 3], [13], reshape),
+        Op(Builtin.MUL, [0, 13], [14]),
+        Op(Builtin.RESHAPE, [12, 3], [15], reshape),
+        Op(Builtin.ADD, [14, 15], [16]),
+    ]
+    out = 16
+    for data, op in ((gamma, Builtin.MUL), (beta, Builtin.ADD)):
+        if data is not None:
+            tensors += [T((shape[-1],), data=data), T(shape)]
+            ops.append(Op(op, [len(tensors) - 2, out], [len(tensors) - 1]))
+            out = len(tensors) - 1
+    return tensors, ops, out
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "affine", "precision"),
+    [
+        ((1, 12, 24), [0, 2], True, "F32"),  # litert-torch: the batch of 1 reduced too; its group_norm composites
+        ((1, 12, 24), [0, 2], True, "F16"),
+        ((2, 7, 10), [2], False, "F32"),  # nn.LayerNorm at its initial weights: the converter drops them
+    ],
+)
+def test_torch_native_layer_norm(shape, axes, affine, precision):
+    rng = np.random.default_rng(6)
+    c = shape[-1]
+    gamma = rng.uniform(0.5, 1.5, c).astype(np.float32) if affine else None
+    beta = rng.uniform(-1, 1, c).astype(np.float32) if affine else None
+    x = rng.normal(-1.0, 3.0, shape).astype(np.float32)
+    _check(*_torch_native(shape, gamma, beta, 1e-5, axes), x, precision)

@@ -8,13 +8,15 @@ the ADD of beta when beta is all zeros (a freshly initialized layer: the convert
 s = RSQRT(..) itself without a scale.
 PyTorch (nn.LayerNorm through its converters): c = SUB(x, m); v = MEAN(SQUARE(c) or MUL(c, c) or
 SQUARED_DIFFERENCE(x, m)); y = ADD(MUL(MUL(c, RSQRT(ADD(v, eps))), gamma), beta), gamma and beta
-optional.
+optional. PyTorch's native form (litert-torch): the same statistics reduced (over the last axis and
+the batch of 1) and reshaped back, y = ADD(MUL(x, r), SUB(0, MUL(r, m))), then gamma and beta.
 RMSNorm (litert-torch, Keras): y = MUL(x, RSQRT(ADD(MEAN(MUL(x, x) or SQUARE(x)), eps))) times
 gamma (outside, or on the RSQRT), the MEAN keeping the last axis or reshaped back to it.
 Every tensor inside the chain must be read only inside it."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -276,11 +278,114 @@ def _rms(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:
     return None
 
 
+def _row_mean(node: Node | None, graph: Graph) -> int | None:
+    """The input of a MEAN over the last axis and, at most, dims of size 1 (litert-torch reduces
+    over the batch of 1 too), keeping them or not; else None."""
+    if node is None or node.op != Builtin.MEAN or len(node.inputs) != 2:
+        return None
+    src = graph.tensor(node.inputs[0])
+    axes = graph.tensor(node.inputs[1]).constant
+    rank = len(src.shape)
+    if axes is None or src.is_constant or not 1 <= rank <= 4:
+        return None
+    reduced = {int(a) % rank for a in np.asarray(axes).reshape(-1)}
+    if rank - 1 not in reduced or any(src.shape[a] != 1 for a in reduced - {rank - 1}):
+        return None
+    return node.inputs[0]
+
+
+def _viewed(site: Site, tensor: int, shape: tuple[int, ...]) -> tuple[int, list[Node]]:
+    """``tensor`` seen through a RESHAPE to ``shape`` (the RESHAPE's input, and the RESHAPE), or
+    itself when it already has that shape."""
+    reshape = _made_by(site, tensor, Builtin.RESHAPE)
+    if reshape is not None and tuple(site.graph.tensor(tensor).shape) == shape:
+        return reshape.inputs[0], [reshape]
+    return tensor, []
+
+
+def _torch_native(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:
+    """PyTorch's native layer norm as litert-torch writes it: m = MEAN(x); v = MEAN(
+    SQUARED_DIFFERENCE(x, m)); r = RSQRT(ADD(v, eps)); y = ADD(MUL(x, r), SUB(0, MUL(r, m))), the
+    statistics reduced and reshaped back, then [MUL(gamma, ..)] [ADD(beta, ..)]:
+    (core, gamma, beta, tail)."""
+    g = site.graph
+    tail: list[Node] = []
+    gamma = beta = -1
+    node: Node | None = y
+    for op in (Builtin.ADD, Builtin.MUL):  # beta, then gamma, each optional
+        if node is None or node.op != op or node.params.get("activation", 0) or len(node.inputs) != 2:
+            continue
+        constant = next((i for i in node.inputs if g.tensor(i).constant is not None), None)
+        inner = _made_by(site, _other(node, constant), Builtin.ADD, Builtin.MUL) if constant is not None else None
+        if constant is None or inner is None:
+            continue
+        if op == Builtin.ADD:
+            beta = constant
+        else:
+            gamma = constant
+        tail.insert(0, node)
+        node = inner
+    if node is None or node.op != Builtin.ADD or node.params.get("activation", 0) or len(node.inputs) != 2:
+        return None
+    for scaled_out, shift_out in (node.inputs, node.inputs[::-1]):
+        scaled = _made_by(site, scaled_out, Builtin.MUL)
+        if scaled is None or scaled.params.get("activation", 0):
+            continue
+        for x in scaled.inputs:
+            shape = tuple(g.tensor(x).shape)
+            stat = (*shape[:-1], 1)
+            r_out = _other(scaled, x)
+            if r_out is None:
+                continue
+            r, r_views = _viewed(site, r_out, stat)
+            shift, shift_views = _viewed(site, shift_out, stat)
+            found = _native_statistics(site, x, r, shift)
+            if found is not None:
+                core, shift_nodes = found
+                nodes = (*core.nodes, *shift_nodes, *r_views, *shift_views, scaled, node)
+                return dataclasses.replace(core, nodes=nodes), gamma, beta, tail
+    return None
+
+
+def _native_statistics(site: Site, x: int, r: int, shift: int) -> tuple[_Core, list[Node]] | None:
+    """r = RSQRT(ADD(MEAN(SQUARED_DIFFERENCE(x, m)), eps)) and shift = SUB(0, MUL(r, m)) over
+    m = MEAN(x) (reshaped back for the difference): the core, and the shift's nodes."""
+    g = site.graph
+    rsqrt = _made_by(site, r, Builtin.RSQRT)
+    add = rsqrt and _made_by(site, rsqrt.inputs[0], Builtin.ADD)
+    if not rsqrt or not add or add.params.get("activation", 0):
+        return None
+    eps = next((i for i in add.inputs if g.tensor(i).constant is not None), None)
+    var = _other(add, eps) if eps is not None else None
+    var_mean = var is not None and _made_by(site, var, Builtin.MEAN)
+    if not var_mean or np.asarray(g.tensor(eps).constant).size != 1:
+        return None
+    diff = _made_by(site, _row_mean(var_mean, g) or -1, Builtin.SQUARED_DIFFERENCE)
+    if diff is None or diff.inputs[0] != x:
+        return None
+    m_out, m_views = _viewed(site, diff.inputs[1], (*g.tensor(x).shape[:-1], 1))
+    mean = _made_by(site, m_out, Builtin.MEAN)
+    if mean is None or _row_mean(mean, g) != x or _row_mean(var_mean, g) != diff.outputs[0]:
+        return None
+    negate = _made_by(site, shift, Builtin.SUB)
+    if negate is None or negate.params.get("activation", 0) or len(negate.inputs) != 2:
+        return None
+    zero = g.tensor(negate.inputs[0]).constant
+    product = _made_by(site, negate.inputs[1], Builtin.MUL)
+    if zero is None or np.any(np.asarray(zero) != 0) or product is None or product.params.get("activation", 0):
+        return None
+    if sorted(product.inputs) != sorted((r, mean.outputs[0])):
+        return None
+    epsilon = float(np.asarray(g.tensor(eps).constant).reshape(-1)[0])
+    core = _Core(x, mean, None, rsqrt, epsilon, (mean, *m_views, diff, var_mean, add, rsqrt))
+    return core, [product, negate]
+
+
 class LayerNormRewrite:
     """The rewrite pass: ``match`` from the chain's last node, ``apply`` puts the fused node there."""
 
     def match(self, node: Node, site: Site) -> Match | None:
-        found = _keras(site, node) or _torch(site, node) or _rms(site, node)
+        found = _keras(site, node) or _torch(site, node) or _torch_native(site, node) or _rms(site, node)
         if found is None:
             return None
         core, gamma, beta, tail = found
