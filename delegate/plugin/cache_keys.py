@@ -24,8 +24,8 @@ def weights_sample(context: Any, graph: Any) -> str:
     (compiler.graph.Graph), read in place from TFLite's ``context``."""
     h = hashlib.sha256()
     for i in sorted(graph.tensors):
-        if not graph.tensors[i].is_constant:
-            continue
+        if not graph.tensors[i].is_constant or i >= context.tensors_size:
+            continue  # past the context's: an unrolled WHILE's copy of a body constant, in the key
         t = context.tensors[i]
         if t.allocation_type != lib.kTfLiteMmapRo or t.data.raw == ffi.NULL:
             continue  # made constant by folding: determined by a constant sampled here

@@ -11,6 +11,7 @@ from .._native import ffi, lib
 from ..compiler.fold import fold_constants, folded_sources
 from ..compiler.graph import CUSTOM, Builtin, Graph, Node, Tensor
 from ..compiler.sparsity import DimensionMetadata, densify
+from ..compiler.while_loop import WHILE
 from ..errors import DelegateError
 
 _NUMPY_TYPES = {
@@ -87,6 +88,9 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         return {"approximate": bool(ffi.cast("bool *", data)[0])}
     if code == Builtin.UNIDIRECTIONAL_SEQUENCE_LSTM:
         return _sequence_lstm_params(data)
+    if code == WHILE:  # TfLiteWhileParams: the condition's and the body's subgraph indices
+        ints = ffi.cast("int *", data)
+        return {"subgraphs": (int(ints[0]), int(ints[1]))}
     struct = {
         Builtin.CONV_2D: "TfLiteConvParams",
         Builtin.DEPTHWISE_CONV_2D: "TfLiteDepthwiseConvParams",
@@ -277,10 +281,17 @@ def hash_constants(context: Any, graph: Graph, update: Any) -> None:
     ordinary tensors to TFLite, with no data during Prepare, and their value is only computed for
     the partitions that read them: they are skipped, as each is determined by its node's input, a
     constant of the model hashed here. A sparse constant is hashed as stored, with its sparsity
-    parameters (which, with its shape, give its dense value).
+    parameters (which, with its shape, give its dense value). Tensors past the context's are an
+    unrolled WHILE's (compiler/while_loop.py): their values, read from its body, are hashed.
     """
     for i in sorted(graph.tensors):
         if not graph.tensors[i].is_constant:
+            continue
+        if i >= context.tensors_size:  # a constant of an unrolled WHILE's copies (a body's weights)
+            value = graph.tensors[i].constant
+            if value is not None:
+                update(f"unrolled {i}:{value.dtype.str}{value.shape};".encode())
+                update(np.ascontiguousarray(value).tobytes())
             continue
         t = context.tensors[i]
         if t.allocation_type == lib.kTfLiteMmapRo and t.data.raw != ffi.NULL:

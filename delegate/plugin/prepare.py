@@ -24,6 +24,7 @@ from ..compiler.claim import NO_KERNEL, claimed_nodes
 from ..compiler.device_policy import cpu_when_faster
 from ..compiler.graph import Graph
 from ..compiler.shapes import StaticShapes, resolve
+from ..compiler.while_loop import Expansion, claim_loops, expand_loops
 from ..errors import DelegateError, PartitionTooLargeError
 from ..progress import report_progress
 from ..runtime import Runtime
@@ -40,6 +41,7 @@ from .capture import (
 from .choice_record import decide
 from .claim_rules import float_edges, propagation_blocker
 from .loader import CacheState, PartitionLoader, PartitionRequest
+from .loops import capture_loops, context_address
 from .messages import PLUGIN, cause, log, shown
 from .options import DelegateOptions
 from .report import DelegateState, Selection, SubgraphReport, partition_id
@@ -60,6 +62,8 @@ class Preparing:
     deferred: dict[frozenset[int], str] = field(default_factory=dict)
     #: which partitions the delegate delegates, and their compiled contexts (report.py), None: all the rule keeps
     selection: Selection | None = None
+    #: the plan with the WHILEs unrolled (compiler/while_loop.py): what the compiler sees of it
+    expansion: Expansion | None = None
     #: SHA-256 of the model's constants (cache keys without model_token), hashed once per Prepare
     _constants_digest: bytes | None = None
 
@@ -98,11 +102,15 @@ class PreparePlan:
         report, options = prep.report, state.options
         prep.selection = state.selection
         plan = prep.plan
+        inlined = state.inlined_subgraphs.get(context_address(context))
+        if inlined is not None:  # a WHILE's subgraph that a partition runs unrolled: it never runs
+            report.total_nodes, report.delegated_nodes, report.inlined_into = len(plan), list(plan), inlined
+            return 0
         graph = prep.graph = self.capture(context, plan)
+        loop_contexts = capture_loops(context, graph, plan, options.model_file)
         if propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
             native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
-        prep.static = resolve(graph, plan)
-        supported, unsupported = self.supported(graph, plan, options, prep.static)
+        supported, unsupported = self.claim(context, prep, options)
         supported = float_edges(context, graph, supported, unsupported)
         chosen = largest_partitions(context, supported, options.max_delegated_partitions)
         for index in set(supported) - set(chosen):
@@ -115,6 +123,10 @@ class PreparePlan:
                 warn(f"{PLUGIN}: {name} stays on CPU: {why}")
         chosen = self._compile(context, prep, chosen, options, undo_unsafe_reason(context, plan) is not None)
         report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
+        for index, addresses in loop_contexts.items():  # their subgraphs run in the partition, unrolled
+            if index in report.delegated_nodes:
+                name = f"{graph.nodes[index].name} of subgraph {report.index}"
+                state.inlined_subgraphs.update(dict.fromkeys(addresses, name))
         listed = list(report.unsupported.items())[:5]
         log.info(
             "subgraph %d: %d of %d nodes delegated in %d partition(s); on CPU: %s%s",
@@ -164,6 +176,15 @@ class PreparePlan:
         prep.deferred = {frozenset(plan): message}
         return replace_nodes(context, native_delegate, plan)
 
+    def claim(self, context: Any, prep: Preparing, options: DelegateOptions) -> tuple[list[int], dict[str, str]]:
+        """``supported`` on ``prep``'s graph with its WHILEs unrolled (compiler/while_loop.py): the
+        nodes of the plan to claim, a WHILE when every copy of its body is, and why others are not."""
+        graph = prep.graph
+        expansion = prep.expansion = expand_loops(graph, prep.plan, int(context.tensors_size))
+        prep.static = resolve(graph, expansion.plan)
+        supported, unsupported = self.supported(graph, expansion.plan, options, prep.static)
+        return claim_loops(graph, expansion, supported, unsupported), unsupported
+
     @staticmethod
     def supported(
         graph: Graph, plan: list[int], options: DelegateOptions, static: StaticShapes
@@ -180,6 +201,8 @@ class PreparePlan:
         compiled = prep.selection.take_context(prep.report.index, nodes) if prep.selection is not None else None
         if compiled is not None:  # compiled already in this process (Selection): loaded, not compiled again
             return self.loader.load_compiled(compiled, options), "memory"
+        if prep.expansion is not None:  # each unrolled WHILE: its body's copies
+            nodes = prep.expansion.expand(nodes)
         graph = partition_graph(context, nodes, prep.graph, dequantize=options.enable_quantized_inference)
         request = PartitionRequest(
             graph,
@@ -255,11 +278,13 @@ class PreparePlan:
             try:
                 runtime, cache_state = self.load(context, (nodes, inputs, outputs), options, prep)
             except PartitionTooLargeError as exc:  # over the runtime's bounds (compiler/bounds.py)
-                if exc.node not in nodes:
+                owner = prep.expansion.owner(exc.node) if prep.expansion is not None else None
+                node = exc.node if owner is None else owner  # a copy of a WHILE's body: the WHILE
+                if node not in nodes:
                     raise DelegateError(f"compiling a partition failed: {exc}") from exc
-                keep.discard(exc.node)  # that node on CPU: the rest is partitioned and compiled again
-                prep.report.unsupported[prep.graph.nodes[exc.node].name] = exc.reason
-                previews += preview_partitions(context, [n for n in nodes if n != exc.node])
+                keep.discard(node)  # that node on CPU: the rest is partitioned and compiled again
+                prep.report.unsupported[prep.graph.nodes[node].name] = exc.reason
+                previews += preview_partitions(context, [n for n in nodes if n != node])
                 continue
             except Exception as exc:  # any stage: capture of weights, compile, build, allocation
                 if options.compile_fallback:

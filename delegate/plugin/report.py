@@ -87,6 +87,9 @@ class SubgraphReport:
     cpu_rule: bool = False
     #: the record of each candidate partition (by its nodes), with a serialization folder
     choice_records: dict[tuple[int, ...], ChoiceRecord] = field(default_factory=dict, repr=False)
+    #: the WHILE whose condition or body this subgraph is, run unrolled in that WHILE's partition
+    #: (its nodes count as delegated; TFLite never runs it), else ""
+    inlined_into: str = ""
 
 
 @dataclass
@@ -119,6 +122,8 @@ class DelegateState:
     #: set before the delegate's first Prepare: only these partitions are delegated (None: as the rule decides)
     selection: Selection | None = None
     prepares: int = 0
+    #: TfLiteContext address of a subgraph a delegated WHILE runs unrolled -> that WHILE (``inlined_into``)
+    inlined_subgraphs: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
     #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
     _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
