@@ -359,7 +359,9 @@ class _Unroller:
         op = op_for(node)
         if op is None or len(outs) != 1:
             raise _Refused(f"{where} has an output whose shape is only known at run time")
-        args = [self.value(i) if self.value(i) is not None else np.zeros(self.tensor(i).shape, np.float32) for i in inputs]
+        args = [
+            self.value(i) if self.value(i) is not None else np.zeros(self.tensor(i).shape, np.float32) for i in inputs
+        ]
         try:
             result = op.fold(node, args, outs[0].shape)
         except (ValueError, IndexError, TypeError) as exc:

@@ -121,7 +121,9 @@ class DelegateOptions:
                 if unknown_ops:
                     raise OptionsError(f"exclude_ops: unknown op name(s) {', '.join(unknown_ops)}")
                 values[key] = frozenset(names)
-            elif key == "model_file" or (key in ("serialization_dir", "program_cache") and text not in ("default", "none")):
+            elif key == "model_file" or (
+                key in ("serialization_dir", "program_cache") and text not in ("default", "none")
+            ):
                 values[key] = os.path.expanduser(text)
             else:
                 values[key] = text

@@ -34,7 +34,9 @@ class ConstantValue(Op):
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        return operation(_COPY, srcs=[], tensor_objects=[constant_tensor("value", ctx.graph.tensor(node.inputs[0]), ctx)])
+        return operation(
+            _COPY, srcs=[], tensor_objects=[constant_tensor("value", ctx.graph.tensor(node.inputs[0]), ctx)]
+        )
 
 
 OP = ConstantValue()
