@@ -109,7 +109,8 @@ def _rnn(steps: int, units: int, features: int, *, runtime_trips: bool = False) 
     ]
     body_outputs = [nxt, h1, 2, *([3] if runtime_trips else [])]
     # main: inputs x (and n); i0 = 0, h0 = zeros; WHILE; output h
-    main = [T((steps, 1, features)), T((), np.array(0, scalar), dtype=scalar), T((1, units), np.zeros((1, units), np.float32))]
+    h0 = np.zeros((1, units), np.float32)
+    main = [T((steps, 1, features)), T((), np.array(0, scalar), dtype=scalar), T((1, units), h0)]
     main += [T((), dtype=scalar), T((1, units)), T((steps, 1, features))]
     loop_in, loop_out, inputs = [1, 2, 0], [3, 4, 5], [0]
     if runtime_trips:
@@ -117,7 +118,8 @@ def _rnn(steps: int, units: int, features: int, *, runtime_trips: bool = False) 
         loop_in, loop_out, inputs = [*loop_in, 6], [*loop_out, 7], [0, 6]
     indices = {"CondSubgraphIndex": 1, "BodySubgraphIndex": 2}
     ops = [Op(WHILE, loop_in, loop_out, ("WhileOptions", indices))]
-    subgraphs = (Subgraph(cond, cond_ops, list(range(n)), [n + 1]), Subgraph(body, body_ops, list(range(n)), body_outputs))
+    loop_inputs = list(range(n))
+    subgraphs = (Subgraph(cond, cond_ops, loop_inputs, [n + 1]), Subgraph(body, body_ops, loop_inputs, body_outputs))
     return build_model(main, ops, inputs, [4], subgraphs)
 
 
