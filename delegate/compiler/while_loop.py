@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .fingerprint import partition_fingerprint
 from .graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node, Tensor
 from .ops import op_for
 from .ops.constant_value import CONSTANT_VALUE
@@ -86,6 +87,12 @@ class Loop:
 
     cond: Subgraph
     body: Subgraph
+
+    def __str__(self) -> str:
+        """What a fingerprint of the WHILE node takes of it (compiler/fingerprint.py writes params
+        with ``str``): each subgraph's nodes, shapes and interface, not their arrays' text."""
+        parts = [f"{partition_fingerprint(s.graph, s.plan)}:{s.inputs}:{s.outputs}" for s in (self.cond, self.body)]
+        return f"Loop({', '.join(parts)})"
 
 
 @dataclass
