@@ -34,6 +34,8 @@ LOOP = "loop"
 LOOP_REASON = "loop_reason"
 #: params key of an unrolled copy: which WHILE, body node and trip it copies (for messages)
 UNROLLED_FROM = "unrolled_from"
+#: params key of an unrolled WHILE: its copies' nodes (what cpu_choice.py counts for it)
+UNROLLED = "unrolled"
 #: builtin code of WHILE (not in graph.Builtin: no op of the compiler runs it as a node)
 WHILE = 119
 #: the most nodes the copies of a loop's body may add to a partition: each is a kernel or a link
@@ -155,6 +157,7 @@ def expand_loops(graph: Graph, plan: list[int], first_tensor: int) -> Expansion:
         unroller.commit()
         next_tensor, next_node = unroller.next_tensor, unroller.next_node
         expansion.members[index] = [n.index for n in unroller.nodes]
+        node.params[UNROLLED] = tuple(expansion.members[index])
         expansion.trips[index] = trips
         out.extend(expansion.members[index])
     expansion.plan = out
