@@ -106,6 +106,7 @@ class Expansion:
     members: dict[int, list[int]] = field(default_factory=dict)
     reasons: dict[int, str] = field(default_factory=dict)
     trips: dict[int, int] = field(default_factory=dict)
+    _owners: dict[int, int] = field(default_factory=dict, repr=False)
 
     def real(self, nodes: list[int]) -> list[int]:
         """``nodes`` (of the expanded plan) with each WHILE's copies put back as the WHILE, which
@@ -122,7 +123,10 @@ class Expansion:
         return out
 
     def owner(self, index: int) -> int | None:
-        return next((w for w, m in self.members.items() if index in m), None)
+        """The WHILE whose copy node ``index`` is, or None."""
+        if len(self._owners) != sum(map(len, self.members.values())):
+            self._owners = {m: w for w, members in self.members.items() for m in members}
+        return self._owners.get(index)
 
     def expand(self, nodes: list[int]) -> list[int]:
         """``nodes`` of the calling graph with each unrolled WHILE replaced by its copies."""
@@ -147,9 +151,12 @@ def expand_loops(graph: Graph, plan: list[int], first_tensor: int) -> Expansion:
         if node.op != WHILE:
             out.append(index)
             continue
+        node.params.pop(UNROLLED, None)  # from an earlier expansion of this node
         unroller = _Unroller(graph, node, next_tensor, next_node, plan)
         try:
             trips = unroller.run()
+            if not unroller.nodes:
+                raise _Refused(f"unrolled ({trips} trips), it leaves nothing to compute: its outputs are constants")
         except _Refused as exc:
             expansion.reasons[index] = str(exc)
             out.append(index)
