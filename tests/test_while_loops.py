@@ -74,9 +74,9 @@ def test_without_the_model_file_the_loop_stays_on_cpu_and_says_why():
 
 def _rnn(steps: int, units: int, features: int, *, runtime_trips: bool = False) -> bytes:
     """A simple RNN as a WHILE: h = tanh(x[i] W + h U + b) for i < steps, x [steps, 1, features]
-    the input, h [1, units] from zeros; output h. Loop values (i, h, x), i an int32 counter from a
-    constant 0; with ``runtime_trips`` the loop runs to a model input ``n`` (a fourth loop value)
-    instead of the constant ``steps``."""
+    the input, h [1, units] from zeros; outputs h and the final counter. Loop values (i, h, x), i
+    an int32 counter from a constant 0; with ``runtime_trips`` the loop runs to a model input
+    ``n`` (a fourth loop value) instead of the constant ``steps``."""
     rng = np.random.default_rng(steps * 100 + units)
     w = rng.uniform(-0.5, 0.5, (units, features)).astype(np.float32)
     u = rng.uniform(-0.5, 0.5, (units, units)).astype(np.float32)
@@ -120,7 +120,7 @@ def _rnn(steps: int, units: int, features: int, *, runtime_trips: bool = False) 
     ops = [Op(WHILE, loop_in, loop_out, ("WhileOptions", indices))]
     loop_inputs = list(range(n))
     subgraphs = (Subgraph(cond, cond_ops, loop_inputs, [n + 1]), Subgraph(body, body_ops, loop_inputs, body_outputs))
-    return build_model(main, ops, inputs, [4], subgraphs)
+    return build_model(main, ops, inputs, [4, 3], subgraphs)
 
 
 @pytest.mark.parametrize(("steps", "units", "features"), [(5, 8, 3), (1, 4, 4)])
@@ -131,6 +131,7 @@ def test_a_built_rnn_loop_is_unrolled(tmp_path: Path, steps: int, units: int, fe
     assert len(state.delegated_nodes) == state.total_nodes == 1 + 1 + 6, state.unsupported
     assert len(state.partitions) == 1
     assert_outputs_close(got, want, F32_TOLERANCE)
+    assert got[1] == want[1] == steps  # the final counter, a constant once unrolled, is written
 
 
 def test_a_loop_to_a_runtime_count_stays_on_cpu_with_its_reason(tmp_path: Path):

@@ -179,8 +179,6 @@ class _Unroller:
         self.next_tensor, self.next_node = next_tensor, next_node
         self.tensors: dict[int, Tensor] = {}
         self.nodes: list[Node] = []
-        #: the calling graph's tensors made constant (a loop output the loop leaves constant)
-        self.constant_outputs: dict[int, np.ndarray] = {}
         #: tensors of no elements (a SLICE of size 0: what a list write before step 0 reads)
         self.empty: set[int] = set()
         self.body_constants: dict[int, int] = {}
@@ -211,9 +209,6 @@ class _Unroller:
         self.graph.tensors.update(self.tensors)
         for n in self.nodes:
             self.graph.nodes[n.index] = n
-        for index, value in self.constant_outputs.items():
-            t = self.graph.tensor(index)
-            t.is_constant, t.constant = True, value
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -388,8 +383,9 @@ class _Unroller:
         return [tuple(int(d) for d in np.shape(result))]
 
     def _bind_outputs(self, values: list[int]) -> None:
-        """Make each final loop value the WHILE's output tensor in the calling graph."""
-        readers = {i for n in self.plan for i in self.graph.nodes[n].inputs if n != self.node.index}
+        """Make each final loop value the WHILE's output tensor in the calling graph: its copy's
+        output renamed, or a node writing it (a constant: the final counters; a value passed
+        through), so that every output TFLite may read is written."""
         renamed: set[int] = set()
         for out, final in zip(self.node.outputs, values, strict=True):
             made = next((n for n in self.nodes if final in n.outputs), None)
@@ -399,18 +395,12 @@ class _Unroller:
                     n.outputs = tuple(out if o == final else o for o in n.outputs)
                     n.inputs = tuple(out if i == final else i for i in n.inputs)
                 continue
-            value = self.value(final)
-            if value is not None and final not in renamed:
-                if self.graph.tensor(out).dtype != FLOAT32 and out in readers:
-                    raise _Refused(
-                        f"its output tensor {out} is a constant once unrolled, and a node of the graph reads it"
-                    )
-                self.constant_outputs[out] = value
-                continue
-            # a loop value passed through (or one written twice): a copy into the output
-            reshape = (final, self._shape_constant(out))
             params = {UNROLLED_FROM: f"{self.node.name} (its output {out})"}
-            self.nodes.append(Node(self.next_node, Builtin.RESHAPE, 1, reshape, (out,), params))
+            if self.value(final) is not None:
+                written = Node(self.next_node, CONSTANT_VALUE, 1, (final,), (out,), params)
+            else:  # a loop value passed through (or one written twice): a copy
+                written = Node(self.next_node, Builtin.RESHAPE, 1, (final, self._shape_constant(out)), (out,), params)
+            self.nodes.append(written)
             self.next_node += 1
 
 
