@@ -180,6 +180,8 @@ def Interpreter(
     mode = resolve_mode(kwargs.pop("background_compile", None))
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
     _check_model(model_path, interpreter_args.get("model_content"))
+    if model_path is not None:  # read for what TFLite's delegate interface does not give (plugin/loops.py)
+        kwargs.setdefault("model_file", model_path)
     effective = None
     if settings is not None:
         effective = effective_settings(settings, kwargs.get("device"), settings_type)

@@ -67,6 +67,10 @@ class Inlining:
             out += self.members.get(index, [index])
         return out
 
+    def owner(self, node: int) -> int:
+        """The composite ``node`` is one of the nodes of, else ``node`` itself."""
+        return next((c for c, members in self.members.items() if node in members), node)
+
     def collapse(self, graph: Graph, claimed: list[int], unsupported: dict[str, str]) -> list[int]:
         """The claim over ``plan`` (``claimed``) in TFLite's indices: a composite is claimed when all of
         its nodes are; the reasons of its nodes are given under its name."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..calibration import Calibration
 from .graph import Graph, Node
 from .ops import op_for
+from .while_loop import UNROLLED
 
 
 def _elements(graph: Graph, index: int) -> int:
@@ -167,7 +168,8 @@ def estimate(graph: Graph, nodes: list[int], *, applied: bool, calibration: Cali
     """The figures of the partition ``nodes`` of ``graph`` with the device's measured costs
     (``applied``: whether the rule decides)."""
     cpu_nodes = kernels = macs = elements = 0
-    for index in nodes:
+    # an unrolled WHILE counts as its body's copies (while_loop.py), which both sides run
+    for index in (m for n in nodes for m in graph.nodes[n].params.get(UNROLLED, (n,))):
         node = graph.nodes[index]
         inputs = _runtime(graph, node.inputs)
         if not inputs:  # folded into constants (fold.py, shapes.py): neither side runs it

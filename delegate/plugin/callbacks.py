@@ -113,7 +113,9 @@ def dlg_py_kernel_init(context: Any, params: Any, kernel: Any) -> int:
             runtime, cache_state, start = pending
         else:
             runtime, cache_state = delegate.plan.load(context, partition, delegate.options, prep)
-        state, captured = delegate.state, dict(prep.graph.nodes)
+        # the subgraph's own nodes (an unrolled WHILE's copies are made again by a recompile)
+        own = set(prep.plan)
+        state, captured = delegate.state, {i: n for i, n in prep.graph.nodes.items() if i in own}
         entry = KernelEntry(runtime, state, delegate.plan, prep.report, captured, list(prep.plan), partition)
         handle = REGISTRY.add_kernel(entry)
         entry.dims, entry.arrays = bind_kernel(context, entry.runtime, kernel)

@@ -12,6 +12,7 @@ from ..compiler.fold import fold_constants, folded_sources
 from ..compiler.graph import CUSTOM, Builtin, Graph, Node, Tensor
 from ..compiler.shapes import fold_reads
 from ..compiler.sparsity import DimensionMetadata, densify
+from ..compiler.while_loop import WHILE
 from ..errors import DelegateError
 
 _NUMPY_TYPES = {
@@ -90,6 +91,9 @@ def _params(code: int, data: Any) -> dict[str, Any]:
         return _sequence_lstm_params(data)
     if code == Builtin.STABLEHLO_COMPOSITE:
         return _composite_params(data)
+    if code == WHILE:  # TfLiteWhileParams: the condition's and the body's subgraph indices
+        ints = ffi.cast("int *", data)
+        return {"subgraphs": (int(ints[0]), int(ints[1]))}
     struct = {
         Builtin.CONV_2D: "TfLiteConvParams",
         Builtin.DEPTHWISE_CONV_2D: "TfLiteDepthwiseConvParams",
@@ -265,7 +269,9 @@ def capture_tensors(context: Any, nodes: dict[int, Node], read_limit: int | None
     tensors: dict[int, Tensor] = {}
     for node in nodes.values():
         for i in (*node.inputs, *node.outputs):
-            if i >= 0 and i not in tensors:
+            # past the context's tensors: a node the compiler put in (an inlined composite's, an
+            # unrolled WHILE's), whose tensors are put in again with it
+            if 0 <= i < context.tensors_size and i not in tensors:
                 tensors[i] = capture_tensor(context, i, read_limit)
     return Graph(tensors, {i: copy.copy(node) for i, node in nodes.items()})
 
@@ -299,7 +305,8 @@ def hash_constants(context: Any, graph: Graph, update: Any) -> None:
     ordinary tensors to TFLite, with no data during Prepare, and their value is only computed for
     the partitions that read them: they are skipped, as each is determined by its node's input, a
     constant of the model hashed here. A sparse constant is hashed as stored, with its sparsity
-    parameters (which, with its shape, give its dense value).
+    parameters (which, with its shape, give its dense value). Tensors past the context's are an
+    unrolled WHILE's (compiler/while_loop.py): their values, read from its body, are hashed.
     """
     for i in sorted(graph.tensors):
         if not graph.tensors[i].is_constant:

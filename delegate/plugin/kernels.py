@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..compiler.kernel_names import fused_ops
-from ..compiler.shapes import resolve
 from ..errors import DelegateError
 from ..runtime import Runtime
 from .binding import bind_kernel
@@ -56,15 +55,13 @@ def recompile(context: Any, entry: KernelEntry, kernel: Any, lock: threading.Loc
     """Compile ``entry``'s partition for the shapes its tensors have now, and swap it in (``lock``:
     the registry's, held while the report's partitions change)."""
     nodes = entry.partition[0]
-    graph = capture_tensors(context, entry.nodes)
-    static = resolve(graph, entry.execution)
+    prep = Preparing(capture_tensors(context, entry.nodes), entry.report, entry.execution)
     # The partition's nodes must still be the ones Prepare would claim with these shapes.
-    supported, unsupported = entry.plan.supported(graph, entry.execution, entry.state.options, static)
-    lost = [graph.nodes[i].name for i in nodes if i not in supported]
+    supported, unsupported, _ = entry.plan.claim(context, prep, entry.state.options)
+    lost = [prep.graph.nodes[i].name for i in nodes if i not in supported]
     if lost:
         why = unsupported.get(lost[0], "not claimed")
         raise DelegateError(f"{lost[0]} cannot run on the delegate with the new shapes: {why}")
-    prep = Preparing(graph, entry.report, entry.execution, static)
     start = time.perf_counter()
     runtime, cache_state = entry.plan.load(context, entry.partition, entry.state.options, prep)
     if (runtime.input_ids, runtime.output_ids) != (entry.runtime.input_ids, entry.runtime.output_ids):

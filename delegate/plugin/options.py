@@ -62,6 +62,9 @@ class DelegateOptions:
     cpu_when_faster: bool | None = None
     #: the kernels of convolutions, depthwise and fully connected: auto (by device type), gpu or cpu
     kernel_family: str = "auto"
+    #: the model's file, read for what TFLite's delegate interface does not give: the inputs and
+    #: outputs of the subgraphs a WHILE runs (plugin/loops.py); empty: every WHILE stays on CPU
+    model_file: str = ""
 
     @classmethod
     def parse(cls, pairs: dict[str, str]) -> DelegateOptions:
@@ -118,7 +121,9 @@ class DelegateOptions:
                 if unknown_ops:
                     raise OptionsError(f"exclude_ops: unknown op name(s) {', '.join(unknown_ops)}")
                 values[key] = frozenset(names)
-            elif key in ("serialization_dir", "program_cache") and text not in ("default", "none"):
+            elif key == "model_file" or (
+                key in ("serialization_dir", "program_cache") and text not in ("default", "none")
+            ):
                 values[key] = os.path.expanduser(text)
             else:
                 values[key] = text

@@ -25,6 +25,7 @@ from ..compiler.composites import Inlining
 from ..compiler.device_policy import cpu_when_faster
 from ..compiler.graph import Graph
 from ..compiler.shapes import StaticShapes, resolve
+from ..compiler.while_loop import Expansion, claim_loops, expand_loops
 from ..errors import DelegateError, PartitionTooLargeError
 from ..progress import report_progress
 from ..runtime import Runtime
@@ -42,6 +43,7 @@ from .choice_record import decide
 from .claim_rules import float_edges, propagation_blocker
 from .composites import inline_composites
 from .loader import CacheState, PartitionLoader, PartitionRequest
+from .loops import capture_loops, context_address
 from .messages import PLUGIN, cause, log, shown
 from .options import DelegateOptions
 from .report import DelegateState, Selection, SubgraphReport, partition_id
@@ -64,6 +66,8 @@ class Preparing:
     deferred: dict[frozenset[int], str] = field(default_factory=dict)
     #: which partitions the delegate delegates, and their compiled contexts (report.py), None: all the rule keeps
     selection: Selection | None = None
+    #: the plan with the WHILEs unrolled (compiler/while_loop.py): what the compiler sees of it
+    expansion: Expansion | None = None
     #: SHA-256 of the model's constants (cache keys without model_token), hashed once per Prepare
     _constants_digest: bytes | None = None
 
@@ -79,10 +83,6 @@ class Preparing:
         for runtime, _, _ in self.pending.values():
             runtime.close()
         self.pending.clear()
-
-
-def _address(context: Any) -> int:
-    return int(ffi.cast("uintptr_t", context))
 
 
 def replace_nodes(context: Any, native_delegate: Any, nodes: list[int]) -> int:
@@ -106,18 +106,15 @@ class PreparePlan:
         report, options = prep.report, state.options
         prep.selection = state.selection
         plan = prep.plan
-        inlined_into = state.take_inlined(_address(context))
-        if inlined_into is not None:  # a composite's decomposition, compiled into the composite's partition
+        inlined_into = state.take_inlined(context_address(context))
+        if inlined_into is not None:  # a composite's decomposition or a WHILE's subgraph, run in a partition
             report.total_nodes, report.delegated_nodes, report.inlined_into = len(plan), list(plan), inlined_into
             return 0
         graph = prep.graph = self.capture(context, plan)
+        loop_contexts = capture_loops(context, graph, plan, options.model_file)
         if propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
             native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
-        prep.inlining, subgraphs = inline_composites(context, graph, plan)
-        expanded = prep.inlining.plan
-        prep.static = resolve(graph, expanded)
-        supported, unsupported = self.supported(graph, expanded, options, prep.static)
-        supported = prep.inlining.collapse(graph, supported, unsupported)
+        supported, unsupported, subgraphs = self.claim(context, prep, options)
         supported = float_edges(context, graph, supported, unsupported)
         chosen = largest_partitions(context, supported, options.max_delegated_partitions)
         for index in set(supported) - set(chosen):
@@ -130,6 +127,10 @@ class PreparePlan:
                 warn(f"{PLUGIN}: {name} stays on CPU: {why}")
         chosen = self._compile(context, prep, chosen, options, undo_unsafe_reason(context, plan) is not None)
         report.delegated_nodes = [n for n in chosen if not any(n in d for d in prep.deferred)]
+        for index, addresses in loop_contexts.items():  # their subgraphs run in the partition, unrolled
+            if index in report.delegated_nodes:
+                for address in addresses:
+                    state.mark_inlined(address, f"{graph.nodes[index].name} of subgraph {report.index}")
         listed = list(report.unsupported.items())[:5]
         log.info(
             "subgraph %d: %d of %d nodes delegated in %d partition(s); on CPU: %s%s",
@@ -184,6 +185,21 @@ class PreparePlan:
         prep.deferred = {frozenset(plan): message}
         return replace_nodes(context, native_delegate, plan)
 
+    def claim(
+        self, context: Any, prep: Preparing, options: DelegateOptions
+    ) -> tuple[list[int], dict[str, str], dict[int, int]]:
+        """``supported`` on ``prep``'s graph with its composites inlined (compiler/composites.py) and
+        its WHILEs unrolled (compiler/while_loop.py): the nodes of the plan to claim, a composite or
+        a WHILE when every node it stands for is, why others are not, and each inlined composite's
+        subgraph context address."""
+        graph = prep.graph
+        prep.inlining, subgraphs = inline_composites(context, graph, prep.plan)
+        expansion = prep.expansion = expand_loops(graph, prep.inlining.plan, int(context.tensors_size))
+        prep.static = resolve(graph, expansion.plan)
+        supported, unsupported = self.supported(graph, expansion.plan, options, prep.static)
+        supported = claim_loops(graph, expansion, supported, unsupported)
+        return prep.inlining.collapse(graph, supported, unsupported), unsupported, subgraphs
+
     @staticmethod
     def supported(
         graph: Graph, plan: list[int], options: DelegateOptions, static: StaticShapes
@@ -200,10 +216,13 @@ class PreparePlan:
         compiled = prep.selection.take_context(prep.report.index, nodes) if prep.selection is not None else None
         if compiled is not None:  # compiled already in this process (Selection): loaded, not compiled again
             return self.loader.load_compiled(compiled, options), "memory"
+        nodes = prep.inlining.expand(nodes)  # each inlined composite: its decomposition's nodes
+        if prep.expansion is not None:  # each unrolled WHILE: its body's copies
+            nodes = prep.expansion.expand(nodes)
         graph = partition_graph(context, nodes, prep.graph, dequantize=options.enable_quantized_inference)
         request = PartitionRequest(
             graph,
-            prep.inlining.expand(nodes),
+            nodes,
             inputs,
             outputs,
             constants_digest=lambda: prep.constants_digest(context),
@@ -276,11 +295,14 @@ class PreparePlan:
             try:
                 runtime, cache_state = self.load(context, (nodes, inputs, outputs), options, prep)
             except PartitionTooLargeError as exc:  # over the runtime's bounds (compiler/bounds.py)
-                if exc.node not in nodes:
+                owner = prep.expansion.owner(exc.node) if prep.expansion is not None else None
+                node = exc.node if owner is None else owner  # a copy of a WHILE's body: the WHILE
+                node = prep.inlining.owner(node)  # a node of a composite's decomposition: the composite
+                if node not in nodes:
                     raise DelegateError(f"compiling a partition failed: {exc}") from exc
-                keep.discard(exc.node)  # that node on CPU: the rest is partitioned and compiled again
-                prep.report.unsupported[prep.graph.nodes[exc.node].name] = exc.reason
-                previews += preview_partitions(context, [n for n in nodes if n != exc.node])
+                keep.discard(node)  # that node on CPU: the rest is partitioned and compiled again
+                prep.report.unsupported[prep.graph.nodes[node].name] = exc.reason
+                previews += preview_partitions(context, [n for n in nodes if n != node])
                 continue
             except Exception as exc:  # any stage: capture of weights, compile, build, allocation
                 if options.compile_fallback:

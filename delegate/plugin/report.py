@@ -85,11 +85,12 @@ class SubgraphReport:
     cpu_choices: list[CpuChoice] = field(default_factory=list)
     #: whether the rule cpu_when_faster applies here (delegate/measured_choice.py measures where it does)
     cpu_rule: bool = False
-    #: a composite's decomposition that the delegate compiled into the composite's partition (its
-    #: name): TFLite does not run this subgraph, and the delegate claims nothing of it
-    inlined_into: str = ""
     #: the record of each candidate partition (by its nodes), with a serialization folder
     choice_records: dict[tuple[int, ...], ChoiceRecord] = field(default_factory=dict, repr=False)
+    #: the composite whose decomposition, or the WHILE whose condition or body, this subgraph is, run
+    #: in that node's partition (inlined, unrolled): TFLite never runs it, the delegate claims none
+    #: of it, and its nodes count as delegated; else ""
+    inlined_into: str = ""
 
 
 @dataclass
@@ -124,7 +125,8 @@ class DelegateState:
     prepares: int = 0
     #: TfLiteContext address -> its report, so that a second Prepare of a subgraph replaces it
     _by_context: dict[int, SubgraphReport] = field(default_factory=dict, repr=False, compare=False)
-    #: TfLiteContext address of a composite's decomposition -> the delegated composite's name
+    #: TfLiteContext address of a composite's decomposition or a WHILE's subgraph -> the delegated
+    #: node's name (``SubgraphReport.inlined_into``)
     _inlined: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -163,13 +165,13 @@ class DelegateState:
             for c in r.cpu_choices
         ]
 
-    def mark_inlined(self, address: int, composite: str) -> None:
-        """The subgraph at ``address`` is ``composite``'s decomposition, which the delegate runs."""
+    def mark_inlined(self, address: int, node: str) -> None:
+        """The subgraph at ``address`` is run by the delegated ``node`` (a composite, a WHILE)."""
         with self._lock:
-            self._inlined[address] = composite
+            self._inlined[address] = node
 
     def take_inlined(self, address: int) -> str | None:
-        """The delegated composite whose decomposition the subgraph at ``address`` is, once: a
+        """The delegated node that runs the subgraph at ``address``, once: a
         later Prepare of it (another model's subgraph at that address) is a Prepare as any other."""
         with self._lock:
             return self._inlined.pop(address, None)
