@@ -51,6 +51,7 @@ COVERAGE = {
     "torch_transformer": (110, 1),
     "torch_composites": (121, 1),
     "torch_composites_mixed": (56, 2),
+    "torch_vit_fused_qkv": (109, 1),
     "lstm_tf_keras": (2, 1),
     "bilstm_tf_keras": (6, 1),
     "lstm_keras3": (33, 1),

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from delegate.compiler.graph import Builtin
+from delegate.compiler.ops.reindex import strided_slice_values
 
 from .helpers import delegate_and_builtin
 from .tflite_builder import Op, T, build_model
@@ -487,6 +488,48 @@ def test_broadcast_to(shape, target, runs):
     op = Op(Builtin.BROADCAST_TO, [0, 1], [2], version=2)  # TFLite registers BROADCAST_TO from version 2
     state = check(tensors, [op], [0], [2], [x], delegated=1 if runs else 0)
     assert runs or any("merges" in why for why in state.unsupported.values())
+
+
+@pytest.mark.parametrize(
+    ("shape", "perm"),
+    [
+        ((1, 17, 3, 4, 12), (2, 0, 3, 1, 4)),  # timm's attention: qkv split into (3, B, heads, N, D)
+        ((2, 3, 4, 5, 6), (4, 3, 2, 1, 0)),  # every dim moved, channels too
+        ((2, 3, 1, 5, 6), (1, 0, 2, 4, 3)),
+        ((2, 1, 3, 2, 3, 5), (3, 5, 0, 2, 1, 4)),  # rank 6
+    ],
+)
+def test_high_rank_transpose(shape, perm):
+    out = tuple(shape[p] for p in perm)
+    tensors = [T(shape), T((len(perm),), np.array(perm, np.int32), np.int32), T(out)]
+    x = rand(shape, np.random.default_rng(12))
+    check(tensors, [Op(Builtin.TRANSPOSE, [0, 1], [2], version=6 if len(shape) > 5 else 5)], [0], [2], [x])
+
+
+@pytest.mark.parametrize(
+    ("shape", "begin", "end", "strides", "shrink"),
+    [
+        ((3, 1, 4, 17, 12), (1, 0, 0, 0, 0), (2, 1, 4, 17, 12), (1, 1, 1, 1, 1), 0),  # q, k or v of timm's qkv
+        ((3, 2, 4, 5, 6), (2, 0, 1, 0, 1), (3, 2, 4, 5, 6), (1, 1, 2, 1, 2), 0b00001),  # shrunk to rank 4
+        ((2, 3, 4, 5, 6), (0, 1, 0, 4, 0), (2, 3, 4, 5, 6), (1, 1, 1, 1, 3), 0b01000),
+    ],
+)
+def test_high_rank_strided_slice(shape, begin, end, strides, shrink):
+    want = strided_slice_values(
+        np.zeros(shape), np.array(begin), np.array(end), np.array(strides), {"shrink_axis_mask": shrink}
+    )
+    vec = [T((len(shape),), np.array(v, np.int32), np.int32) for v in (begin, end, strides)]
+    tensors = [T(shape), *vec, T(want.shape)]
+    options = ("StridedSliceOptions", {"ShrinkAxisMask": shrink})
+    x = rand(shape, np.random.default_rng(13))
+    check(tensors, [Op(Builtin.STRIDED_SLICE, [0, 1, 2, 3], [4], options, version=5)], [0], [4], [x])
+
+
+def test_high_rank_slice():
+    shape, begin, size = (3, 1, 4, 5, 6), (2, 0, 1, 0, 2), (1, 1, 3, 5, 3)
+    vec = [T((5,), np.array(v, np.int32), np.int32) for v in (begin, size)]
+    x = rand(shape, np.random.default_rng(14))
+    check([T(shape), *vec, T(size)], [Op(Builtin.SLICE, [0, 1, 2], [3], version=5)], [0], [3], [x])
 
 
 def test_fused_tanh_stays_on_cpu():

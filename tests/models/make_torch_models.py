@@ -14,6 +14,8 @@
   heads on 2 key / value heads) over 10 tokens, LayerNorm on 40 channels, a composite of a name of
   its own with two results of different shapes (``example.gated``), and one whose decomposition
   holds an op the delegate does not run (``example.running_sum``, a CUMSUM).
+- ``torch_vit_fused_qkv``: a ViT whose attention is timm's (one projection to q, k and v, split by
+  a rank-5 permute), 8x8 patches of a 1x3x32x32 image (NCHW), hidden 48, 4 heads, 2 blocks.
 
 Run with the torch venv's Python:
 
@@ -176,12 +178,52 @@ def mixed() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return Mixed(), (torch.randn(1, 10, 40),)
 
 
+class FusedQkvAttention(nn.Module):
+    """timm's ViT attention: one projection to q, k and v, split by a rank-5 permute."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.norm = heads, nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.mlp = nn.Sequential(
+            nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(self.norm(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        scores = (q @ k.transpose(-2, -1)) * (c // self.heads) ** -0.5
+        x = x + self.proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c))
+        return x + self.mlp(x)
+
+
+class TimmVit(nn.Module):
+    def __init__(self, width: int = 48, heads: int = 4, blocks: int = 2, patch: int = 8, image: int = 32) -> None:
+        super().__init__()
+        self.embed = nn.Conv2d(3, width, patch, stride=patch)
+        self.cls = nn.Parameter(0.02 * torch.randn(1, 1, width))
+        self.position = nn.Parameter(0.02 * torch.randn(1, (image // patch) ** 2 + 1, width))
+        self.blocks = nn.Sequential(*(FusedQkvAttention(width, heads) for _ in range(blocks)))
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        x = self.embed(image).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.position
+        return self.head(self.blocks(x)[:, 0])
+
+
+def timm_vit() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    return TimmVit(), (torch.rand(1, 3, 32, 32),)
+
+
 #: file stem -> its module and sample inputs
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple[torch.Tensor, ...]]]] = {
     "torch_mobilenet_v3_small": mobilenet_v3_small,
     "torch_transformer": transformer,
     "torch_composites": composites,
     "torch_composites_mixed": mixed,
+    "torch_vit_fused_qkv": timm_vit,
 }
 
 

@@ -48,6 +48,36 @@ def constant_values(graph: Graph, node: Node, position: int) -> np.ndarray | Non
     return None if value is None else np.asarray(value).reshape(-1)
 
 
+#: the highest rank TRANSPOSE and SLICE take (TFLite's kernels take 6): above 4, read through the
+#: 4-D view whose first dim merges the leading ones (layout.bhwc)
+MAX_RANK = 6
+
+
+def logical_lane(shape: tuple[int, ...]) -> list[str]:
+    """Each dim's index of the output lane (b, Y, X, c) of a tensor of ``shape`` in its 4-D view:
+    above rank 4, the leading dims out of b by division (their sizes are literals)."""
+    rank = len(shape)
+    if rank <= 4:
+        return list(OUT[4 - rank :])
+    lead = [int(d) for d in shape[: rank - 3]]
+    exprs = []
+    for k, size in enumerate(lead):
+        inner = int(np.prod(lead[k + 1 :], dtype=np.int64))
+        exprs.append(f"((b / {inner}) % {size})" if inner > 1 else f"(b % {size})")
+    return [*exprs, "Y", "X", "c"]
+
+
+def view_lane(shape: tuple[int, ...], index: list[str]) -> list[str]:
+    """The 4-D view's lane (bi, yi, xi, ci) of the element at ``index`` (one expression per dim) of a
+    tensor of ``shape``."""
+    rank = len(shape)
+    if rank <= 4:
+        return ["0"] * (4 - rank) + index
+    lead = [int(d) for d in shape[: rank - 3]]
+    terms = [f"({index[k]}) * {int(np.prod(lead[k + 1 :], dtype=np.int64))}" for k in range(rank - 3)]
+    return [" + ".join(terms), *index[rank - 3 :]]
+
+
 def data_check(
     node: Node, graph: Graph, data: int = 0, constants: tuple[int, ...] = (), *, high_rank: bool = False
 ) -> str | None:
@@ -84,12 +114,17 @@ def float_check(node: Node, graph: Graph, data: int) -> str | None:
     return "the input is a constant" if graph.tensor(node.inputs[data]).is_constant else None
 
 
-def _dims_check(node: Node, graph: Graph, valid: Callable[[list[int], int], bool], problem: str) -> str | None:
+def _dims_check(
+    node: Node, graph: Graph, valid: Callable[[list[int], int], bool], problem: str, *, high_rank: bool = False
+) -> str | None:
     """The check of an op whose second input is a constant list of the data input's dimensions
-    (TRANSPOSE's permutation, REVERSE_V2's axes): ``problem`` unless ``valid(dims, rank)``."""
-    data_problem = data_check(node, graph, constants=(1,))
+    (TRANSPOSE's permutation, REVERSE_V2's axes): ``problem`` unless ``valid(dims, rank)``
+    (``high_rank``: up to MAX_RANK)."""
+    data_problem = data_check(node, graph, constants=(1,), high_rank=high_rank)
     if data_problem:
         return data_problem
+    if rank_of(graph, node.inputs[0]) > MAX_RANK:
+        return f"rank {rank_of(graph, node.inputs[0])} (at most {MAX_RANK})"
     dims, rank = constant_values(graph, node, 1), rank_of(graph, node.inputs[0])
     return None if dims is not None and valid([int(d) for d in dims], rank) else problem
 
@@ -105,10 +140,13 @@ class Transpose(Op):
             graph,
             lambda perm, rank: sorted(p % rank for p in perm) == list(range(rank)),
             "the permutation is not a permutation of the input's dimensions",
+            high_rank=True,
         )
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         rank = rank_of(ctx.graph, node.inputs[0])
+        if rank > 4:  # timm's attention: qkv (B, N, 3, heads, D) -> (3, B, heads, N, D)
+            return _high_rank_transpose(node, ctx.graph)
         pad = 4 - rank
         perm4 = list(range(pad)) + [int(p) % rank + pad for p in constant_values(ctx.graph, node, 1)]  # type: ignore[union-attr]
         exprs = ["0"] * 4
@@ -117,6 +155,20 @@ class Transpose(Op):
         if perm4[3] == 3:  # channels stay last (attention's head split / merge): whole slices move
             return operation(written(HEAD + input_lane(exprs[:3], "  ") + _SLICE_COPY), srcs=["src_tensor"])
         return operation(gather_code(exprs), srcs=["src_tensor"])
+
+
+def _high_rank_transpose(node: Node, graph: Graph) -> Kernel:
+    """TRANSPOSE above rank 4: output dim d is input dim perm[d], each tensor read in its 4-D view."""
+    src, dst = graph.tensor(node.inputs[0]).shape, graph.tensor(node.outputs[0]).shape
+    perm = [int(p) % len(src) for p in constant_values(graph, node, 1)]  # type: ignore[union-attr]
+    out = logical_lane(dst)
+    index = ["0"] * len(src)
+    for d, p in enumerate(perm):
+        index[p] = out[d]
+    exprs = view_lane(src, index)
+    if perm[-1] == len(src) - 1:  # channels stay last: whole slices move
+        return operation(written(HEAD + input_lane(exprs[:3], "  ") + _SLICE_COPY), srcs=["src_tensor"])
+    return operation(gather_code(exprs), srcs=["src_tensor"])
 
 
 def strided_slice_values(
@@ -160,9 +212,11 @@ class Slice(Op):
 
     def check(self, node: Node, graph: Graph) -> str | None:
         constants = (1, 2, 3) if node.op == Builtin.STRIDED_SLICE else (1, 2)
-        problem = data_check(node, graph, constants=constants)
+        problem = data_check(node, graph, constants=constants, high_rank=True)
         if problem:
             return problem
+        if rank_of(graph, node.inputs[0]) > MAX_RANK:
+            return f"rank {rank_of(graph, node.inputs[0])} (at most {MAX_RANK})"
         if node.params.get("ellipsis_mask") or node.params.get("new_axis_mask") or node.params.get("offset"):
             return "ellipsis, new-axis or offset strided slices"
         if len(constant_values(graph, node, 1)) != rank_of(graph, node.inputs[0]):  # type: ignore[arg-type]
@@ -191,6 +245,12 @@ class Slice(Op):
                 starts.append(start)
                 if masks.get("shrink_axis_mask", 0) >> d & 1:
                     shrink.add(d)
+        if rank > 4 or rank_of(g, node.outputs[0]) > 4:  # read in the 4-D views, the offsets literals
+            out = iter(logical_lane(g.tensor(node.outputs[0]).shape))
+            index = [
+                f"{starts[d]}" if d in shrink else f"{starts[d]} + {strides[d]} * {next(out)}" for d in range(rank)
+            ]
+            return operation(gather_code(view_lane(shape, index)), srcs=["src_tensor"])
         pad = 4 - rank
         feed = surviving(rank, rank_of(g, node.outputs[0]), shrink)
         exprs, ints = [], {}
