@@ -27,6 +27,7 @@ import numpy as np
 
 from .graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Tensor
 from .ops import Quantization, traits_of
+from .quant_table import TIE
 
 INT8, UINT8 = 9, 3
 #: the integer range of each carried type
@@ -140,11 +141,6 @@ def _literal(v: float) -> str:
 
 #: ops whose integer kernels round the integer value itself, zero point included (TFLite's
 #: average pooling: (sum of q + count / 2) / count, half away from zero), not the real value
-
-
-#: how close to a tie (in steps) a value is taken for the tie: float32's error on a result of a
-#: few hundred steps summed from a few thousand terms stays below it
-TIE = 1.0 / 1024
 
 
 def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
