@@ -9,6 +9,7 @@ import pytest
 
 from delegate.compiler.graph import FLOAT32, Builtin, Carried, Graph, Node, Tensor
 from delegate.compiler.partition import CompileOptions, compile_partition
+from delegate.compiler.quant import qdq_code
 from delegate.compiler.quant_table import carried_inputs, grid_values
 
 from .test_quant import check_quant, qt
@@ -16,7 +17,7 @@ from .tflite_builder import Op
 
 _INT8, _UINT8 = 9, 3
 #: what the rounding step (quant.qdq_code) writes into every kernel it runs in
-_ROUNDING = "0x80000000u"
+_ROUNDING = "convert_float4(convert_int4(q + "
 
 
 @pytest.mark.parametrize(
@@ -79,3 +80,46 @@ def test_float_ops_keep_their_code():
     ctx = compile_partition(_relu_logistic(False), [0, 1], [0], [2], CompileOptions())
     (node,) = ctx.nodes
     assert not node.gpu_op.arguments.buffer_objects and "lut_i" not in node.gpu_op.code
+
+
+def _run_step(grid: Carried, x: np.ndarray) -> np.ndarray:
+    """quant.qdq_code's step on float32 ``x``, run as OpenCL on the default device."""
+    import pyopencl as cl
+
+    import delegate  # noqa: F401  (the embedded PoCL's ICD, for pyopencl too)
+
+    source = (
+        "#define TO_FLT4(v) convert_float4(v)\n"
+        "__kernel void k(__global const float4* x, __global float4* y) {\n"
+        f"  int i = get_global_id(0);\n  float4 result = x[i];\n{qdq_code(grid)}  y[i] = result;\n}}\n"
+    )
+    device = next(d for p in cl.get_platforms() for d in p.get_devices())
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context)
+    program = cl.Program(context, source).build()
+    flags = cl.mem_flags
+    src = cl.Buffer(context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=x)
+    dst = cl.Buffer(context, flags.WRITE_ONLY, x.nbytes)
+    program.k(queue, (x.size // 4,), None, src, dst)
+    out = np.empty_like(x)
+    cl.enqueue_copy(queue, out, dst)
+    return out
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize(
+    "grid",
+    [Carried(0.02, -128, -128, 127, _INT8), Carried(0.03, 0, 0, 255, _UINT8), Carried(0.05, 3, -128, 127, _INT8)],
+    ids=["int8-relu-grid", "uint8-zero-at-0", "int8-signed"],
+)
+def test_rounding_step_as_the_table_rounds(grid):
+    """The step (signs dropped on grids that hold no negative q) against quant_table.grid_values:
+    ties within TIE away from zero, the clamps, NaN and -0 to the low end, infinities clamped."""
+    steps = np.arange((grid.low - grid.zero_point - 2) * 4, (grid.high - grid.zero_point + 2) * 4 + 1) / 4
+    ties = np.concatenate([steps, steps + 0.0005, steps - 0.0005, steps + 0.01, steps - 0.01])
+    x = np.concatenate([ties * grid.scale, [np.nan, -0.0, np.inf, -np.inf, 1e30, -1e30, 0.0, 0.0]])
+    x = np.resize(x.astype(np.float32), -(-x.size // 4) * 4)
+    got = _run_step(grid, x)
+    np.testing.assert_array_equal(got, grid_values(x.astype(np.float64), grid))
+    signed = grid.low - grid.zero_point < 0
+    assert ("0x80000000u" in qdq_code(grid)) == signed
