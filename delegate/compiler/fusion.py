@@ -97,8 +97,9 @@ def quantize_output(placed: KernelNode, node: Node, graph: Graph) -> bool:
     carried tensor (quant.py): the step runs in front of the kernel's writes, linked like an op.
     False when the kernel has no write hook for it and the step is needed."""
     params = graph.tensor(node.outputs[0]).carried if len(node.outputs) == 1 else None
-    if params is None:
-        return True
+    op = op_for(node)
+    if params is None or (op is not None and op.writes_grid(node, graph)):
+        return True  # nothing to round, or a table whose values are on the grid (quant_table.py)
     if placed.kernel.accepts_links:
         placed.kernel.linked.append(qdq_code(params, traits_of(node.op).rounds_with_zero_point))
     return placed.kernel.accepts_links or not regrids(graph, node)

@@ -27,6 +27,7 @@ import numpy as np
 
 from .graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Tensor
 from .ops import Quantization, traits_of
+from .quant_table import TIE
 
 INT8, UINT8 = 9, 3
 #: the integer range of each carried type
@@ -142,11 +143,6 @@ def _literal(v: float) -> str:
 #: average pooling: (sum of q + count / 2) / count, half away from zero), not the real value
 
 
-#: how close to a tie (in steps) a value is taken for the tie: float32's error on a result of a
-#: few hundred steps summed from a few thousand terms stays below it
-TIE = 1.0 / 1024
-
-
 def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
     """Statements putting FLT4 ``result`` on ``params``' grid: TFLite rounds half away from zero,
     the real value over the scale (requantization, QUANTIZE), or ``with_zero_point`` that plus
@@ -163,13 +159,20 @@ def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
     # rounds away from zero.
     shift = 0.0 if with_zero_point else float(params.zero_point)
     low, high = _literal(params.low - shift), _literal(params.high - shift)
+    half = _literal(0.5 + TIE)
+    # A grid whose low end is at or above zero (a ReLU's output, zero point at the type's low end;
+    # uint8 counted with its zero point) leaves no negative q after the clamp (NaN and -0 take
+    # +0): the half is added as it is, without the sign's two operations (a third of the step).
+    if params.low - shift >= 0:
+        rounded = f"q + {half}"
+    else:
+        rounded = f"q + as_float4((as_uint4(q) & (uint4)(0x80000000u)) | as_uint4((float4)({half})))"
     return (
         "  {\n"
         f"    float4 q = {scaled};\n"
         f"    q = q > {low} ? q : {low};\n"
         f"    q = q < {high} ? q : {high};\n"
-        "    uint4 sign = as_uint4(q) & (uint4)(0x80000000u);\n"
-        f"    q = convert_float4(convert_int4(q + as_float4(sign | as_uint4((float4)({_literal(0.5 + TIE)})))));\n"
+        f"    q = convert_float4(convert_int4({rounded}));\n"
         f"    result = TO_FLT4(({'q - ' + zero if with_zero_point else 'q'}) * {_literal(params.scale)});\n"
         "  }\n"
     )

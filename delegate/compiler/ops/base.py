@@ -76,6 +76,12 @@ class Link:
         self.arguments.float_values.append(model.FloatValue(self.name(local), float(value), True))
         return f"args.{self.name(local)}"
 
+    def add_table(self, local: str, values: np.ndarray) -> str:
+        """A float32 table of the link (a buffer object, element i read by ``Read(i)``); its expression."""
+        data = np.ascontiguousarray(values, np.float32).tobytes()
+        self.arguments.buffer_objects.append(table_object(self.name(local), data))
+        return f"args.{self.name(local)}"
+
     def add_operand(self, local: str, tensor: int) -> str:
         """Tensor ``tensor`` as an operand (a constant object, else a runtime input); its name."""
         name = self.name(local)
@@ -148,6 +154,11 @@ class Op:
         """The node's code on ``result`` inside another kernel (``links`` said it can), its names
         in ``link``'s namespace."""
         raise NotImplementedError
+
+    def writes_grid(self, node: Node, graph: Graph) -> bool:
+        """Whether the node's code writes its carried output (compiler/quant.py) on the output's
+        grid already (a table of its integers, quant_table.py), so that no rounding step follows it."""
+        return False
 
     def updated_inputs(self, node: Node) -> tuple[int, ...]:
         """Inputs the op updates in place, as TFLite's kernel does (variable tensors: an LSTM's
@@ -268,6 +279,12 @@ def constant_tensor(name: str, tensor: Tensor, ctx: EmitContext) -> model.Tensor
     desc = layout.tensor_descriptor(tensor.shape, precision)
     desc.data = layout.buffer_layout(tensor.constant, tensor.shape, layout.storage_dtype(precision))
     return model.TensorDescriptorMapValue(name, desc)
+
+
+def table_object(name: str, data: bytes) -> model.BufferDescriptorMapValue:
+    """A buffer object of float32 elements read one by one (``Read(i)``), in every precision."""
+    element = model.BufferDescriptor(element_type=model.DataType.FLOAT32, element_size=1, size=len(data), data=data)
+    return model.BufferDescriptorMapValue(name, element)
 
 
 def operands(names: list[str], indices: list[int], ctx: EmitContext) -> tuple[list[str], list]:

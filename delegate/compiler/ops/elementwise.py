@@ -8,14 +8,15 @@ from typing import ClassVar
 import numpy as np
 
 from .. import int_ranges, layout
-from ..graph import INT32, Activation, Builtin, Graph, Node
+from ..graph import INT32, Activation, Builtin, Carried, Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.math_code import exp_code
 from ..kernels.common.pieces import HEAD, activation_code, operation, written
+from ..quant_table import RealFunction, lookup_code, table
 from ..selectors.pointwise import ROW_PIXELS, select_elementwise
 from ..selectors.spec import Variant
 from . import shape_rules
-from .base import EmitContext, Link, Op, activation_check, operands, runtime_io, value_tensors
+from .base import EmitContext, Link, Op, activation_check, operands, runtime_io, table_object, value_tensors
 from .conv_render import launched
 from .traits import NO_TRAITS, Quantization, Traits
 
@@ -170,6 +171,9 @@ class UnarySpec:
     traits: Traits = NO_TRAITS
     #: float parameters: name -> (the node's parameter it is read from, its default)
     floats: tuple[tuple[str, float], ...] = ()
+    #: what the op computes on real values, for int8 / uint8 tensors carried in float: then it
+    #: runs as a table of its input's integers (quant_table.py); None, its statements run on them
+    real: RealFunction | None = None
 
     def code(self, names: dict[str, str]) -> str:
         return self.statement.format(**names) if self.floats else self.statement
@@ -177,14 +181,23 @@ class UnarySpec:
 
 _CLAMPS = Traits(quantization=Quantization.REQUANTIZES, passes_bound=True)
 _REQUANTIZES = Traits(quantization=Quantization.REQUANTIZES)
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-x) on real values (a table's, quant_table.py)."""
+    return 1.0 / (1.0 + np.exp(-x))
+
+
 _KEEPS_SMALL = Traits(keeps_small=True)
 
 UNARY: dict[int, UnarySpec] = {
-    Builtin.LOGISTIC: UnarySpec(activation_code(Activation.SIGMOID), replace(_REQUANTIZES, output_bound=1.0)),
+    Builtin.LOGISTIC: UnarySpec(
+        activation_code(Activation.SIGMOID), replace(_REQUANTIZES, output_bound=1.0), real=logistic
+    ),
     Builtin.RELU: UnarySpec(activation_code(Activation.RELU), _CLAMPS),
     Builtin.RELU6: UnarySpec(activation_code(Activation.RELU6), replace(_CLAMPS, output_bound=6.0)),
     Builtin.RELU_N1_TO_1: UnarySpec(activation_code(Activation.RELU_N1_TO_1), replace(_CLAMPS, output_bound=1.0)),
-    Builtin.TANH: UnarySpec(activation_code(Activation.TANH), replace(_REQUANTIZES, output_bound=1.0)),
+    Builtin.TANH: UnarySpec(activation_code(Activation.TANH), replace(_REQUANTIZES, output_bound=1.0), real=np.tanh),
     Builtin.ABS: UnarySpec("result = fabs(result);", _KEEPS_SMALL),
     Builtin.NEG: UnarySpec("result = -result;", _KEEPS_SMALL),
     Builtin.EXP: UnarySpec(exp_code("result", "convert_float4(result)", 4, "TO_FLT4")),
@@ -207,6 +220,7 @@ UNARY: dict[int, UnarySpec] = {
   r6 = r6 > INIT_FLT4(6.0f) ? INIT_FLT4(6.0f) : r6;
   result = result * r6 * INIT_FLT4(1.0f / 6.0f);""",
         _REQUANTIZES,
+        real=lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
     ),
     Builtin.LEAKY_RELU: UnarySpec(
         "result = result < INIT_FLT4(0.0f) ? result * (FLT)({alpha}) : result;", _REQUANTIZES, (("alpha", 0.2),)
@@ -241,11 +255,31 @@ class UnaryOp(Op):
             return "input and output shapes differ"
         return None
 
+    def lookup(self, node: Node, graph: Graph) -> tuple[Carried, np.ndarray] | None:
+        """(the input's grid, the table of the op's values) when the node runs as a table: its
+        input and output carried (compiler/quant.py) and its spec saying what it computes."""
+        real = self.spec(node).real
+        src, dst = graph.tensor(node.inputs[0]).carried, graph.tensor(node.outputs[0]).carried
+        if real is None or src is None or dst is None:
+            return None
+        return src, table(real, src, dst)
+
+    def writes_grid(self, node: Node, graph: Graph) -> bool:
+        return self.lookup(node, graph) is not None
+
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
+        read = HEAD + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n"
+        found = self.lookup(node, ctx.graph)
+        if found is not None:
+            src, values = found
+            objects = [table_object("table", values.astype(np.float32).tobytes())]
+            body = written(read + lookup_code(src, "args.table"))
+            kernel = operation(body, srcs=["src_tensor"], buffer_objects=objects)
+            return row_runs(kernel, node, ctx)
         spec = self.spec(node)
         floats = {name: node.params.get(name, default) for name, default in spec.floats} or None
         statement = spec.code({name: f"args.{name}" for name, _ in spec.floats})
-        code = HEAD + "  FLT4 result = args.src_tensor.Read(X, Y, S, b);\n  " + statement + "\n"
+        code = read + "  " + statement + "\n"
         return row_runs(operation(written(code), srcs=["src_tensor"], floats=floats), node, ctx)
 
     def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
@@ -255,6 +289,10 @@ class UnaryOp(Op):
         return True
 
     def link(self, node: Node, fused_input: int, link: Link) -> str:
+        found = self.lookup(node, link.ctx.graph)
+        if found is not None:
+            src, values = found
+            return lookup_code(src, link.add_table("table", values))
         spec = self.spec(node)
         names = {name: link.add_float(name, node.params.get(name, default)) for name, default in spec.floats}
         return "    " + spec.code(names) + "\n"

@@ -5,24 +5,41 @@ into its producer's (fusion.py)."""
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
+
+import numpy as np
 
 from ..graph import Builtin, Node
 from ..kernels.common.math_code import erf_code, tanh_code
 from .elementwise import UnaryOp, UnarySpec
 from .traits import Quantization, Traits
 
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _exact(x: np.ndarray) -> np.ndarray:
+    """The exact form on real values (an int8 / uint8 table's, quant_table.py)."""
+    return 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0)))
+
+
+def _tanh_form(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
 # in float, with math_code's arithmetic erf and tanh: PoCL calls erf and tanh one value at a time
 _EXACT = UnarySpec(
     "{ float4 gelu_x = convert_float4(result), gelu_e;\n    "
     + erf_code("gelu_e", "gelu_x * 0.70710678f")
-    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_e)); }"
+    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_e)); }",
+    real=_exact,
 )
 # x^3 as products: PoCL calls pow (ops/elementwise.py, SQUARE)
 _TANH = UnarySpec(
     "{ float4 gelu_x = convert_float4(result), gelu_t;\n    "
     + tanh_code("gelu_t", "0.79788456f * (gelu_x + 0.044715f * gelu_x * gelu_x * gelu_x)")
-    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_t)); }"
+    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_t)); }",
+    real=_tanh_form,
 )
 
 

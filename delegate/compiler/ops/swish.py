@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from ..graph import Activation, Carried, Node
 from ..kernels.common.pieces import activation_code
-from .elementwise import UnaryOp, UnarySpec
+from ..quant_table import RealFunction, grid_values
+from .elementwise import UnaryOp, UnarySpec, logistic
 from .traits import Quantization, Traits
 
 #: the compiler-internal code of the fused node (TFLite's codes are non-negative)
@@ -36,6 +39,16 @@ def swish_code(gate_grid: Carried | None) -> str:
     )
 
 
+def swish_real(gate_grid: Carried | None) -> RealFunction:
+    """x * sigmoid(x) on real values, the sigmoid rounded onto ``gate_grid`` when it was carried."""
+
+    def real(x: np.ndarray) -> np.ndarray:
+        gate = logistic(x)
+        return x * (grid_values(gate, gate_grid) if gate_grid is not None else gate)
+
+    return real
+
+
 class Swish(UnaryOp):
     codes = (SWISH,)
     #: computed in real values and rounded onto its output's grid, like the MUL it ends with; small
@@ -44,7 +57,8 @@ class Swish(UnaryOp):
     code_traits: ClassVar[dict[int, Traits]] = {SWISH: Traits(quantization=Quantization.REQUANTIZES, keeps_small=True)}
 
     def spec(self, node: Node) -> UnarySpec:
-        return UnarySpec(swish_code(node.params.get("gate_grid")))
+        gate_grid = node.params.get("gate_grid")
+        return UnarySpec(swish_code(gate_grid), real=swish_real(gate_grid))
 
 
 OP = Swish()
