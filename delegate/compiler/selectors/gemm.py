@@ -115,28 +115,6 @@ def row_blocking(row: int, groups: int) -> tuple[int, int, str]:
     return best[1], best[2], lane_order(best[1], best[2])
 
 
-#: The fewest work-groups a matrix product's grid is cut into where it has the work-items for it:
-#: a device's cores take whole work-groups (the persistent kernel's work stealing too), so a grid
-#: of a few large groups left cores idle (a detection head's 3x3 layer on a 5x5 output, 10 items
-#: of 11520 products each: two groups of 8 and 2 items; benchmarks/RESULTS.md, "Edge work-items
-#: of the matrix product").
-MIN_WORK_GROUPS = 16
-
-
-def spread_work_group(grid: tuple[int, int, int], work_group: tuple[int, int, int]) -> tuple[int, int, int]:
-    """``work_group`` halved, its largest axis first, until ``grid`` holds MIN_WORK_GROUPS groups
-    of it or it is one work-item."""
-    wg = list(work_group)
-
-    def count() -> int:
-        return (-(-grid[0] // wg[0])) * (-(-grid[1] // wg[1])) * (-(-grid[2] // wg[2]))
-
-    while count() < MIN_WORK_GROUPS and max(wg) > 1:
-        axis = wg.index(max(wg))
-        wg[axis] //= 2
-    return wg[0], wg[1], wg[2]
-
-
 def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, int], vector_width: int,
                 sources: int = 1) -> KernelSpec:  # fmt: skip
     """The matrix product ``variant`` (GEMM_FLAT: CONV_2D 1x1 or FULLY_CONNECTED; GEMM_ROWS: CONV_2D;
@@ -177,13 +155,11 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     )
     item_groups = -(-groups // per_item)
     if flat:
-        grid = (-(-npix // pixels), item_groups, 1)
-        return KernelSpec(variant, grid=grid, work_group=spread_work_group(grid, (8, 1, 1)), gemm=spec)
+        return KernelSpec(variant, grid=(-(-npix // pixels), item_groups, 1), work_group=(8, 1, 1), gemm=spec)
     if phases:  # a work-item per input pixels x tap
         grid = (-(-iw // pixels) * b, ih, item_groups * kernel[0] * kernel[1])
-        return KernelSpec(variant, grid=grid, work_group=spread_work_group(grid, (8, 1, 1)), gemm=spec)
+        return KernelSpec(variant, grid=grid, work_group=(8, 1, 1), gemm=spec)
     blocks = -(-w // pixels) * b
     local_x = min(8, 1 << (blocks - 1).bit_length())
     work_group = (local_x, max(1, min(8 // local_x, 1 << (h - 1).bit_length())), 1)
-    grid = (blocks, h, item_groups)
-    return KernelSpec(variant, grid=grid, work_group=spread_work_group(grid, work_group), gemm=spec)
+    return KernelSpec(variant, grid=(blocks, h, item_groups), work_group=work_group, gemm=spec)
