@@ -422,6 +422,21 @@ def test_reshape_between_whole_slices(shape, out):
 
 
 @pytest.mark.parametrize(
+    ("shape", "out"),
+    [
+        ((1, 20, 20, 75), (1, 400, 3, 25)),  # a detection head's anchors: lanes cross input pixels
+        ((3, 2, 1, 1), (1, 1, 6)),  # one slice's lanes cross input columns, rows and batches
+        ((2, 3, 1, 2), (2, 1, 1, 6)),
+    ],
+)
+def test_reshape_steps_lanes_across_pixels_rows_and_batches(shape, out):
+    # the lane-by-lane kernel divides out its slice's first lane only and steps to the next ones
+    tensors = [T(shape), T((len(out),), np.array(out, np.int32), np.int32), T(out)]
+    options = ("ReshapeOptions", {"NewShape": list(out)})
+    check(tensors, [Op(Builtin.RESHAPE, [0, 1], [2], options)], [0], [2], [rand(shape, np.random.default_rng(6))])
+
+
+@pytest.mark.parametrize(
     ("shape", "axes"),
     [((1, 7, 6), [1]), ((2, 5, 3, 6), [-1]), ((2, 5, 3, 6), [0]), ((6, 9), [0]), ((1, 4, 5, 3), [1, 2]), ((11,), [0])],
 )
@@ -825,6 +840,28 @@ def test_gpu_family_convolution_blocks(k, stride, w, cin, cout, precision):
     options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 1})
     op = Op(Builtin.CONV_2D, [0, 1, 2], [3], options)
     check(tensors, [op], [0], [3], [rand((b, h, w, cin), rng)], precision, kernel_family="gpu")
+
+
+@pytest.mark.parametrize(
+    ("size", "cin", "cout"),
+    [(5, 160, 126), (5, 160, 24), (3, 64, 2), (5, 40, 3), (4, 3, 16), (10, 24, 40), (1, 12, 9)],
+)
+@pytest.mark.parametrize("precision", ["F32", "F32_F16"])
+def test_convolution_edge_blocks_undo_the_taps_outside_the_input(size, cin, cout, precision):
+    # A detection head's 3x3 layers on small outputs: every work-item of a row of 5 or fewer
+    # pixels has a window column outside the input. Its pixels read the row's first pixel there,
+    # and the tap's sums are put back: lane-order blocks of pixels or weights first (24, 126
+    # channels), dot products (2), one slice (3, 16 channels from 3), and wider rows (10).
+    rng = np.random.default_rng(size * 1000 + cin + cout)
+    b = 2
+    tensors = [T((b, size, size, cin)), T((cout, 3, 3, cin), rand((cout, 3, 3, cin), rng, -0.3, 0.3))]
+    tensors += [T((cout,), rand((cout,), rng)), T((b, size, size, cout))]
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 0})
+    op = Op(Builtin.CONV_2D, [0, 1, 2], [3], options)
+    # large values in every row's first column: a pixel that kept what it read there is far off
+    feed = rand((b, size, size, cin), rng)
+    feed[:, :, 0, :] *= 100
+    check(tensors, [op], [0], [3], [feed], precision, kernel_family="cpu")
 
 
 @pytest.mark.parametrize("rows", [1, 15, 16, 33])

@@ -33,18 +33,19 @@ def _source_of(channel: str) -> str:
 """
 
 
+# The slice's first lane's input coordinates are divided out once; each next lane steps them (the
+# next element in row-major order): four divisions per lane cost more than the copy itself.
 _RESHAPE = (
     LANES
     + HEAD
     + _SIZES
+    + _source_of("S * 4")
     + """  FLT4 result = INIT_FLT4(0.0f);
   for (int k = 0; k < 4; ++k) {
-    int c = S * 4 + k;
-    if (c >= C) break;
-"""
-    + _source_of("c")
-    + """    FLT v = dlg_component(args.src_tensor.Read(x_in, y_in, c_in / 4, b_in), c_in % 4);
+    if (S * 4 + k >= C) break;
+    FLT v = dlg_component(args.src_tensor.Read(x_in, y_in, c_in / 4, b_in), c_in % 4);
     if (k == 0) result.x = v; else if (k == 1) result.y = v; else if (k == 2) result.z = v; else result.w = v;
+    if (++c_in == ic) { c_in = 0; if (++x_in == iw) { x_in = 0; if (++y_in == ih) { y_in = 0; ++b_in; } } }
   }
 """
 )

@@ -235,8 +235,11 @@ def phases_code(spec: GemmSpec) -> list[Piece]:
 def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], lanes: int, *, transposed: bool,
                 interior: bool, width: int = 8, dot: int = 0, order: str = "",
                 one_slice: bool = False) -> list[str]:  # fmt: skip
-    """The window loops of the row mode: per tap, the pixels' input offsets (with a mask for the
-    columns outside the input, unless ``interior``), then the slice loop."""
+    """The window loops of the row mode: per tap, the pixels' input offsets, then the slice loop.
+    Outside ``interior``, a pixel whose input column is outside the input reads the row's first
+    pixel instead, and the tap's sums are undone for it: its accumulators are kept before the slice
+    loop and put back after it (``_kept_sums``). The transposed kernel and a single input slice
+    (no loop to keep registers free in) multiply the inputs by a mask instead."""
     # the edge path (work-items whose window leaves the input: a row's first and last) is left to
     # the compiler, unrolled only in the interior path and the transposed kernel
     unroll = "  #pragma unroll\n" if kh * kw <= UNROLL_MAX_TAPS and (interior or transposed) else ""
@@ -249,6 +252,7 @@ def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], la
     # lane order: 64-bit offsets, so that a lane's offset (+ 1, + 2, ...) folds into the load's
     # address; 32-bit ones are widened per load, and the registers that takes spill accumulators
     index = "long" if order else "int"
+    masked = transposed or one_slice
     for p in range(pixels):
         if transposed:
             parts.append(
@@ -261,19 +265,35 @@ def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], la
                 parts.append(f"    {index} o{p} = row + xc{p} * B;\n")
                 continue
             parts.append(f"    bool in{p} = xc{p} >= 0 && xc{p} < iw;\n")
-        parts.append(
-            f"    {index} o{p} = in{p} ? row + xc{p} * B : row;\n"
-            f"    ACCUM_FLT m{p} = in{p} ? (ACCUM_FLT)(1.0f) : (ACCUM_FLT)(0.0f);\n"
-        )
+        parts.append(f"    {index} o{p} = in{p} ? row + xc{p} * B : row;\n")
+        if masked:
+            parts.append(f"    ACCUM_FLT m{p} = in{p} ? (ACCUM_FLT)(1.0f) : (ACCUM_FLT)(0.0f);\n")
     if not interior:
         parts.append("    if (!(" + " || ".join(f"in{p}" for p in range(pixels)) + ")) continue;\n")
+    kept = _kept_sums(pixels, groups, width, dot) if not interior and not masked else []
+    parts += [f"    {kind} k_{name} = {name};\n" for kind, name, _ in kept]
     if order:  # one run of weights for the work-item's groups (gemm_blocks.lane_accumulators)
         parts.append(f"    long t = w + (ky * {kw} + kx) * src_slices * {4 * groups};\n")
     for g in range(groups if not order else 0):
         parts.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
-    parts += slice_loop("    ", pixels, groups, "t", not interior, names, lanes, width, dot, order)
+    parts += slice_loop("    ", pixels, groups, "t", masked and not interior, names, lanes, width, dot, order)
+    for p in range(pixels if kept else 0):
+        undo = " ".join(f"{name} = k_{name};" for _, name, pixel in kept if pixel == p)
+        parts.append(f"    if (!in{p}) {{ {undo} }}\n")
     parts.append("  }\n  }\n")
     return parts
+
+
+def _kept_sums(pixels: int, groups: int, width: int, dot: int) -> list[tuple[str, str, int]]:
+    """Type, name and pixel of each accumulator a tap's slice loop adds to: the dot products' ``d{p}{c}``
+    (selectors/gemm.dot_outputs), else ``a{g}{p}``. Kept aside outside the loop, where the
+    register allocator spills them, so the loop holds as many registers as the interior path's;
+    a mask multiplied into every input (the earlier edge path) held one more per pixel, which
+    spilled accumulators inside the loop (benchmarks/RESULTS.md, "Edge work-items of the matrix
+    product")."""
+    if dot:
+        return [("ACCUM_FLT4", f"d{p}{c}", p) for p in range(pixels) for c in range(dot)]
+    return [(f"ACCUM_FLT{width}", f"a{g}{p}", p) for g in range(groups) for p in range(pixels)]
 
 
 def _window_row(kh: int, transposed: bool) -> str:
