@@ -180,6 +180,7 @@ def Interpreter(
     mode = resolve_mode(kwargs.pop("background_compile", None))
     interpreter_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _INTERPRETER_ARGS}
     _check_model(model_path, interpreter_args.get("model_content"))
+    given = dict(kwargs)  # the caller's options, as ``effective`` reports them
     if model_path is not None:  # read for what TFLite's delegate interface does not give (plugin/loops.py)
         kwargs.setdefault("model_file", model_path)
     effective = None
@@ -226,7 +227,7 @@ def Interpreter(
                 ),
                 opencl=state,
                 opencl_delegate=delegate,
-                effective=effective or _from_options(kwargs, interpreter_args),
+                effective=effective or _from_options(given, interpreter_args),
                 make_cpu=fallback_cpu,
                 measure=_measurer(state, host, model_path, cpu_args, interpreter_args, kwargs),
             )
@@ -240,7 +241,7 @@ def Interpreter(
         delegated,
         opencl=state,
         opencl_delegate=delegate,
-        effective=effective or _from_options(kwargs, interpreter_args),
+        effective=effective or _from_options(given, interpreter_args),
         make_cpu=fallback_cpu,
         measure=_measurer(state, host, model_path, cpu_args, interpreter_args, kwargs),
     )
