@@ -42,6 +42,11 @@ def _last_axis_mean(node: Node | None, graph: Graph) -> int | None:
     """The input of a MEAN over the last axis that keeps it (size 1), else None."""
     if node is None or node.op != Builtin.MEAN or len(node.inputs) != 2 or not node.params.get("keep_dims"):
         return None
+    return _mean_over_last(node, graph)
+
+
+def _mean_over_last(node: Node, graph: Graph) -> int | None:
+    """The input of MEAN ``node`` when it reduces over the last axis alone (kept or not), else None."""
     src = graph.tensor(node.inputs[0])
     axes = graph.tensor(node.inputs[1]).constant
     rank = len(src.shape)
@@ -224,7 +229,7 @@ def _rms_core(site: Site, r: int) -> _Core | None:
     eps = next((i for i in add.inputs if g.tensor(i).constant is not None), None)
     if eps is None or np.asarray(g.tensor(eps).constant).size != 1:
         return None
-    squared = _rms_mean_input(node, g)
+    squared = _mean_over_last(node, g)
     square = squared is not None and _made_by(site, squared, Builtin.SQUARE, Builtin.MUL)
     if not square or (
         square.op == Builtin.MUL and (square.inputs[0] != square.inputs[1] or square.params.get("activation", 0))
@@ -236,16 +241,6 @@ def _rms_core(site: Site, r: int) -> _Core | None:
         return None  # the statistic broadcast along the last axis only
     epsilon = float(np.asarray(g.tensor(eps).constant).reshape(-1)[0])
     return _Core(x, None, None, rsqrt, epsilon, (square, node, *chain[::-1]))
-
-
-def _rms_mean_input(node: Node, graph: Graph) -> int | None:
-    """The input of a MEAN over the last axis alone, keeping it or not."""
-    src = graph.tensor(node.inputs[0])
-    axes = graph.tensor(node.inputs[1]).constant
-    rank = len(src.shape)
-    if axes is None or src.is_constant or not 1 <= rank <= 4 or np.asarray(axes).size != 1:
-        return None
-    return node.inputs[0] if int(np.asarray(axes).reshape(-1)[0]) % rank == rank - 1 else None
 
 
 def _rms(site: Site, y: Node) -> tuple[_Core, int, int, list[Node]] | None:

@@ -25,7 +25,7 @@ from ..compiler.cpu_choice import CpuChoice, Measured, estimate
 from ..compiler.fingerprint import compiler_fingerprint, partition_fingerprint
 from ..compiler.graph import Graph
 from ..errors import CacheIntegrityError
-from .report import ChoiceRecord, DelegateState, PartitionId, partition_id
+from .report import ChoiceRecord, DelegateState, PartitionId, SubgraphReport, partition_id
 
 log = logging.getLogger("delegate.plugin")
 
@@ -84,18 +84,8 @@ def measured_partitions(state: DelegateState) -> tuple[int, int]:
 def record_measurement(state: DelegateState, measured: Measured) -> int:
     """Give every delegated partition the rule applies to the measurement of the whole model (in the
     report, and in its record where there is a serialization folder); the number of records written."""
-    written = 0
-    with state._lock:
-        state.measured = measured
-        for report in state.subgraphs:
-            for number, choice in enumerate(report.cpu_choices):
-                if not choice.applied or choice.on_cpu:  # left on CPU by the estimate: never ran on the delegate
-                    continue
-                report.cpu_choices[number] = updated = dataclasses.replace(choice, measured=measured)
-                where = report.choice_records.get(choice.nodes)
-                if where is not None and _write(updated, where):
-                    written += 1
-    return written
+    # left on CPU by the estimate: never ran on the delegate
+    return _record(state, measured, lambda _, c: measured if c.applied and not c.on_cpu else None)
 
 
 def measured_candidates(state: DelegateState) -> list[PartitionId]:
@@ -114,12 +104,20 @@ def record_partition_measurements(state: DelegateState, whole: Measured, each: d
     """Give each partition of ``each`` its own measurement (in the report, and in its record where
     there is a serialization folder), ``whole`` being the model's with all of them delegated; the
     number of records written."""
+    return _record(state, whole, lambda r, c: each.get(partition_id(r.index, c.nodes)))
+
+
+def _record(
+    state: DelegateState, whole: Measured, measured_of: Callable[[SubgraphReport, CpuChoice], Measured | None]
+) -> int:
+    """The model's measurement ``whole`` in ``state``, and each candidate partition's own
+    (``measured_of``; None: none) in the report and in its record; the number of records written."""
     written = 0
     with state._lock:
         state.measured = whole
         for report in state.subgraphs:
             for number, choice in enumerate(report.cpu_choices):
-                measured = each.get(partition_id(report.index, choice.nodes))
+                measured = measured_of(report, choice)
                 if measured is None:
                     continue
                 report.cpu_choices[number] = updated = dataclasses.replace(choice, measured=measured)
