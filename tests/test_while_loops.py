@@ -72,6 +72,17 @@ def test_without_the_model_file_the_loop_stays_on_cpu_and_says_why():
     assert_outputs_close(got, want, F32_TOLERANCE)
 
 
+def test_a_loop_whose_body_has_an_excluded_op_stays_on_cpu_naming_that_op():
+    path = MODELS / "gru_keras3.tflite"
+    got, want, state = _run(path, model_file=str(path), exclude_ops="TANH")
+    loops = [name for name in state.unsupported if name.startswith("while")]
+    assert len(loops) == 1, state.unsupported
+    why = state.unsupported[loops[0]]
+    assert why.startswith("unrolled (") and "/tanh_" in why and "cannot run on the delegate" in why, why
+    assert not any(name.startswith("tanh") for name in state.unsupported), state.unsupported  # no TFLite nodes
+    assert_outputs_close(got, want, F32_TOLERANCE)
+
+
 def _rnn(steps: int, units: int, features: int, *, runtime_trips: bool = False) -> bytes:
     """A simple RNN as a WHILE: h = tanh(x[i] W + h U + b) for i < steps, x [steps, 1, features]
     the input, h [1, units] from zeros; outputs h and the final counter. Loop values (i, h, x), i

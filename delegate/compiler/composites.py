@@ -5,10 +5,10 @@ of its graph whose semantics are its decomposition: another subgraph of the mode
 runs as a call. The plugin captures that subgraph (plugin/composites.py) as a ``Decomposition``;
 ``inline`` gives its nodes and tensors fresh indices in the calling graph, its arguments and
 result replaced by the composite's own input and output tensors. The claim then sees the
-composite's nodes as ordinary nodes of the plan (``Inlining.plan``): the composite is delegated
-when every one of them is (``Inlining.collapse``), and its partition compiles them
-(``Inlining.expand``), so the usual rewrites (layer norm, fusion) apply inside it. The node
-stays in the graph for TFLite's view (partitions are made of TFLite's node indices).
+composite's nodes as ordinary nodes of the plan (``Inlining.plan``; stand_ins.py): the composite
+is delegated when every one of them is, and its partition compiles them, so the usual rewrites
+(layer norm, fusion) apply inside it. The node stays in the graph for TFLite's view (partitions
+are made of TFLite's node indices).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .graph import Builtin, Graph, Node, Tensor
+from .stand_ins import StandIns
 
 #: the most nodes a decomposition may bring into the graph
 MAX_INLINED_NODES = 512
@@ -51,55 +52,15 @@ class Decomposition:
         return h.hexdigest()
 
 
-@dataclass
-class Inlining:
+class Inlining(StandIns):
     """The composites of one graph: which were inlined (node -> its nodes in the graph, in order)
     and why each other one was not."""
 
-    plan: list[int]
-    members: dict[int, list[int]] = field(default_factory=dict)
-    reasons: dict[int, str] = field(default_factory=dict)
-
-    def expand(self, nodes: list[int]) -> list[int]:
-        """``nodes`` (TFLite's indices) with each inlined composite replaced by its nodes."""
-        out: list[int] = []
-        for index in nodes:
-            out += self.members.get(index, [index])
-        return out
-
-    def owner(self, node: int) -> int:
-        """The composite ``node`` is one of the nodes of, else ``node`` itself."""
-        return next((c for c, members in self.members.items() if node in members), node)
-
-    def collapse(self, graph: Graph, claimed: list[int], unsupported: dict[str, str]) -> list[int]:
-        """The claim over ``plan`` (``claimed``) in TFLite's indices: a composite is claimed when all of
-        its nodes are; the reasons of its nodes are given under its name."""
-        taken = set(claimed)
-        owner = {m: composite for composite, ms in self.members.items() for m in ms}
-        out: list[int] = []
-        for index in self.plan:
-            composite = owner.get(index)
-            if composite is None:
-                if index in taken:
-                    out.append(index)
-                continue
-            members = self.members[composite]
-            if index != members[0]:
-                continue
-            name = graph.nodes[composite].name
-            whys = [(graph.nodes[m], unsupported.pop(graph.nodes[m].name, None)) for m in members]
-            left = [(node, why) for node, why in whys if node.index not in taken]
-            if not left:
-                out.append(composite)
-                continue
-            node, why = left[0]
-            title = graph.nodes[composite].params.get("name", "")
-            unsupported[name] = f"its decomposition ({title}) has {node.op_description} that stays on CPU: " + (
-                why or "it is claimed only with the nodes it feeds"
-            )
-        for composite, why in self.reasons.items():
-            unsupported[graph.nodes[composite].name] = why
-        return out
+    def refusal(self, graph: Graph, owner: int, member: Node, why: str | None) -> str:
+        title = graph.nodes[owner].params.get("name", "")
+        return f"its decomposition ({title}) has {member.op_description} that stays on CPU: " + (
+            why or "it is claimed only with the nodes it feeds"
+        )
 
 
 def inline(graph: Graph, node: Node, body: Decomposition, first_tensor: int, first_node: int) -> list[int]:

@@ -28,6 +28,7 @@ from .fingerprint import partition_fingerprint
 from .graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node, Tensor
 from .ops import op_for
 from .ops.constant_value import CONSTANT_VALUE
+from .stand_ins import StandIns
 
 #: node params key of a WHILE's captured subgraphs (a ``Loop``), and of why they were not captured
 LOOP = "loop"
@@ -98,39 +99,17 @@ class Loop:
 
 
 @dataclass
-class Expansion:
-    """The plan with each unrollable WHILE replaced by its copies' nodes (``members``), and why each
-    other WHILE stays on CPU (node index -> why)."""
+class Expansion(StandIns):
+    """The plan with each unrollable WHILE replaced by its copies' nodes (``members``), why each
+    other WHILE stays on CPU (node index -> why), and each unrolled one's trip count."""
 
-    plan: list[int]
-    members: dict[int, list[int]] = field(default_factory=dict)
-    reasons: dict[int, str] = field(default_factory=dict)
     trips: dict[int, int] = field(default_factory=dict)
-    _owners: dict[int, int] = field(default_factory=dict, repr=False)
 
-    def real(self, nodes: list[int]) -> list[int]:
-        """``nodes`` (of the expanded plan) with each WHILE's copies put back as the WHILE, which
-        only stands when every copy is there (plan order)."""
-        given = set(nodes)
-        out: list[int] = []
-        for index in self.plan:
-            owner = self.owner(index)
-            if owner is None:
-                if index in given:
-                    out.append(index)
-            elif index == self.members[owner][0] and all(m in given for m in self.members[owner]):
-                out.append(owner)
-        return out
-
-    def owner(self, index: int) -> int | None:
-        """The WHILE whose copy node ``index`` is, or None."""
-        if len(self._owners) != sum(map(len, self.members.values())):
-            self._owners = {m: w for w, members in self.members.items() for m in members}
-        return self._owners.get(index)
-
-    def expand(self, nodes: list[int]) -> list[int]:
-        """``nodes`` of the calling graph with each unrolled WHILE replaced by its copies."""
-        return [m for n in nodes for m in self.members.get(n, [n])]
+    def refusal(self, graph: Graph, owner: int, member: Node, why: str | None) -> str:
+        unrolled = f"unrolled ({self.trips[owner]} trips)"
+        if why is None:
+            return f"{unrolled}, a copy of its body is not claimed"
+        return f"{unrolled}, {member.params.get(UNROLLED_FROM, member.name)} cannot run on the delegate: {why}"
 
 
 class _Refused(Exception):
@@ -432,29 +411,3 @@ def _fold(node: Node, args: list[np.ndarray], outs: list[Tensor]) -> list[np.nda
     if result is None:
         return None
     return [np.asarray(result).astype(_VALUE_TYPES[outs[0].dtype])]
-
-
-def claim_loops(graph: Graph, expansion: Expansion, supported: list[int], unsupported: dict[str, str]) -> list[int]:
-    """``supported`` (nodes of the expanded plan) as nodes of the calling graph: a WHILE is claimed
-    when every copy of its body is, else it stays on CPU with the first copy's reason; the copies'
-    own names leave ``unsupported`` (they are no nodes of TFLite's)."""
-    claimed = set(supported)
-    for index, reason in expansion.reasons.items():
-        unsupported[graph.nodes[index].name] = reason
-    for index, members in expansion.members.items():
-        why = next(
-            (
-                f"{graph.nodes[m].params.get(UNROLLED_FROM, graph.nodes[m].name)} cannot run on the delegate: "
-                f"{unsupported[graph.nodes[m].name]}"
-                for m in members
-                if m not in claimed and graph.nodes[m].name in unsupported
-            ),
-            None,
-        )
-        for m in members:
-            unsupported.pop(graph.nodes[m].name, None)
-        if why is None and not all(m in claimed for m in members):
-            why = "a copy of its body is not claimed"
-        if why is not None:
-            unsupported[graph.nodes[index].name] = f"unrolled ({expansion.trips[index]} trips), {why}"
-    return expansion.real(supported)

@@ -25,7 +25,7 @@ from ..compiler.composites import Inlining
 from ..compiler.device_policy import cpu_when_faster
 from ..compiler.graph import Graph
 from ..compiler.shapes import StaticShapes, resolve
-from ..compiler.while_loop import Expansion, claim_loops, expand_loops
+from ..compiler.while_loop import Expansion, expand_loops
 from ..errors import DelegateError, PartitionTooLargeError
 from ..progress import report_progress
 from ..runtime import Runtime
@@ -197,7 +197,7 @@ class PreparePlan:
         expansion = prep.expansion = expand_loops(graph, prep.inlining.plan, int(context.tensors_size))
         prep.static = resolve(graph, expansion.plan)
         supported, unsupported = self.supported(graph, expansion.plan, options, prep.static)
-        supported = claim_loops(graph, expansion, supported, unsupported)
+        supported = expansion.collapse(graph, supported, unsupported)
         return prep.inlining.collapse(graph, supported, unsupported), unsupported, subgraphs
 
     @staticmethod
@@ -295,9 +295,8 @@ class PreparePlan:
             try:
                 runtime, cache_state = self.load(context, (nodes, inputs, outputs), options, prep)
             except PartitionTooLargeError as exc:  # over the runtime's bounds (compiler/bounds.py)
-                owner = prep.expansion.owner(exc.node) if prep.expansion is not None else None
-                node = exc.node if owner is None else owner  # a copy of a WHILE's body: the WHILE
-                node = prep.inlining.owner(node)  # a node of a composite's decomposition: the composite
+                node = prep.expansion.outer(exc.node) if prep.expansion is not None else exc.node  # a WHILE
+                node = prep.inlining.outer(node)  # a node of a composite's decomposition: the composite
                 if node not in nodes:
                     raise DelegateError(f"compiling a partition failed: {exc}") from exc
                 keep.discard(node)  # that node on CPU: the rest is partitioned and compiled again
