@@ -283,35 +283,35 @@ class Tile(Op):
         problem = data_check(node, graph, constants=(1,), high_rank=True)
         if problem is not None:
             return problem
-        multiples = constant_values(graph, node, 1)
-        return _merged_repeat([int(m) for m in multiples], graph.tensor(node.inputs[0]).shape)  # type: ignore[union-attr]
+        repeats = self.repeats(node, graph)
+        if isinstance(repeats, str):
+            return repeats
+        return _merged_repeat(repeats, graph.tensor(node.inputs[0]).shape)
+
+    def repeats(self, node: Node, graph: Graph) -> list[int] | str:
+        """How many times each dim of the input is repeated, or why the node is no repeat."""
+        return [int(m) for m in constant_values(graph, node, 1)]  # type: ignore[union-attr]
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         exprs = [f"{o} % args.src_tensor.{size}()" for o, size in zip(OUT, SIZE, strict=True)]
         return operation(gather_code(exprs), srcs=["src_tensor"])
 
 
-class BroadcastTo(Op):
+class BroadcastTo(Tile):
     """BROADCAST_TO (input, constant shape): TILE's kernel, each dim of size 1 repeated to the
     output's (grouped-query attention's heads: RESHAPE to rank 5, BROADCAST_TO, RESHAPE back)."""
 
     codes = (Builtin.BROADCAST_TO,)
-    data_inputs = 1
     code_traits: ClassVar[dict[int, Traits]] = dict.fromkeys(codes, _COPIES)
 
-    def check(self, node: Node, graph: Graph) -> str | None:
-        problem = data_check(node, graph, constants=(1,), high_rank=True)
-        if problem is not None:
-            return problem
+    def repeats(self, node: Node, graph: Graph) -> list[int] | str:
         src, dst = graph.tensor(node.inputs[0]).shape, graph.tensor(node.outputs[0]).shape
         if len(src) != len(dst) or any(s not in (1, d) for s, d in zip(src, dst, strict=True)):
             return f"broadcasts {list(src)} to {list(dst)}: only dims of size 1, at the output's rank, are repeated"
-        return _merged_repeat([d if s == 1 else 1 for s, d in zip(src, dst, strict=True)], src)
+        return [d if s == 1 else 1 for s, d in zip(src, dst, strict=True)]
 
     def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
         return tuple(int(d) for d in np.asarray(constant_values(graph, node, 1)).reshape(-1))
-
-    emit = Tile.emit
 
 
 class Reverse(Op):
