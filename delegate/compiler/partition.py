@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..context import model
 from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
+from .attention import AttentionRewrite
 from .bounds import check_bounds
 from .fusion import FUSIONS, UNFUSED, check_rounded
 from .graph import BOOL, FLOAT32, INT32, INT64, Graph, Node
@@ -26,7 +27,7 @@ from .upsample import UpsampleRewrite
 __all__ = ["EDGE_INPUTS", "EDGE_OUTPUTS", "CompileOptions", "compile_partition", "runtime_inputs", "unsupported_reason"]
 
 #: the graph rewrites, in the order they run (rewrites.py): with CompileOptions.fuse only
-REWRITES: list[Rewrite] = [PadMerge(), LayerNormRewrite(), SwishRewrite(), UpsampleRewrite()]
+REWRITES: list[Rewrite] = [PadMerge(), LayerNormRewrite(), AttentionRewrite(), SwishRewrite(), UpsampleRewrite()]
 
 
 #: the types a partition's inputs and outputs may have: csrc/plugin.c converts integers and bools
