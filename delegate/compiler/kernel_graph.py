@@ -47,8 +47,9 @@ class KernelGraph:
     producer_of: dict[int, KernelNode] = field(default_factory=dict)
     #: node index -> the kernel whose first op it is
     kernel_of: dict[int, KernelNode] = field(default_factory=dict)
-    #: concatenations read in place by their reader: output -> the concatenation's name (fusion.py)
-    concat_names: dict[int, str] = field(default_factory=dict)
+    #: nodes read in place by their reader (concatenations, gated MULs): output -> the node's name
+    #: (fusion.py)
+    in_place_names: dict[int, str] = field(default_factory=dict)
     #: kernels writing a carried tensor with no write hook to round it in (fusion.QuantizeOutputs)
     unrounded: list[KernelNode] = field(default_factory=list)
 
@@ -93,9 +94,9 @@ class KernelGraph:
                 placed[0].uses.append((position, [*node_inputs, *node.outputs]))
             return placed
         kernel = op.emit(node, emit)
-        node_inputs = [j for i in node_inputs for j in emit.concat_sources.get(i, [i])]
+        node_inputs = [j for i in node_inputs for j in emit.read_inputs(i)]
         names = [*node.params.get("fused_names", [node.name])]  # a rewrite's node carries its nodes' names
-        names += [self.concat_names[i] for i in node.inputs if i in self.concat_names]
+        names += [self.in_place_names[i] for i in node.inputs if i in self.in_place_names]
         names += [self.names[node.index]] if node.index in self.names else []
         outputs = [*node.outputs, *op.updated_inputs(node)]
         return [self.place(kernel, node_inputs, outputs, names, [node], position)]

@@ -14,6 +14,7 @@ from .. import layout
 from ..graph import BOOL, FLOAT32, INT32, INT64, Activation, Graph, Node, Tensor
 from ..kernel import Kernel
 from ..options import CompileOptions
+from .gated_read import GatedInput
 from .traits import NO_TRAITS, Traits
 
 
@@ -27,6 +28,15 @@ class EmitContext:
     #: CONCATENATION outputs that are never written: their only reader (a matrix-product CONV_2D)
     #: reads the concatenation's inputs instead, in order (fusion.ConcatReadInPlace decides which)
     concat_sources: dict[int, list[int]] = field(default_factory=dict)
+    #: MUL outputs never written: their only reader (a flat matrix-product CONV_2D) reads the
+    #: MUL's operands instead, multiplying as it reads (ops/gated_read.py; fusion.GatedRead)
+    gated_reads: dict[int, GatedInput] = field(default_factory=dict)
+
+    def read_inputs(self, tensor: int) -> list[int]:
+        """The tensors a kernel reads for ``tensor``: the inputs of a concatenation or gate it reads in
+        place, else ``tensor`` itself."""
+        gated = self.gated_reads.get(tensor)
+        return [gated.source, gated.gate] if gated is not None else self.concat_sources.get(tensor, [tensor])
 
     @property
     def precision(self) -> CalculationsPrecision:

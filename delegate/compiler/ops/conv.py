@@ -54,7 +54,7 @@ class Conv2D(Op):
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         g = ctx.graph
         sources = len(ctx.concat_sources.get(node.inputs[0], [])) or 1
-        spec = select_conv(node, g, ctx.options, sources)
+        spec = select_conv(node, g, ctx.options, sources, node.inputs[0] in ctx.gated_reads)
         filters, window = constant_filters(node, g), conv_window(node, g)
         biases = bias_values(node, g, g.tensor(node.outputs[0]).shape[3], ctx)
         if spec.variant is Variant.GROUPED:

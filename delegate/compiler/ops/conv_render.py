@@ -87,7 +87,7 @@ def _gemm_operation(spec: KernelSpec, ctx: EmitContext, filters: np.ndarray, win
     block = gemm.groups if gemm.order else 1  # lane order: a work-item's groups' weights interleaved
     kernel = operation(
         _GEMM_CODE[spec.variant](gemm),
-        srcs=source_names(gemm.sources),
+        srcs=source_names(gemm.sources) + (["gate"] if gemm.gate else []),
         literals=literals,
         buffer_objects=[
             buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, gemm.width, bool(gemm.dot), block),

@@ -37,9 +37,11 @@ def use_gemm(options: CompileOptions) -> bool:
     return options.linear_storage and options.conv_kernels is ConvKernels.GEMM
 
 
-def select_conv(node: Node, graph: Graph, options: CompileOptions, sources: int = 1) -> KernelSpec:
+def select_conv(node: Node, graph: Graph, options: CompileOptions, sources: int = 1,
+                gate: bool = False) -> KernelSpec:  # fmt: skip
     """CONV_2D ``node``'s kernel; ``sources``: how many tensors its input is concatenated from,
-    read in place (EmitContext.concat_sources; only the matrix products take more than one)."""
+    read in place (EmitContext.concat_sources; only the matrix products take more than one);
+    ``gate``: its input read times a squeeze-excite gate (GemmSpec.gate; ``reads_gated`` said yes)."""
     src, dst = graph.tensor(node.inputs[0]).shape, graph.tensor(node.outputs[0]).shape
     filters = graph.tensor(node.inputs[1]).shape
     _, kh, kw, cin = filters
@@ -52,7 +54,7 @@ def select_conv(node: Node, graph: Graph, options: CompileOptions, sources: int 
         strides, pads = (window["stride_h"], window["stride_w"]), (window["pad_h"], window["pad_w"])
         flat = kh == kw == 1 and strides == (1, 1) and pads == (0, 0)
         variant = Variant.GEMM_FLAT if flat else Variant.GEMM_ROWS
-        return select_gemm(node, graph, variant, (kh, kw), options.vector_width, sources)
+        return select_gemm(node, graph, variant, (kh, kw), options.vector_width, sources, gate)
     if options.conv_kernels is ConvKernels.PLAIN:
         return KernelSpec(Variant.PLAIN)
     b, h, w, c = dst
@@ -121,3 +123,17 @@ def reads_concat_in_place(node: Node, concat: Node, graph: Graph, options: Compi
         return False
     filters = graph.tensor(node.inputs[1]).shape
     return len(filters) == 4 and filters[3] == graph.tensor(out).shape[3] and len(concat.inputs) <= 8
+
+
+def reads_gated(node: Node, gated: int, graph: Graph, options: CompileOptions) -> bool:
+    """Can CONV_2D ``node`` read its input ``gated`` (a MUL's output: a feature map times a
+    per-channel gate) as the feature map times the gate (GemmSpec.gate)? Yes for the cpu family's
+    flat matrix product (1x1, stride 1, unpadded) over a batch-1 input of at least one whole slice."""
+    if node.op != Builtin.CONV_2D or node.inputs[0] != gated or gated in node.inputs[1:] or not use_gemm(options):
+        return False
+    if options.kernel_family is KernelFamily.GPU or "merged_pad" in node.params:
+        return False
+    src, filters = graph.tensor(gated).shape, graph.tensor(node.inputs[1]).shape
+    if len(src) != 4 or len(filters) != 4 or src[0] != 1 or src[3] < 4 or filters[3] != src[3]:
+        return False  # batch 1: a flat block's pixels all read one gate; < 4 channels: no slice loop
+    return select_conv(node, graph, options).variant is Variant.GEMM_FLAT

@@ -116,11 +116,12 @@ def row_blocking(row: int, groups: int) -> tuple[int, int, str]:
 
 
 def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, int], vector_width: int,
-                sources: int = 1) -> KernelSpec:  # fmt: skip
+                sources: int = 1, gate: bool = False) -> KernelSpec:  # fmt: skip
     """The matrix product ``variant`` (GEMM_FLAT: CONV_2D 1x1 or FULLY_CONNECTED; GEMM_ROWS: CONV_2D;
     GEMM_TRANSPOSED / GEMM_PHASES: TRANSPOSE_CONV, whose input is its input 2) of ``node`` with a
     ``kernel`` (KH, KW) window, for a device of ``vector_width`` floats per vector; ``sources``:
-    how many tensors the input is concatenated from (EmitContext.concat_sources)."""
+    how many tensors the input is concatenated from (EmitContext.concat_sources); ``gate``:
+    GEMM_FLAT's input read times a squeeze-excite gate (GemmSpec.gate)."""
     assert variant in GEMM_VARIANTS
     flat, rows = variant is Variant.GEMM_FLAT, variant is Variant.GEMM_ROWS
     phases = variant is Variant.GEMM_PHASES
@@ -152,6 +153,7 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         dot=dot,
         order=order,
         one_slice=sources == 1 and cin <= 4,
+        gate=gate,
     )
     item_groups = -(-groups // per_item)
     if flat:

@@ -76,6 +76,9 @@ class GemmSpec:
     order: str = ""
     #: the input is a single slice (the slice loop runs once)
     one_slice: bool = False
+    #: flat mode: the input read times the runtime tensor ``gate``, channel by channel
+    #: (gemm_blocks.slice_loop)
+    gate: bool = False
 
     @property
     def per(self) -> int:
@@ -127,7 +130,7 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
     consecutive = bool(spec.order)
     parts += slice_loop(
-        "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive
+        "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive, spec.gate
     )
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
