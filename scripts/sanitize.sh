@@ -8,10 +8,8 @@
 # logic-op, MediaPipe-op, quantized-op, precision, GELU, layer-norm, attention, gated-read,
 # pad-merge, sparsity, differential and model-kind tests), and those of Python-side rules that run
 # models only as examples (settings mapping, the CLI's output, cpu_when_faster, the benchmark
-# tools), run in the main suite; here a
-# slice stands for them:
-# the unary and binary op tests and every shared model at F32. That keeps CI in time;
-# SANITIZE_ALL=1 runs every test.
+# tools), run in the main suite; here a slice stands for them: the unary and binary op tests and
+# every shared model at F32. That keeps CI in time; SANITIZE_ALL=1 runs every test.
 # PoCL loads here because the runtime loads the drivers the ICD loader names itself
 # (delegate/runtime/opencl.py): ASan's dlopen interceptor hides the RPATH pyopencl relies on.
 set -euo pipefail
