@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from delegate.compiler.claim import EXCLUDED
 from delegate.compiler.composites import Decomposition, Inlining, inline, mismatch, ordered_results
 from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Tensor
 from delegate.model_run import run_model
@@ -105,6 +106,19 @@ def test_litert_torch_composites_run_in_one_partition(tmp_path):
     inlined = sorted(r.inlined_into for r in decompositions)
     assert len(decompositions) == 7 and all(inlined), inlined  # 3 RMSNorm, 2 attention, 2 LayerNorm
     assert all(not r.partitions for r in decompositions)  # not compiled a second time
+
+
+@pytest.mark.opencl
+def test_exclude_ops_stablehlo_composite_keeps_the_composites_on_cpu(tmp_path):
+    model = (MODELS / "torch_composites.tflite").read_bytes()
+    ids = [np.random.default_rng(3).integers(0, 96, (1, 12)).astype(np.int32)]
+    options = {"cpu_when_faster": "false", "exclude_ops": "STABLEHLO_COMPOSITE"}
+    got, want, state = delegate_and_builtin(model, ids, str(tmp_path), **options)
+    assert_outputs_close(got, want, F32_TOLERANCE)
+    main, *decompositions = state.subgraphs
+    composites = [name for name in main.unsupported if name.startswith("stablehlo_composite")]
+    assert len(composites) == 7 and all(main.unsupported[n] == EXCLUDED for n in composites), main.unsupported
+    assert not any(r.inlined_into for r in decompositions)  # TFLite runs them: each prepared as a subgraph
 
 
 @pytest.mark.opencl

@@ -51,6 +51,15 @@ def test_a_fresh_process_loads_the_plugin_by_path_and_runs_unet(tmp_path):
 
 
 @pytest.mark.opencl
+def test_a_host_loading_the_plugin_by_path_runs_a_keras3_loop_unrolled(tmp_path):
+    """No model_file in a plugin-only host: the loop's subgraphs are read from the file TFLite mapped."""
+    model = ROOT / "tests" / "models" / "gru_keras3.tflite"
+    (result,) = run_by_path(sys.executable, "litert", delegate.plugin_path(), [model], tmp_path)
+    assert result["delegated_nodes"] == result["total_nodes"] and result["inlined_subgraphs"] == 2, result
+    assert result["difference"] <= F32_TOLERANCE
+
+
+@pytest.mark.opencl
 def test_the_c_host_library_forwards_in_a_python_host(tmp_path):
     (result,) = run_by_path(
         sys.executable, "litert", delegate.c_plugin_path(), [shared_path("models", "small_cnn.tflite")], tmp_path

@@ -53,3 +53,12 @@ def test_tensorflow_gives_the_plugin_the_decompositions_of_composites(tensorflow
     (result,) = run_by_path(tensorflow_python, "tensorflow", delegate.plugin_path(), [model], tmp_path)
     assert result["inlined_subgraphs"] >= 2, result
     assert result["difference"] <= F32_TOLERANCE, result
+
+
+@pytest.mark.opencl
+def test_tensorflow_runs_a_keras3_loop_unrolled_from_the_file_it_mapped(tensorflow_python, tmp_path):
+    """No model_file in TensorFlow's interpreter: the WHILE's subgraphs are read from the mapped file."""
+    model = Path(__file__).resolve().parent / "models" / "gru_keras3.tflite"
+    (result,) = run_by_path(tensorflow_python, "tensorflow", delegate.plugin_path(), [model], tmp_path)
+    assert result["delegated_nodes"] == result["total_nodes"] and result["inlined_subgraphs"] == 2, result
+    assert result["difference"] <= F32_TOLERANCE, result

@@ -14,6 +14,7 @@ import pytest
 
 import delegate
 from delegate.api import host_runtime
+from delegate.compiler.claim import EXCLUDED
 from delegate.compiler.graph import Builtin
 from delegate.compiler.while_loop import MAX_UNROLLED_NODES
 from tests.helpers import assert_outputs_close, invoke_with, uniform_inputs
@@ -65,10 +66,35 @@ def test_delegate_interpreter_passes_its_model_file():
     assert len(state.delegated_nodes) == state.total_nodes == KERAS3_RNNS["gru_keras3"], state.unsupported
 
 
-def test_without_the_model_file_the_loop_stays_on_cpu_and_says_why():
+def test_without_model_file_the_file_tflite_mapped_is_read():
+    """Any host: TFLite maps a model loaded from a path, and the plugin reads the loop's subgraphs there."""
     path = MODELS / "lstm_keras3.tflite"
     got, want, state = _run(path)
-    assert "model_file" in state.unsupported["while_1"]
+    assert len(state.delegated_nodes) == state.total_nodes == KERAS3_RNNS["lstm_keras3"], state.unsupported
+    assert_outputs_close(got, want, F32_TOLERANCE)
+
+
+def test_a_model_given_as_bytes_without_model_file_keeps_its_loop_on_cpu_and_says_why():
+    path = MODELS / "lstm_keras3.tflite"
+    host = host_runtime()
+    d = delegate.load_delegate(cpu_when_faster="false")
+    gpu = host.Interpreter(model_content=path.read_bytes(), experimental_delegates=[d])
+    cpu = host.Interpreter(
+        model_path=str(path), experimental_op_resolver_type=host.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    )
+    gpu.allocate_tensors()
+    cpu.allocate_tensors()
+    why = delegate.delegate_state(d).unsupported["while_1"]
+    assert "not loaded from a file" in why and "model_file=PATH" in why, why
+    inputs = uniform_inputs(cpu, 0)
+    assert_outputs_close(invoke_with(gpu, inputs), invoke_with(cpu, inputs), F32_TOLERANCE)
+
+
+def test_exclude_ops_while_keeps_the_loop_on_cpu():
+    path = MODELS / "gru_keras3.tflite"
+    got, want, state = _run(path, model_file=str(path), exclude_ops="WHILE")
+    whiles = [name for name in state.unsupported if name.startswith("while")]
+    assert whiles and all(state.unsupported[name] == EXCLUDED for name in whiles), state.unsupported
     assert_outputs_close(got, want, F32_TOLERANCE)
 
 
@@ -178,5 +204,6 @@ def test_a_model_file_of_another_model_is_refused(tmp_path: Path):
     path.write_bytes(_rnn(5, 8, 3))
     other.write_bytes(_rnn(5, 8, 3, runtime_trips=True))
     got, want, state = _run(path, model_file=str(other))
-    assert "model_file" in state.unsupported["while_0"] or "loop value" in state.unsupported["while_0"]
+    why = state.unsupported["while_0"]
+    assert "model_file is not the model this interpreter runs" in why or "loop value" in why, why
     assert_outputs_close(got, want, F32_TOLERANCE)

@@ -16,6 +16,10 @@ from .shapes import StaticShapes, fold_values
 NO_KERNEL = "this TFLite runtime has no kernel for it either"
 
 
+#: the reason of a node whose op option exclude_ops names
+EXCLUDED = "excluded by the exclude_ops option"
+
+
 def no_kernel_note() -> str:
     """What to do about a custom op that neither the host nor the delegate runs."""
     return (
@@ -44,7 +48,7 @@ def claimed_nodes(
     for index in plan:
         node = graph.nodes[index]
         if op_name(node.op) in exclude_ops:
-            unsupported[node.name] = "excluded by the exclude_ops option"
+            unsupported[node.name] = EXCLUDED
         elif index in shape_folded:
             continue
         elif node.op == Builtin.DEQUANTIZE and index not in weights and not is_quantized_node(node, graph):

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from .._native import ffi, lib
+from ..compiler.claim import EXCLUDED
 from ..compiler.composites import Decomposition, Inlining, fresh_tensor, inline, mismatch, ordered_results
 from ..compiler.graph import Builtin, Graph
 from .capture import capture_graph, capture_tensor, execution_plan, preview_partitions
@@ -29,14 +30,20 @@ _RELEASE = "TfLiteStatus (*)(TfLiteContext *, int)"
 _ARGUMENT = re.compile(r"_arg(\d+)$")
 
 
-def inline_composites(context: Any, graph: Graph, plan: list[int]) -> tuple[Inlining, dict[int, int]]:
+def inline_composites(
+    context: Any, graph: Graph, plan: list[int], *, excluded: bool = False
+) -> tuple[Inlining, dict[int, int]]:
     """``graph`` with the decomposition of each composite of ``plan`` that can be inlined put in
     it (compiler/composites.py), and each inlined composite's subgraph context address (the
-    plugin leaves those subgraphs alone when it delegates the composite)."""
+    plugin leaves those subgraphs alone when it delegates the composite). ``excluded``: none is
+    (option exclude_ops names STABLEHLO_COMPOSITE)."""
     inlining = Inlining(list(plan))
     contexts: dict[int, int] = {}
     composites = [i for i in plan if graph.nodes[i].op == Builtin.STABLEHLO_COMPOSITE]
     if not composites:
+        return inlining, contexts
+    if excluded:
+        inlining.reasons.update(dict.fromkeys(composites, EXCLUDED))
         return inlining, contexts
     next_tensor = fresh_tensor(graph.tensors, int(context.tensors_size))
     next_node = max(plan) + 1

@@ -2,54 +2,87 @@
 
 TfLiteContext gives a delegate another subgraph's context (AcquireSubgraphContext, during Prepare
 only) and so its nodes and tensors, but not which of its tensors are its inputs and outputs, in
-which order: those are read from the model file (option ``model_file``; ``delegate.Interpreter``
-passes its ``model_path``), checked against the contexts' tensors. Without the file, or on a host
-without AcquireSubgraphContext, each WHILE stays on TFLite's CPU kernels with that reason.
+which order: those are read from the model file. That is option ``model_file``
+(``delegate.Interpreter`` passes its ``model_path``) or, without it, the model file TFLite mapped
+into this process when it loaded the model from a path (``mapped_models``: any host, read where
+TFLite maps it). A file stands for the model only where each captured subgraph's tensors have
+the file's names. Without such a file (a model given as bytes), or on a host without
+AcquireSubgraphContext, each WHILE stays on TFLite's CPU kernels with that reason.
 """
 
 from __future__ import annotations
 
+import os
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from .._native import ffi, lib
+from ..compiler.claim import EXCLUDED
 from ..compiler.graph import Graph
 from ..compiler.while_loop import LOOP, LOOP_REASON, WHILE, Loop, Subgraph
 from ..errors import DelegateError
-from ..model_check import verify_model
+from ..model_check import TFLITE_IDENTIFIER, verify_model
 from .capture import capture_graph, capture_tensor, execution_plan
 
 _ACQUIRE = "TfLiteStatus (*)(TfLiteContext *, int, TfLiteContext **)"
 _RELEASE = "TfLiteStatus (*)(TfLiteContext *, int)"
-#: (inputs, outputs, number of tensors) of each subgraph of the model file
-SubgraphIO = list[tuple[list[int], list[int], int]]
+_MAPS = "/proc/self/maps"
+#: the schema's TensorType -> TfLiteType: FLOAT32 and FLOAT16 are numbered apart, INT32 to INT8
+#: alike, the types after INT8 one apart
+_TFLITE_TYPES = {0: 1, 1: 10, **{t: t for t in range(2, 10)}, **{t: t + 1 for t in range(10, 18)}}
+
+
+@dataclass(frozen=True)
+class SubgraphFile:
+    """A subgraph as the model file holds it: its inputs, outputs, and each tensor's name and
+    type (TfLiteType)."""
+
+    inputs: list[int]
+    outputs: list[int]
+    tensors: list[tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model file's subgraphs, and where the file is (for messages)."""
+
+    where: str
+    subgraphs: list[SubgraphFile]
 
 
 def context_address(context: Any) -> int:
     return int(ffi.cast("uintptr_t", context))
 
 
-def capture_loops(context: Any, graph: Graph, plan: list[int], model_file: str) -> dict[int, tuple[int, int]]:
+def capture_loops(
+    context: Any, graph: Graph, plan: list[int], model_file: str, *, excluded: bool = False
+) -> dict[int, tuple[int, int]]:
     """Put each WHILE of ``plan`` its ``Loop`` (or why not, ``LOOP_REASON``) in its params; the
-    addresses of the condition's and body's contexts of each WHILE captured (node -> addresses)."""
+    addresses of the condition's and body's contexts of each WHILE captured (node -> addresses).
+    ``excluded``: none is (option exclude_ops names WHILE)."""
     loops = [i for i in plan if graph.nodes[i].op == WHILE]
     if not loops:
         return {}
     reason = None
-    io: SubgraphIO = []
-    if context.AcquireSubgraphContext == ffi.NULL or context.ReleaseSubgraphContext == ffi.NULL:
+    files: list[ModelFile] = []
+    if excluded:
+        reason = EXCLUDED
+    elif context.AcquireSubgraphContext == ffi.NULL or context.ReleaseSubgraphContext == ffi.NULL:
         reason = "this TFLite runtime does not give a delegate the subgraphs a WHILE runs (no AcquireSubgraphContext)"
-    elif not model_file:
-        reason = (
-            "the delegate reads which tensors are the inputs and outputs of a WHILE's subgraphs from the model "
-            "file (TFLite's delegate interface does not give them): pass model_file=PATH to load_delegate "
-            "(delegate.Interpreter passes its model_path)"
-        )
-    else:
+    elif model_file:
         try:
-            io = subgraph_io(model_file)
+            files = [read_model_file(model_file)]
         except (OSError, DelegateError, ValueError, struct.error) as exc:
             reason = f"the model file {model_file} could not be read for its subgraphs: {exc}"
+    else:
+        files = mapped_models()
+        if not files:
+            reason = (
+                "the delegate reads which tensors are the inputs and outputs of a WHILE's subgraphs from the model "
+                "file (TFLite's delegate interface does not give them), and this model was not loaded from a file: "
+                "pass model_file=PATH to load_delegate (delegate.Interpreter passes its model_path)"
+            )
     contexts: dict[int, tuple[int, int]] = {}
     for index in loops:
         node = graph.nodes[index]
@@ -58,7 +91,7 @@ def capture_loops(context: Any, graph: Graph, plan: list[int], model_file: str) 
             continue
         cond, body = (int(v) for v in node.params.get("subgraphs", (-1, -1)))
         try:
-            captured = [_capture_subgraph(context, s, io) for s in (cond, body)]
+            captured = [_capture_subgraph(context, s, files, given=bool(model_file)) for s in (cond, body)]
         except DelegateError as exc:
             node.params[LOOP_REASON] = str(exc)
             continue
@@ -67,25 +100,20 @@ def capture_loops(context: Any, graph: Graph, plan: list[int], model_file: str) 
     return contexts
 
 
-def _capture_subgraph(context: Any, index: int, io: SubgraphIO) -> tuple[Subgraph, int]:
-    if not 0 < index < len(io):
-        raise DelegateError(f"its subgraph {index} is not in the model file")
+def _capture_subgraph(context: Any, index: int, files: list[ModelFile], given: bool) -> tuple[Subgraph, int]:
     acquired = ffi.new("TfLiteContext **")
     acquire, release = (
         ffi.cast(_ACQUIRE, context.AcquireSubgraphContext),
         ffi.cast(_RELEASE, context.ReleaseSubgraphContext),
     )
-    if acquire(context, index, acquired) != lib.kTfLiteOk:
+    if index <= 0 or acquire(context, index, acquired) != lib.kTfLiteOk:
         raise DelegateError(f"TFLite did not give the context of its subgraph {index}")
     try:
         sub = acquired[0]
-        inputs, outputs, tensors = io[index]
-        # kernels may add tensors past the file's (their temporaries): fewer means another model
-        if int(sub.tensors_size) < tensors:
-            raise DelegateError(
-                f"its subgraph {index} has {int(sub.tensors_size)} tensors, fewer than the model file's {tensors}: "
-                "model_file is not the model this interpreter runs"
-            )
+        held = _matching(sub, index, files)
+        if len(held) != 1:
+            raise DelegateError(_no_file(index, files, held, given))
+        inputs, outputs = held.pop()
         plan = execution_plan(sub)
         graph = capture_graph(sub, plan, read_limit=None)  # every constant valued: the copies read them
         for i in (*inputs, *outputs):
@@ -96,12 +124,80 @@ def _capture_subgraph(context: Any, index: int, io: SubgraphIO) -> tuple[Subgrap
         release(context, index)
 
 
-def subgraph_io(path: str) -> SubgraphIO:
-    """Each subgraph's inputs, outputs and number of tensors, read from the model file at ``path``
-    (verified first: model_check.py)."""
+def _matching(sub: Any, index: int, files: list[ModelFile]) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The (inputs, outputs) of subgraph ``index`` in each of ``files`` whose tensors of it are
+    those of context ``sub`` by name and type (kernels may add tensors past the file's: their
+    temporaries)."""
+    tensors = [
+        (ffi.string(t.name).decode("utf-8", "replace") if t.name != ffi.NULL else "", int(t.type))
+        for t in (sub.tensors[i] for i in range(int(sub.tensors_size)))
+    ]
+    held = set()
+    for model in files:
+        if index < len(model.subgraphs):
+            s = model.subgraphs[index]
+            if len(s.tensors) <= len(tensors) and tensors[: len(s.tensors)] == s.tensors:
+                held.add((tuple(s.inputs), tuple(s.outputs)))
+    return held
+
+
+def _no_file(index: int, files: list[ModelFile], held: set, given: bool) -> str:
+    if given:
+        return (
+            f"its subgraph {index} is not the model file's ({files[0].where}): "
+            "model_file is not the model this interpreter runs"
+        )
+    if held:
+        return f"the model files mapped in this process disagree on its subgraph {index}: pass model_file=PATH"
+    return (
+        f"none of the model files mapped in this process ({', '.join(m.where for m in files)}) holds its subgraph "
+        f"{index}: pass model_file=PATH"
+    )
+
+
+def read_model_file(path: str) -> ModelFile:
+    """The model file at ``path``'s subgraphs (verified first: model_check.py)."""
     verify_model(path)
     with open(path, "rb") as f:
-        data = f.read()
+        return ModelFile(path, subgraph_files(f.read()))
+
+
+def mapped_models() -> list[ModelFile]:
+    """The TFLite models this process holds mapped from files, read where they are mapped: TFLite
+    maps a model it loads from a path whole, from its first byte, read-only. A mapping whose file
+    is gone, replaced or shorter than it is skipped (reading past a file's end faults)."""
+    try:
+        with open(_MAPS, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or not fields[1].startswith("r") or int(fields[2], 16) != 0 or not fields[5].startswith("/"):
+            continue
+        start, end = (int(v, 16) for v in fields[0].split("-"))
+        path, inode = fields[5], int(fields[4])
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        size = min(end - start, st.st_size)
+        if st.st_ino != inode or size < 8:
+            continue
+        data = memoryview(ffi.buffer(ffi.cast("char *", start), size))
+        if bytes(data[4:8]) != TFLITE_IDENTIFIER:
+            continue
+        try:
+            verify_model(data, path)
+            found.append(ModelFile(f"{path} (mapped)", subgraph_files(data)))
+        except (DelegateError, ValueError, struct.error):
+            continue
+    return found
+
+
+def subgraph_files(data: bytes | memoryview) -> list[SubgraphFile]:
+    """Each subgraph's inputs, outputs and tensor names, read from a verified model's bytes."""
 
     def u32(at: int) -> int:
         return int(struct.unpack_from("<I", data, at)[0])
@@ -123,11 +219,23 @@ def subgraph_io(path: str) -> SubgraphIO:
         start, count = vector(at)
         return list(struct.unpack_from(f"<{count}i", data, start)) if count else []
 
-    model = u32(0)
-    start, count = vector(field(model, 2))  # Model.subgraphs
-    out: SubgraphIO = []
+    def table(at: int) -> int:
+        return at + u32(at)
+
+    def string(at: int | None) -> str:
+        start, length = vector(at)
+        return bytes(data[start : start + length]).decode("utf-8", "replace") if length else ""
+
+    start, count = vector(field(u32(0), 2))  # Model.subgraphs
+    out: list[SubgraphFile] = []
     for k in range(count):
-        entry = start + 4 * k
-        sub = entry + u32(entry)
-        out.append((ints(field(sub, 1)), ints(field(sub, 2)), vector(field(sub, 0))[1]))  # inputs, outputs, tensors
+        sub = table(start + 4 * k)
+        first, tensors = vector(field(sub, 0))  # SubGraph.tensors
+        described = []
+        for t in range(tensors):
+            tensor = table(first + 4 * t)
+            kind = field(tensor, 1)  # Tensor.type, a TensorType (FLOAT32 when absent)
+            code = int(struct.unpack_from("<b", data, kind)[0]) if kind is not None else 0
+            described.append((string(field(tensor, 3)), _TFLITE_TYPES.get(code, -1)))  # Tensor.name
+        out.append(SubgraphFile(ints(field(sub, 1)), ints(field(sub, 2)), described))  # inputs, outputs
     return out

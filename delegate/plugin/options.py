@@ -7,10 +7,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ..cache import warn_unusable
-from ..compiler.graph import Builtin
+from ..compiler.op_names import BUILTIN_OPERATORS
 from ..context.model import CalculationsPrecision, TensorStorageType
 from ..errors import DelegateError
 from ..runtime.geometry import Tuning
+
+#: what exclude_ops takes: any builtin op's name (WHILE and STABLEHLO_COMPOSITE keep the loop or
+#: composite on TFLite's kernels, not unrolled or inlined)
+_OP_NAMES = frozenset(BUILTIN_OPERATORS.values())
 
 
 class OptionsError(DelegateError, ValueError):
@@ -117,7 +121,7 @@ class DelegateOptions:
                 values[key] = text.lower() in ("true", "1")
             elif key == "exclude_ops":
                 names = {n.strip().upper() for n in text.split(",") if n.strip()}
-                unknown_ops = sorted(n for n in names if n not in Builtin.__members__)
+                unknown_ops = sorted(n for n in names if n not in _OP_NAMES)
                 if unknown_ops:
                     raise OptionsError(f"exclude_ops: unknown op name(s) {', '.join(unknown_ops)}")
                 values[key] = frozenset(names)

@@ -111,7 +111,7 @@ class PreparePlan:
             report.total_nodes, report.delegated_nodes, report.inlined_into = len(plan), list(plan), inlined_into
             return 0
         graph = prep.graph = self.capture(context, plan)
-        loop_contexts = capture_loops(context, graph, plan, options.model_file)
+        loop_contexts = capture_loops(context, graph, plan, options.model_file, excluded="WHILE" in options.exclude_ops)
         if propagation_blocker(graph, plan) is not None:  # for this delegate: TFLite reads the flag per allocation
             native_delegate.flags &= ~lib.kTfLiteDelegateFlagsRequirePropagatedShapes
         supported, unsupported, subgraphs = self.claim(context, prep, options)
@@ -193,7 +193,8 @@ class PreparePlan:
         a WHILE when every node it stands for is, why others are not, and each inlined composite's
         subgraph context address."""
         graph = prep.graph
-        prep.inlining, subgraphs = inline_composites(context, graph, prep.plan)
+        excluded = "STABLEHLO_COMPOSITE" in options.exclude_ops
+        prep.inlining, subgraphs = inline_composites(context, graph, prep.plan, excluded=excluded)
         expansion = prep.expansion = expand_loops(graph, prep.inlining.plan, int(context.tensors_size))
         prep.static = resolve(graph, expansion.plan)
         supported, unsupported = self.supported(graph, expansion.plan, options, prep.static)
