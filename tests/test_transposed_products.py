@@ -117,6 +117,15 @@ def test_single_product_between_transposes():
     assert _kernels(chain, [chain.last()]) == 1
 
 
+def test_unary_op_last_before_the_closing_transpose():
+    chain = _Chain((1, 9, 14), 4)
+    chain.transpose()
+    chain.dense(11, bias=True)
+    chain.gelu()
+    chain.transpose()
+    assert _kernels(chain, [chain.last()]) == 1
+
+
 def test_transposed_tensor_with_a_second_reader_is_not_taken():
     chain = _token_mixing((1, 12, 8), 10)
     end = chain.last()

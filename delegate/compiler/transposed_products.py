@@ -97,7 +97,7 @@ class TransposedProductsRewrite:
         if chain is None or not any(n.op == Builtin.FULLY_CONNECTED for n in chain):
             return None
         x = g.tensor(chain[0].inputs[0])
-        if not all(_plain_float(g.tensor(n.outputs[0])) for n in chain) or not _plain_float(x):
+        if not all(_plain_float(g.tensor(n.outputs[0])) for n in chain) or not _plain_float(x) or x.is_constant:
             return None
         if len(g.tensor(node.outputs[0]).shape) != len(x.shape):
             return None
