@@ -78,11 +78,11 @@ def _token_mixing(shape: tuple[int, ...], hidden: int, bias: bool = False, act: 
     return chain
 
 
-def _kernels(chain: _Chain, outputs: list[int]) -> int:
+def _kernels(chain: _Chain, outputs: list[int], **options: str) -> int:
     """The delegate's outputs checked against TFLite's within 1e-4; the kernels it ran (delegated
     whatever the CPU estimate: small chains would stay on CPU)."""
     feed = rand(chain.tensors[0].shape, np.random.default_rng(7))
-    state = check(chain.tensors, chain.ops, [0], outputs, [feed], cpu_when_faster=False)
+    state = check(chain.tensors, chain.ops, [0], outputs, [feed], cpu_when_faster=False, **options)
     return sum(p.kernels for p in state.partitions)
 
 
@@ -101,6 +101,15 @@ def test_token_mixing_runs_without_transposes(shape, hidden):
     # the two products, the GELU linked into the first and the ADD into the second
     chain = _token_mixing(shape, hidden)
     assert _kernels(chain, [chain.last()]) == 2
+
+
+@pytest.mark.parametrize(
+    "options", [{"storage_type": "TEXTURE_2D"}, {"storage_type": "IMAGE_BUFFER"}, {"kernel_family": "gpu"}]
+)
+def test_token_mixing_on_other_storages_and_kernels(options):
+    # BATCH_MATMUL's rows kernel where the block kernel does not apply (textures, the gpu family)
+    chain = _token_mixing((1, 20, 12), 9, bias=True)
+    assert _kernels(chain, [chain.last()], **options) == 2
 
 
 @pytest.mark.parametrize("act", [0, 1, 3])
