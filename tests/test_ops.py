@@ -1414,6 +1414,27 @@ def test_batch_matmul_block_kernel(lhs_shape, rhs_shape, constant, precision):
 
 
 @pytest.mark.parametrize(
+    ("lhs_shape", "rhs_shape", "tiny", "precision"),
+    [
+        ((64, 64), (1, 64, 128), False, "F32"),  # MLP-Mixer's token mixing, weights on the left
+        ((13, 9), (1, 9, 21), False, "F32"),
+        ((7, 30), (1, 30, 12), False, "F16"),
+        ((8, 5), (1, 5, 6), True, "F16"),  # a weight half would flush: the constant kept in float32
+    ],
+)
+def test_batch_matmul_block_kernel_constant_left(lhs_shape, rhs_shape, tiny, precision):
+    """A constant left operand in the block kernel: its rows read one lane at a time from the
+    constant's buffer (in float32 where half would not hold its values)."""
+    rng = np.random.default_rng(lhs_shape[-1] + rhs_shape[-1])
+    a, b = rand(lhs_shape, rng), rand(rhs_shape, rng)
+    if tiny:
+        a[0, 0] = 1e-9
+    out = np.matmul(a, b).shape
+    ops = [Op(Builtin.BATCH_MATMUL, [0, 1], [2], ("BatchMatMulOptions", {"AdjX": False, "AdjY": False}))]
+    check([T(lhs_shape, a), T(rhs_shape), T(out)], ops, [1], [2], [b], precision)
+
+
+@pytest.mark.parametrize(
     ("lhs_shape", "rhs_shape", "adj_y", "precision"),
     [
         ((1, 4, 128, 16), (1, 4, 128, 16), True, "F32"),  # attention scores: Q x K^T

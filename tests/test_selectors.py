@@ -293,12 +293,14 @@ def test_batch_matmul_rows(lhs, rhs, out, adj_x, adj_y, variant, rows, grid):
         ((1, 4, 128, 128), (1, 4, 128, 64), (1, 4, 128, 64), (22, 4, 4)),  # attention's weights x V
         ((1, 3, 65, 64), (1, 3, 64, 65), (1, 3, 65, 65), (11, 3, 5)),  # Q x K^T, K transposed by a node
         ((7, 6), (6, 9), (7, 9), (2, 1, 1)),
+        ((64, 64), (1, 64, 128), (1, 64, 128), (11, 1, 8)),  # MLP-Mixer's token mixing: constant weights on the left
     ],
 )
 def test_batch_matmul_blocks(lhs, rhs, out, grid):
-    """Neither operand transposed, batch 1, 6 rows or more, buffers: blocks of 6 rows x 16 channels."""
+    """Neither operand transposed, batch 1, 6 rows or more, buffers: blocks of 6 rows x 16 channels
+    (the left operand a constant too)."""
     g = _Graph()
-    node = g.node(Builtin.BATCH_MATMUL, [g.tensor(lhs), g.tensor(rhs)], out)
+    node = g.node(Builtin.BATCH_MATMUL, [g.tensor(lhs, lhs == (64, 64)), g.tensor(rhs)], out)
     want = KernelSpec(Variant.BATCH_BLOCK, grid=grid, work_group=(8, 1, 1))
     assert select_batch_matmul(node, g.graph, CompileOptions()) == want
     # the gpu family and textures keep the rows kernel

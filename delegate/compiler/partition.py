@@ -22,12 +22,20 @@ from .rewrites import Rewrite, rewrite
 from .scheduler import check_schedule, schedule
 from .shape_check import declared_shape_problem
 from .swish import SwishRewrite
+from .transposed_products import TransposedProductsRewrite
 from .upsample import UpsampleRewrite
 
 __all__ = ["EDGE_INPUTS", "EDGE_OUTPUTS", "CompileOptions", "compile_partition", "runtime_inputs", "unsupported_reason"]
 
 #: the graph rewrites, in the order they run (rewrites.py): with CompileOptions.fuse only
-REWRITES: list[Rewrite] = [PadMerge(), LayerNormRewrite(), AttentionRewrite(), SwishRewrite(), UpsampleRewrite()]
+REWRITES: list[Rewrite] = [
+    PadMerge(),
+    LayerNormRewrite(),
+    AttentionRewrite(),
+    SwishRewrite(),
+    UpsampleRewrite(),
+    TransposedProductsRewrite(),
+]
 
 
 #: the types a partition's inputs and outputs may have: csrc/plugin.c converts integers and bools
