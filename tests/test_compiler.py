@@ -10,7 +10,7 @@ import pytest
 
 from delegate.compiler import kernel_names
 from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Padding, Tensor
-from delegate.compiler.kernel import MASKED_WRITE, WRITE, Kernel, PixelOps, RequiredWorkGroup
+from delegate.compiler.kernel import MASKED_WRITE, WRITE, WRITE_WIDE, Kernel, PixelOps, RequiredWorkGroup, WideOps
 from delegate.compiler.kernels.common.pieces import operation, written
 from delegate.compiler.ops import OPS
 from delegate.compiler.ops.base import EmitContext, Op
@@ -211,6 +211,19 @@ def test_a_kernel_renders_links_in_front_of_each_write():
     k.linked += ["  one();\n", "  two();\n"]
     assert k.render() == "head\n  one();\n  two();\n" + MASKED_WRITE + "middle\n  one();\n  two();\n" + MASKED_WRITE
     assert k.links == 2
+
+
+def test_wide_links_run_at_the_wide_point_and_the_rest_at_each_write():
+    """The wide prefix of the links runs once on the vector; its wide writes run only the links
+    after it, a plain write all of them."""
+    k = operation(["v\n", WideOps("r", 8), "part\n", WRITE_WIDE, "edge\n", WRITE], srcs=[])
+    assert k.wide_widths == {8}
+    k.linked += ["  one();\n", "  two();\n"]
+    k.wide_linked.append({8: "  one8();\n"})
+    wide = "  { FLT8 result = r;\n  one8();\n  r = result; }\n"
+    text = k.render()
+    assert text == "v\n" + wide + "part\n  two();\n" + MASKED_WRITE + "edge\n  one();\n  two();\n" + MASKED_WRITE
+    assert k.source_size() == len(text)
 
 
 def test_a_kernel_without_write_hooks_takes_no_links():

@@ -136,3 +136,97 @@ def test_int8_swish_rounds_the_sigmoid_onto_its_grid():
     ]
     state = check_quant(tensors, ops, [0], [5], [qrand(src, rng)])
     assert _kernels(state) == 1
+
+
+# ------------------------------------------------------------------ on whole vectors
+
+
+def _kernel_codes(monkeypatch) -> list[str]:
+    """The code of every kernel the delegate compiles until ``monkeypatch`` is undone."""
+    from delegate.plugin.registry import REGISTRY
+
+    from .plugin_testing import inject
+
+    real = REGISTRY.plan.loader.compiler.compile
+    codes: list[str] = []
+
+    def recording(graph, nodes, *args, **kwargs):
+        ctx = real(graph, nodes, *args, **kwargs)
+        codes.extend(n.gpu_op.code for n in ctx.nodes if n.gpu_op is not None and n.gpu_op.code)
+        return ctx
+
+    inject(monkeypatch, compile=recording)
+    return codes
+
+
+def _layer(kind: str, h: int, w: int, cin: int, cout: int, rng) -> tuple[list[T], list[Op]]:
+    """Tensors 0 (input) .. 3 (y): a 1x1 convolution (the flat matrix product), a 3x3 one (the
+    row matrix product) or a 3x3 depthwise convolution (the row kernel), padded to keep h x w."""
+    if kind == "depthwise":
+        weights, options, code = rand((1, 3, 3, cin), rng), _DEPTHWISE, Builtin.DEPTHWISE_CONV_2D
+        cout = cin
+    else:
+        k = 1 if kind == "conv1x1" else 3
+        weights, options, code = rand((cout, k, k, cin), rng, -0.5, 0.5), _CONV, Builtin.CONV_2D
+    y = (1, h, w, cout)
+    tensors = [T((1, h, w, cin)), T(weights.shape, data=weights), T((cout,), data=rand((cout,), rng)), T(y)]
+    return tensors, [Op(code, [0, 1, 2], [3], options)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "shape"),
+    [
+        ("conv1x1", (7, 9, 8, 16)),  # 63 pixels: whole blocks of 6 and an edge block
+        ("conv1x1", (5, 7, 12, 40)),  # 5 groups of 8, the last one part padding
+        ("conv3x3", (6, 11, 8, 24)),  # the row product's lane-order blocks
+        ("depthwise", (6, 11, 12, 0)),  # rows of 8 pixels and an edge; 3 slices: a half pair
+    ],
+)
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_swish_runs_once_on_each_whole_vector(monkeypatch, kind, shape, precision):
+    """Linked into a kernel that writes wider vectors in FLT4 parts (kernel.WideOps), the swish
+    runs on the whole vector before the parts are written, not on each part."""
+    rng = np.random.default_rng(10)
+    tensors, ops = _layer(kind, *shape, rng)
+    y = tensors[3].shape
+    tensors += [T(y), T(y)]
+    ops += [Op(Builtin.LOGISTIC, [3], [4]), Op(Builtin.MUL, [3, 4], [5], ("MulOptions", {}))]
+    codes = _kernel_codes(monkeypatch)
+    state = check(tensors, ops, [0], [5], _feeds(tensors, [0], rng), precision)
+    assert _kernels(state) == 1
+    assert any("FLT8 swish_x" in code for code in codes)
+
+
+def test_an_op_linked_before_the_swish_keeps_it_on_each_write(monkeypatch):
+    """y + c, then its swish: the sum runs at each FLT4 write, so the swish runs there too, after it."""
+    rng = np.random.default_rng(11)
+    tensors, ops = _layer("conv1x1", 7, 9, 8, 16, rng)
+    y = tensors[3].shape
+    c = rand((16,), rng)
+    tensors += [T((16,), data=c), T(y), T(y), T(y)]
+    ops += [
+        Op(Builtin.ADD, [3, 4], [5], ("AddOptions", {})),
+        Op(Builtin.LOGISTIC, [5], [6]),
+        Op(Builtin.MUL, [5, 6], [7], ("MulOptions", {})),
+    ]
+    codes = _kernel_codes(monkeypatch)
+    state = check(tensors, ops, [0], [7], _feeds(tensors, [0], rng))
+    assert _kernels(state) == 1
+    assert not any("FLT8 swish_x" in code for code in codes) and any("FLT4 swish_x" in code for code in codes)
+
+
+def test_an_op_linked_after_the_swish_runs_after_it(monkeypatch):
+    """swish(y), then + c: the swish on the whole vectors, the sum at each write, in that order."""
+    rng = np.random.default_rng(12)
+    tensors, ops = _layer("conv1x1", 7, 9, 8, 16, rng)
+    y = tensors[3].shape
+    tensors += [T(y), T(y), T((16,), data=rand((16,), rng)), T(y)]
+    ops += [
+        Op(Builtin.LOGISTIC, [3], [4]),
+        Op(Builtin.MUL, [3, 4], [5], ("MulOptions", {})),
+        Op(Builtin.ADD, [5, 6], [7], ("AddOptions", {})),
+    ]
+    codes = _kernel_codes(monkeypatch)
+    state = check(tensors, ops, [0], [7], _feeds(tensors, [0], rng))
+    assert _kernels(state) == 1
+    assert any("FLT8 swish_x" in code for code in codes)

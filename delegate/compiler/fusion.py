@@ -23,10 +23,12 @@ is linked into the kernel that produces its input when that input has no other r
 a partition output, and the kernel declares the writes of its ``result`` (kernel.WriteHook): its
 code runs on ``result`` in front of every write (the schema's ``linkable`` / ``linkable_count``),
 saving one kernel launch and one trip through memory. The op writes its own code (``Op.link``),
-its arguments named in the link's namespace (ops/base.py ``Link``). A SOFTMAX / LOG_SOFTMAX links
-into a matrix-product kernel that holds every channel of its pixels (kernel.PixelOps) and has
-nothing linked yet: it runs on the accumulators, before the writes (so before any op linked after
-it).
+its arguments named in the link's namespace (ops/base.py ``Link``). Where the kernel holds wider
+vectors before its writes (kernel.WideOps) and every op linked before it ran there, an op that is
+a function of each lane alone (``Op.wide_link``) runs there too, once per vector. A SOFTMAX /
+LOG_SOFTMAX links into a matrix-product kernel that holds every channel of its pixels
+(kernel.PixelOps) and has nothing linked yet: it runs on the accumulators, before the writes (so
+before any op linked after it).
 
 A swish, MUL(y, LOGISTIC(y)), is one unary op by the time these passes run (the graph rewrite of
 swish.py, ops/swish.py): y's only reader, so it links into y's producer as one op; unfused, y
@@ -84,6 +86,10 @@ def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -
         # the op's code in a block of its own, its names in the namespace of the kernel's n-th link
         place = Link(kernel, producer.input_ids, ctx, f"link{kernel.links + 1}")
         kernel.linked.append("  {\n" + op.link(node, fused_input, place) + "  }\n")
+        if len(kernel.wide_linked) == len(kernel.linked) - 1:  # every op before it ran wide
+            wide = {width: op.wide_link(node, ctx.graph, width) for width in kernel.wide_widths}
+            if wide and all(code is not None for code in wide.values()):
+                kernel.wide_linked.append({width: f"  {{\n{code}  }}\n" for width, code in wide.items()})
     producer.output_ids = list(node.outputs)
     producer.nodes += node.params.get("fused_names", [node.name])  # a rewrite's node carries its nodes' names
 

@@ -6,6 +6,10 @@ code) and its body, OpenCL text with typed pieces at the points other ops may jo
 - ``WriteHook``: a write of the FLT4 ``result`` (``WRITE`` at (X, Y, S, b), ``WRITE_AT`` at a
   linear index). Elementwise ops linked into the kernel (fusion.py) run on ``result`` in front
   of every one, in the order they were linked. A kernel without write hooks takes no links.
+- ``WideOps``: a point where a kernel holds a wider vector (FLT8, FLT16) of one pixel's channels
+  that the write hooks after it marked ``wide`` write in FLT4 parts. Linked ops that are a
+  function of each lane alone (``Op.wide_link``: a swish) run there once on the whole vector
+  rather than on each part: on a CPU device the part takes as many instructions as the whole.
 - ``PixelOps``: a point of a matrix-product kernel where a work-item holds every channel of its
   pixels in accumulators; a softmax linked there (ops/pixel_softmax.py) runs on them. Unused, it
   renders as a comment naming its parameters.
@@ -54,13 +58,34 @@ LANE_MASK = MASKED_WRITE[: MASKED_WRITE.index("  args.dst_tensor.Write")]
 
 @dataclass(frozen=True)
 class WriteHook:
-    """A write of the kernel's ``result``: linked ops run in front of it."""
+    """A write of the kernel's ``result``: linked ops run in front of it. ``wide``: ``result`` is
+    a part of a vector that went through a ``WideOps`` point, where the kernel's wide links ran."""
 
     text: str
+    wide: bool = False
 
 
 WRITE = WriteHook(MASKED_WRITE)
 WRITE_AT = WriteHook(MASKED_WRITE_AT)
+#: the writes of parts of a vector that went through a ``WideOps`` point
+WRITE_WIDE = WriteHook(MASKED_WRITE, wide=True)
+WRITE_AT_WIDE = WriteHook(MASKED_WRITE_AT, wide=True)
+
+
+@dataclass(frozen=True)
+class WideOps:
+    """Where a kernel holds FLT``width`` ``var``, one pixel's consecutive channels, which only
+    ``wide`` write hooks write: the wide links run on it there."""
+
+    var: str
+    width: int
+
+    def code(self, wide_linked: list[dict[int, str]]) -> str:
+        """The wide links' code on ``var`` (in the namespace their statements use: ``result``)."""
+        if not wide_linked:
+            return ""
+        body = "".join(codes[self.width] for codes in wide_linked)
+        return f"  {{ FLT{self.width} result = {self.var};\n{body}  {self.var} = result; }}\n"
 
 
 @dataclass(frozen=True)
@@ -105,7 +130,7 @@ class RequiredWorkGroup:
         return line
 
 
-Piece = str | WriteHook | PixelOps | Entry
+Piece = str | WriteHook | WideOps | PixelOps | Entry
 
 
 @dataclass(eq=False)
@@ -119,11 +144,23 @@ class Kernel:
     linked: list[str] = field(default_factory=list)
     #: the code of the op linked at ``pixel_ops`` (a softmax), if any
     pixel_code: str | None = None
+    #: the first of ``linked`` (a prefix: linked order holds) as code on a wider ``result``, per
+    #: width of the kernel's ``WideOps`` points; ``wide`` write hooks run only the rest
+    wide_linked: list[dict[int, str]] = field(default_factory=list)
 
     @property
     def accepts_links(self) -> bool:
         """Does the kernel declare the writes of its ``result`` (so linked ops can run there)?"""
         return any(isinstance(piece, WriteHook) for piece in self.body)
+
+    @property
+    def wide_widths(self) -> set[int]:
+        """The widths of the kernel's ``WideOps`` points (empty: it has none)."""
+        return {piece.width for piece in self.body if isinstance(piece, WideOps)}
+
+    def hook_links(self, hook: WriteHook) -> str:
+        """The linked code in front of ``hook``."""
+        return "".join(self.linked[len(self.wide_linked) :] if hook.wide else self.linked)
 
     @property
     def pixel_ops(self) -> PixelOps | None:
@@ -136,13 +173,14 @@ class Kernel:
 
     def source_size(self) -> int:
         """The length of ``render()``'s text, without rendering it."""
-        linked = sum(len(code) for code in self.linked)
         size = 0
         for piece in self.body:
             if isinstance(piece, str):
                 size += len(piece)
             elif isinstance(piece, WriteHook):
-                size += linked + len(piece.text)
+                size += len(self.hook_links(piece)) + len(piece.text)
+            elif isinstance(piece, WideOps):
+                size += len(piece.code(self.wide_linked))
             elif isinstance(piece, PixelOps):
                 size += len(piece.marker() if self.pixel_code is None else self.pixel_code)
             else:
@@ -151,13 +189,14 @@ class Kernel:
 
     def render(self) -> str:
         """The kernel's OpenCL text."""
-        linked = "".join(self.linked)
         out = []
         for piece in self.body:
             if isinstance(piece, str):
                 out.append(piece)
             elif isinstance(piece, WriteHook):
-                out.append(linked + piece.text)
+                out.append(self.hook_links(piece) + piece.text)
+            elif isinstance(piece, WideOps):
+                out.append(piece.code(self.wide_linked))
             elif isinstance(piece, PixelOps):
                 out.append(piece.marker() if self.pixel_code is None else self.pixel_code)
             else:

@@ -165,6 +165,11 @@ class Op:
         in ``link``'s namespace."""
         raise NotImplementedError
 
+    def wide_link(self, node: Node, graph: Graph, width: int) -> str | None:
+        """The node's code on a FLT``width`` ``result`` (a kernel's kernel.WideOps point) when it
+        is a function of each lane alone, with no arguments; None where it runs only as ``link``."""
+        return None
+
     def writes_grid(self, node: Node, graph: Graph) -> bool:
         """Whether the node's code writes its carried output (compiler/quant.py) on the output's
         grid already (a table of its integers, quant_table.py), so that no rounding step follows it."""

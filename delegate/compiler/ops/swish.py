@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..graph import Activation, Carried, Node
+from ..graph import Activation, Carried, Graph, Node
 from ..kernels.common.pieces import activation_code
 from ..quant_table import RealFunction, grid_values
 from .elementwise import UnaryOp, UnarySpec, logistic
@@ -23,16 +23,17 @@ from .traits import Quantization, Traits
 SWISH = -3
 
 
-def swish_code(gate_grid: Carried | None) -> str:
-    """Statements turning FLT4 ``result`` into result * sigmoid(result): the LOGISTIC's code, its
-    output's rounding when carried, then the MUL's product, each as the unfused nodes compute it."""
+def swish_code(gate_grid: Carried | None, width: int = 4) -> str:
+    """Statements turning FLT``width`` ``result`` into result * sigmoid(result): the LOGISTIC's
+    code, its output's rounding when carried (FLT4 only), then the MUL's product, each as the
+    unfused nodes compute it."""
     # compiler/quant.py imports the op tables, which import this module
     from ..quant import qdq_code
 
     gate = qdq_code(gate_grid) if gate_grid is not None else ""
     return (
-        "{ FLT4 swish_x = result;\n    "
-        + activation_code(Activation.SIGMOID)
+        f"{{ FLT{width} swish_x = result;\n    "
+        + activation_code(Activation.SIGMOID, width=width)
         + "\n"
         + gate
         + "    result = swish_x * result; }"
@@ -55,6 +56,12 @@ class Swish(UnaryOp):
     #: values stay small (x * sigmoid(x) is about x / 2 near 0), so half-precision storage treats
     #: its input as it treated the MUL's (precision.py)
     code_traits: ClassVar[dict[int, Traits]] = {SWISH: Traits(quantization=Quantization.REQUANTIZES, keeps_small=True)}
+
+    def wide_link(self, node: Node, graph: Graph, width: int) -> str | None:
+        """On a wider vector when nothing is rounded: no gate grid, no table (lookup)."""
+        if node.params.get("gate_grid") is not None or self.lookup(node, graph) is not None:
+            return None
+        return "    " + swish_code(None, width) + "\n"
 
     def spec(self, node: Node) -> UnarySpec:
         gate_grid = node.params.get("gate_grid")

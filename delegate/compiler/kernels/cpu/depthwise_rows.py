@@ -4,7 +4,8 @@ A work-item computes ``pixels`` consecutive output pixels of one row for a pair 
 loading each input column the window needs once per row. Window size, strides, dilations and
 padding are literals, so the compiler unrolls the window completely. A work-item whose pixels lie
 wholly inside the output writes them at linear indices (``WRITE_AT``); edge blocks take the
-masked write (``WRITE``): elementwise ops link in front of both.
+masked write (``WRITE``): elementwise ops link in front of both, or run on the FLT8 pixels
+before either (kernel.WideOps).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import layout
-from ...kernel import LANE_MASK, WRITE, WRITE_AT, Piece
+from ...kernel import LANE_MASK, WRITE_AT_WIDE, WRITE_WIDE, Piece, WideOps
 from ..common.pieces import activation_code
 from ..common.row_blocks import row_block_head, window_row_loads
 
@@ -88,6 +89,7 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
         activation = activation_code(act, f"o{p}", width=8)
         if activation:
             parts.append(f"  {activation}\n")
+        parts.append(WideOps(f"o{p}", 8))
     # A whole row of pixels inside the tensor: written at linear indices, straight from the registers.
     parts.append(
         f"  if (X0 + {pixels - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S0, b);\n"
@@ -97,12 +99,12 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
         parts += [
             f"  {{\n    int X = X0 + {p};\n    int S = S0;\n    int at = at0 + {p} * B;\n    FLT4 result = o{p}.lo;\n"
         ]
-        parts.append(WRITE_AT)
+        parts.append(WRITE_AT_WIDE)
         parts.append(
             f"  if (pair) {{\n    int X = X0 + {p};\n    int S = S0 + 1;\n    int at = at0 + {p} * B + dstride;\n"
             f"    FLT4 result = o{p}.hi;\n"
         )
-        parts.append(WRITE_AT)
+        parts.append(WRITE_AT_WIDE)
     parts.append("    return;\n  }\n")
     parts.append(f"  FLT4 outs[{2 * pixels}];\n")
     for p in range(pixels):
@@ -116,5 +118,5 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     FLT4 result = outs[i];
 """
     )
-    parts += [LANE_MASK, WRITE, "}\n"]
+    parts += [LANE_MASK, WRITE_WIDE, "}\n"]
     return parts

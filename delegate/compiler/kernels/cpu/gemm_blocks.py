@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import layout
-from ...kernel import WRITE, WRITE_AT, Piece
+from ...kernel import WRITE, WRITE_AT_WIDE, Piece, WideOps
 from ..common.pieces import activation_code
 
 #: Default blocking of the matrix-product kernel: 6 (or 5, see selectors/gemm.gemm_pixels) pixels x 2 groups of 8
@@ -104,7 +104,8 @@ def block_write(act: int, pixels: int, groups: int, full: str, setup: str, step:
                 leave: str = "    return;\n") -> list[Piece]:  # fmt: skip
     """Write a whole block (every pixel and output slice of the work-item inside the tensor: the
     condition ``full``) at linear indices, straight from the accumulators, the activation applied
-    to each FLT8, which spares the wide layers the spill through ``outs``.
+    to each FLT8, which spares the wide layers the spill through ``outs``; linked ops that run on
+    whole vectors (kernel.WideOps) run there too.
     ``setup`` defines ``at0`` (index of the first pixel's first slice) and (X, Y, b); pixels are
     ``step`` indices apart and ``next_pixel`` advances (X, Y, b), which stay defined for linked
     ops; the compiler drops them when nothing reads them. ``width``: channels per group. ``leave``
@@ -122,13 +123,14 @@ def block_write(act: int, pixels: int, groups: int, full: str, setup: str, step:
             activation = activation_code(act, f"r{g}{p}", width=width)
             if activation:
                 pieces.append(f"    {activation}\n")
+            pieces.append(WideOps(f"r{g}{p}", width))
             for h, half in enumerate(parts):
                 j = per * g + h
                 pieces.append(
                     f"  {{\n    int S = g0 * {per} + {j};\n    int at = at0 + {j} * dstride + {p} * {step};\n"
                     f"    FLT4 result = r{g}{p}.{half};\n"
                 )
-                pieces.append(WRITE_AT)
+                pieces.append(WRITE_AT_WIDE)
         if p < pixels - 1:
             pieces.append(next_pixel)
     pieces.append(leave + "  }\n")
