@@ -437,6 +437,25 @@ def test_reshape_steps_lanes_across_pixels_rows_and_batches(shape, out):
 
 
 @pytest.mark.parametrize(
+    ("shape", "out"),
+    [
+        ((1, 20, 20, 75), (1, 400, 3, 25)),  # a detection head's anchors: runs of 25, every shift
+        ((1, 5, 5, 126), (1, 150, 21)),  # SSD's class scores: 126 = 6 anchors x 21
+        ((2, 3, 4, 10), (2, 12, 2, 5)),  # batches: a run's input pixel found past the first batch
+        ((1, 3, 9, 6), (1, 27, 2, 3)),  # runs of 3 inside the input's two slices
+        ((1, 7, 3, 5), (1, 105, 1)),  # runs of one channel
+        ((1, 4, 6, 8), (1, 24, 4, 2)),  # input of whole slices, output not: shifts 0 and 2
+    ],
+)
+def test_reshape_to_runs_of_an_input_pixels_channels(shape, out):
+    # the input's channels a multiple of the output's: each output slice is one or two input
+    # slices shifted (ops/reshape.py, the runs kernel), in runs of a row
+    tensors = [T(shape), T((len(out),), np.array(out, np.int32), np.int32), T(out)]
+    options = ("ReshapeOptions", {"NewShape": list(out)})
+    check(tensors, [Op(Builtin.RESHAPE, [0, 1], [2], options)], [0], [2], [rand(shape, np.random.default_rng(8))])
+
+
+@pytest.mark.parametrize(
     ("shape", "axes"),
     [((1, 7, 6), [1]), ((2, 5, 3, 6), [-1]), ((2, 5, 3, 6), [0]), ((6, 9), [0]), ((1, 4, 5, 3), [1, 2]), ((11,), [0])],
 )

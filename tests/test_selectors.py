@@ -12,6 +12,7 @@ from delegate.compiler.kernels.common.batch_matmul import SLICE_ROWS
 from delegate.compiler.kernels.cpu.gemm_blocks import PIXELS_FIRST, THIRDS_GROUPS, THIRDS_PIXELS, WEIGHTS_FIRST
 from delegate.compiler.kernels.cpu.gemm_conv import GemmSpec
 from delegate.compiler.kernels.gpu.gpu_conv import GpuTile
+from delegate.compiler.ops.upsample import UPSAMPLE_NEAREST
 from delegate.compiler.options import CompileOptions, ConvKernels, KernelFamily
 from delegate.compiler.partition import compile_partition
 from delegate.compiler.selectors.batch_matmul import ROWS, select_batch_matmul
@@ -35,6 +36,7 @@ from delegate.compiler.selectors.pointwise import (
     POOL_MAX_TAPS,
     POOL_PIXELS,
     ROW_PIXELS,
+    select_copy,
     select_elementwise,
     select_pool,
 )
@@ -325,6 +327,26 @@ def test_elementwise_ops_take_runs_of_a_row_on_cpu_devices():
     assert select_elementwise(node, g.graph, GPU) == KernelSpec(Variant.PLAIN)
 
 
+def _reshape_node(g: _Graph, src: tuple[int, ...], out: tuple[int, ...]) -> Node:
+    return g.node(Builtin.RESHAPE, [g.tensor(src), g.tensor((len(out),), True)], out)
+
+
+def test_copies_take_runs_in_work_groups_fitted_to_the_grid():
+    """A detection head's reshaped output, a column of 3 pixels: 1 run wide, so a work-group of
+    one column of 32 rows, not 8 x 4 with 7 of 8 columns past the grid; wide rows keep 8 runs."""
+    g = _Graph()
+    head, wide = _reshape_node(g, (1, 20, 20, 75), (1, 400, 3, 25)), _reshape_node(g, (1, 2, 96, 6), (1, 2, 192, 3))
+    up = g.node(UPSAMPLE_NEAREST, [g.tensor((1, 10, 10, 64))], (1, 20, 20, 64), factor_y=2, factor_x=2)
+    assert select_copy(head, g.graph, CPU) == KernelSpec(
+        Variant.ROW_RUNS, grid=(1, 400, 7), work_group=(1, 32, 1), rows=ROW_PIXELS
+    )
+    assert select_copy(wide, g.graph, CPU).work_group == (8, 2, 1)  # 24 runs x 2 rows
+    assert select_copy(up, g.graph, CPU) == KernelSpec(
+        Variant.ROW_RUNS, grid=(3, 20, 16), work_group=(4, 8, 1), rows=ROW_PIXELS
+    )
+    assert select_copy(head, g.graph, GPU) == KernelSpec(Variant.PLAIN)
+
+
 def test_pooling_unrolls_windows_up_to_its_tap_limit_over_buffers():
     g = _Graph()
     small, large = _pool_node(g, (1, 9, 13, 8), 3), _pool_node(g, (1, 16, 16, 4), 8)
@@ -370,6 +392,8 @@ def test_emit_launches_the_kernel_its_selector_chose(options):
     nodes.append(g.node(Builtin.BATCH_MATMUL, [q, k], (1, 4, 9, 12), adj_y=True))
     nodes.append(g.node(Builtin.ADD, [g.tensor((2, 5, 19, 6)), g.tensor((2, 5, 19, 6))], (2, 5, 19, 6)))
     nodes.append(_pool_node(g, (1, 9, 13, 8), 3))
+    nodes.append(_reshape_node(g, (1, 6, 5, 30), (1, 30, 2, 15)))
+    nodes.append(g.node(UPSAMPLE_NEAREST, [g.tensor((1, 3, 5, 8))], (1, 6, 10, 8), factor_y=2, factor_x=2))
     graph = g.graph
     select = {
         Builtin.CONV_2D: select_conv,
@@ -379,6 +403,8 @@ def test_emit_launches_the_kernel_its_selector_chose(options):
         Builtin.BATCH_MATMUL: select_batch_matmul,
         Builtin.ADD: select_elementwise,
         Builtin.MAX_POOL_2D: select_pool,
+        Builtin.RESHAPE: select_copy,  # from channels to a divisor of them: the runs kernel
+        UPSAMPLE_NEAREST: select_copy,
     }
     for node in nodes:
         spec = select[node.op](node, graph, options)

@@ -14,7 +14,7 @@ from ..kernels.common.math_code import exp_code
 from ..kernels.common.pieces import HEAD, activation_code, operation, written
 from ..quant_table import RealFunction, lookup_code, table
 from ..selectors.pointwise import ROW_PIXELS, select_elementwise
-from ..selectors.spec import Variant
+from ..selectors.spec import KernelSpec, Variant
 from . import shape_rules
 from .base import EmitContext, Link, Op, activation_check, operands, runtime_io, table_object, value_tensors
 from .conv_render import launched
@@ -326,10 +326,11 @@ MAIN_FUNCTION($0) {{
 """
 
 
-def row_runs(kernel: Kernel, node: Node, ctx: EmitContext) -> Kernel:
+def row_runs(kernel: Kernel, node: Node, ctx: EmitContext, spec: KernelSpec | None = None) -> Kernel:
     """``kernel`` (a ``HEAD`` body, one pixel per work-item) as its selector chose
-    (selectors/pointwise.py): ROW_PIXELS pixels of a row per work-item, or as it is."""
-    spec = select_elementwise(node, ctx.graph, ctx.options)
+    (selectors/pointwise.py; ``spec``, else select_elementwise's): ROW_PIXELS pixels of a row per
+    work-item, or as it is."""
+    spec = spec or select_elementwise(node, ctx.graph, ctx.options)
     if spec.variant is not Variant.ROW_RUNS:
         return kernel
     head = kernel.body[0]

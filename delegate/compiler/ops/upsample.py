@@ -13,7 +13,9 @@ from typing import ClassVar
 from ..graph import Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, operation, written
+from ..selectors.pointwise import select_copy
 from .base import EmitContext, Op
+from .elementwise import row_runs
 from .traits import MOVES_INTEGERS, Traits
 
 #: the compiler-internal code of the fused node (TFLite's codes are non-negative)
@@ -39,7 +41,10 @@ class UpsampleNearest(Op):
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         factors = {"factor_y": node.params["factor_y"], "factor_x": node.params["factor_x"]}
-        return operation(written(_CODE), srcs=["src_tensor"], ints=factors)
+        # the factors as literals: divisions by constants (by runtime values they cost more
+        # than the copy), in runs of a row as the other copies (selectors/pointwise.select_copy)
+        kernel = operation(written(_CODE), srcs=["src_tensor"], literals=factors)
+        return row_runs(kernel, node, ctx, select_copy(node, ctx.graph, ctx.options))
 
 
 OP = UpsampleNearest()

@@ -1,8 +1,9 @@
-"""The kernels of the ops computed pixel by pixel: elementwise ops (ops/elementwise.py) and
-pooling (ops/pooling.py). On CPU devices a work-item takes a run of pixels of one row (its loop
-costs less than a work-item each); GPUs keep a work-item per pixel, whose neighbours read
-neighbouring pixels. Pooling's row kernel unrolls its window, so windows past POOL_MAX_TAPS take
-the plain kernel (benchmarks/RESULTS.md, "Elementwise kernels in runs of pixels")."""
+"""The kernels of the ops computed pixel by pixel: elementwise ops (ops/elementwise.py), copies
+(ops/reshape.py, ops/upsample.py) and pooling (ops/pooling.py). On CPU devices a work-item takes a
+run of pixels of one row (its loop costs less than a work-item each); GPUs keep a work-item per
+pixel, whose neighbours read neighbouring pixels. Pooling's row kernel unrolls its window, so
+windows past POOL_MAX_TAPS take the plain kernel (benchmarks/RESULTS.md, "Elementwise kernels in
+runs of pixels")."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from .spec import KernelSpec, Variant
 #: output pixels per work-item of an elementwise row run: enough to pay for a work-item's start,
 #: few enough to leave every core work on small tensors
 ROW_PIXELS = 8
+#: work-items per work-group of select_copy's kernels
+COPY_WORK_ITEMS = 32
 #: output pixels per work-item of the pooling row kernel
 POOL_PIXELS = 4
 #: the largest window the pooling row kernel is generated for (it is unrolled completely)
@@ -30,6 +33,19 @@ def select_elementwise(node: Node, graph: Graph, options: CompileOptions) -> Ker
     if options.kernel_family is KernelFamily.GPU:
         return KernelSpec(Variant.PLAIN)
     return KernelSpec(Variant.ROW_RUNS, grid=_row_grid(node, graph, ROW_PIXELS), rows=ROW_PIXELS)
+
+
+def select_copy(node: Node, graph: Graph, options: CompileOptions) -> KernelSpec:
+    """The kernels that move values without arithmetic (RESHAPE to a divisor of the channels, the
+    upsampling): ROW_RUNS as select_elementwise, the work-group fitted to the grid. A detection
+    head's reshaped output is one run wide, where the default 8 x 4 work-group leaves 7 of 8
+    columns past the grid (measured 2x slower than a column of COPY_WORK_ITEMS rows)."""
+    if options.kernel_family is KernelFamily.GPU:
+        return KernelSpec(Variant.PLAIN)
+    grid = _row_grid(node, graph, ROW_PIXELS)
+    local_x = min(8, 1 << (grid[0] - 1).bit_length())
+    local_y = max(1, min(COPY_WORK_ITEMS // local_x, 1 << (grid[1] - 1).bit_length()))
+    return KernelSpec(Variant.ROW_RUNS, grid=grid, work_group=(local_x, local_y, 1), rows=ROW_PIXELS)
 
 
 def select_pool(node: Node, graph: Graph, options: CompileOptions) -> KernelSpec:
