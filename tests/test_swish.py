@@ -230,3 +230,51 @@ def test_an_op_linked_after_the_swish_runs_after_it(monkeypatch):
     state = check(tensors, ops, [0], [7], _feeds(tensors, [0], rng))
     assert _kernels(state) == 1
     assert any("FLT8 swish_x" in code for code in codes)
+
+
+@pytest.mark.parametrize("kind", ["conv1x1", "conv3x3", "depthwise"])
+def test_a_linked_sigmoid_runs_once_on_each_whole_vector(monkeypatch, kind):
+    """LOGISTIC alone (a gate, a segmentation head's mask) takes the wide point like the swish."""
+    rng = np.random.default_rng(13)
+    tensors, ops = _layer(kind, 6, 11, 8, 20, rng)
+    tensors.append(T(tensors[3].shape))
+    ops.append(Op(Builtin.LOGISTIC, [3], [4]))
+    codes = _kernel_codes(monkeypatch)
+    state = check(tensors, ops, [0], [4], _feeds(tensors, [0], rng))
+    assert _kernels(state) == 1
+    assert any("convert_float8(result)" in code for code in codes), codes
+
+
+def _conv_swish_add(src: tuple[int, ...], channels: int, kernel: int, rng, *, add_first: bool
+                    ) -> tuple[list[T], list[Op], list[int]]:  # fmt: skip
+    """A convolution y (tensor 3), swish (tensors 4, 5) and an ADD of runtime input 6 (tensor 7);
+    ``add_first``: the ADD on y, the swish on the sum."""
+    out = (*src[:-1], channels)
+    weights = rand((channels, kernel, kernel, src[-1]), rng, -0.5, 0.5)
+    tensors = [T(src), T(weights.shape, data=weights), T((channels,), data=rand((channels,), rng)), T(out)]
+    tensors += [T(out), T(out), T(out), T(out)]
+    conv = Op(Builtin.CONV_2D, [0, 1, 2], [3], _CONV)
+    if add_first:  # y + input 6 = tensor 7, then swish of it: tensors 4 and 5
+        ops = [conv, Op(Builtin.ADD, [3, 6], [7], ("AddOptions", {})), Op(Builtin.LOGISTIC, [7], [4])]
+        return tensors, [*ops, Op(Builtin.MUL, [7, 4], [5], ("MulOptions", {}))], [0, 6]
+    ops = [conv, Op(Builtin.LOGISTIC, [3], [4]), Op(Builtin.MUL, [3, 4], [5], ("MulOptions", {}))]
+    return tensors, [*ops, Op(Builtin.ADD, [5, 6], [7], ("AddOptions", {}))], [0, 6]
+
+
+@pytest.mark.parametrize(
+    ("src", "channels", "kernel"),
+    [
+        ((1, 9, 11, 3), 16, 3),  # an image's first layer: whole groups of 8 channels
+        ((1, 7, 6, 8), 20, 3),  # a last group half past the channels
+        ((1, 8, 8, 16), 6, 1),  # the flat matrix product, one group of 6 channels
+        ((1, 5, 5, 24), 24, 3),  # thirds: 4 pixels x 3 groups
+    ],
+)
+@pytest.mark.parametrize("add_first", [False, True])
+def test_swish_and_a_residual_add_in_either_order_on_partial_blocks(src, channels, kernel, add_first):
+    """A swish and an ADD reading a runtime operand, linked into one matrix product in either
+    order (the swish wide only before the ADD), the partial blocks included, against TFLite."""
+    rng = np.random.default_rng(11)
+    tensors, ops, inputs = _conv_swish_add(src, channels, kernel, rng, add_first=add_first)
+    state = check(tensors, ops, inputs, [5 if add_first else 7], _feeds(tensors, inputs, rng))
+    assert _kernels(state) == 1

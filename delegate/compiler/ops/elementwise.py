@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -174,6 +176,8 @@ class UnarySpec:
     #: what the op computes on real values, for int8 / uint8 tensors carried in float: then it
     #: runs as a table of its input's integers (quant_table.py); None, its statements run on them
     real: RealFunction | None = None
+    #: the statements on a FLT{width} ``result`` (Op.wide_link), for ops without float parameters
+    wide: Callable[[int], str] | None = None
 
     def code(self, names: dict[str, str]) -> str:
         return self.statement.format(**names) if self.floats else self.statement
@@ -192,7 +196,10 @@ _KEEPS_SMALL = Traits(keeps_small=True)
 
 UNARY: dict[int, UnarySpec] = {
     Builtin.LOGISTIC: UnarySpec(
-        activation_code(Activation.SIGMOID), replace(_REQUANTIZES, output_bound=1.0), real=logistic
+        activation_code(Activation.SIGMOID),
+        replace(_REQUANTIZES, output_bound=1.0),
+        real=logistic,
+        wide=partial(activation_code, Activation.SIGMOID, "result"),
     ),
     Builtin.RELU: UnarySpec(activation_code(Activation.RELU), _CLAMPS),
     Builtin.RELU6: UnarySpec(activation_code(Activation.RELU6), replace(_CLAMPS, output_bound=6.0)),
@@ -296,6 +303,12 @@ class UnaryOp(Op):
         spec = self.spec(node)
         names = {name: link.add_float(name, node.params.get(name, default)) for name, default in spec.floats}
         return "    " + spec.code(names) + "\n"
+
+    def wide_link(self, node: Node, graph: Graph, width: int) -> str | None:
+        spec = self.spec(node)
+        if spec.wide is None or spec.floats or self.lookup(node, graph) is not None:
+            return None
+        return "    " + spec.wide(width) + "\n"
 
 
 class Unary(UnaryOp):
