@@ -18,7 +18,7 @@ import numpy as np
 from . import layout
 from .graph import FLOAT32, Builtin, Graph, Node
 from .ops.attention import ATTENTION, MASK_ADD, MASK_NONE, MASK_SELECT, OP
-from .rewrites import Match, Site, replace_nodes
+from .rewrites import Match, Site, fused_match, replace_nodes
 
 
 def _view(graph: Graph, tensor: int) -> tuple[int, int, int, int]:
@@ -116,27 +116,17 @@ class AttentionRewrite:
             return None
         product, chain, params = found
         g = site.graph
-        indices = {n.index for n in chain}
-        if len(indices) != len(chain) or not all(i in site.nodes for i in indices):
+        ordered = site.enclosed(chain, node)
+        if ordered is None:
             return None
-        for n in chain:  # every intermediate read inside the chain only
-            if n is not node and (n.outputs[0] in site.outputs or len(site.readers.get(n.outputs[0], [])) != 1):
-                return None
         data = [*product.inputs, node.inputs[1], node.outputs[0]]
         if any(g.tensor(i).dtype != FLOAT32 or g.tensor(i).quantized for i in data):
             return None
-        ordered = tuple(i for i in site.nodes if i in indices)
-        fused = Node(
-            index=node.index,
-            op=ATTENTION,
-            version=1,
-            inputs=(*product.inputs, node.inputs[1], *params.get("mask_inputs", [])),
-            outputs=node.outputs,
-            params={**params, "fused_names": [g.nodes[i].name for i in ordered]},
-        )
-        if OP.check(fused, g) is not None:
+        inputs = (*product.inputs, node.inputs[1], *params.get("mask_inputs", []))
+        found = fused_match(site, ordered, node, ATTENTION, inputs, params)
+        if found.fused is None or OP.check(found.fused, g) is not None:
             return None  # past the kernel's bounds (MAX_KEYS): the separate kernels run it
-        return Match(ordered, fused)
+        return found
 
     def apply(self, site: Site, found: Match) -> Site:
         return replace_nodes(site, found)

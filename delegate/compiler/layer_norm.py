@@ -23,7 +23,7 @@ import numpy as np
 
 from .graph import Builtin, Graph, Node
 from .ops.layer_norm import LAYER_NORM
-from .rewrites import Match, Site, replace_nodes
+from .rewrites import Match, Site, fused_match, replace_nodes
 
 
 def _made_by(site: Site, tensor: int, *ops: int) -> Node | None:
@@ -384,36 +384,17 @@ class LayerNormRewrite:
         if found is None:
             return None
         core, gamma, beta, tail = found
-        members = [*core.nodes, *tail]
-        indices = {n.index for n in members}
-        if len(indices) != len(members) or not all(i in site.nodes for i in indices):
+        ordered = site.enclosed([*core.nodes, *tail], node)
+        if ordered is None:
             return None
         channels = site.graph.tensor(core.x).shape[-1]
         for extra in (gamma, beta):
             if extra >= 0 and not _per_channel(site.graph, extra, channels):
                 return None
-        # every tensor inside the chain is read inside it only
-        for n in members:
-            if n is not node and not all(r.index in indices for r in site.readers.get(n.outputs[0], [])):
-                return None
-            if n is not node and n.outputs[0] in site.outputs:
-                return None
         if site.graph.tensor(node.outputs[0]).shape != site.graph.tensor(core.x).shape:
             return None
-        ordered = tuple(i for i in site.nodes if i in indices)
-        fused = Node(
-            index=node.index,
-            op=LAYER_NORM,
-            version=1,
-            inputs=(core.x, gamma, beta),
-            outputs=node.outputs,
-            params={
-                "epsilon": core.epsilon,
-                "fused_names": [site.graph.nodes[i].name for i in ordered],
-                **({"centred": False} if core.mean is None else {}),
-            },
-        )
-        return Match(ordered, fused)
+        params = {"epsilon": core.epsilon, **({"centred": False} if core.mean is None else {})}
+        return fused_match(site, ordered, node, LAYER_NORM, (core.x, gamma, beta), params)
 
     def apply(self, site: Site, found: Match) -> Site:
         return replace_nodes(site, found)

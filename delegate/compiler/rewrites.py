@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .graph import Graph, Node
 
@@ -49,6 +49,29 @@ class Site:
     def inner(self, tensor: int, readers: int) -> bool:
         """``tensor`` is read ``readers`` times, all in the partition, and is no partition output."""
         return len(self.readers.get(tensor, [])) == readers and tensor not in self.outputs
+
+    def enclosed(self, members: list[Node], last: Node) -> tuple[int, ...] | None:
+        """The indices of ``members`` (a chain that ends at ``last``) in the partition's order, when
+        each is a node of it, none twice, and every tensor the others write is read inside the
+        chain only and is no partition output; else None."""
+        indices = {n.index for n in members}
+        if len(indices) != len(members) or not all(i in self.nodes for i in indices):
+            return None
+        for n in members:
+            if n is not last and (
+                n.outputs[0] in self.outputs or not all(r.index in indices for r in self.readers.get(n.outputs[0], []))
+            ):
+                return None
+        return tuple(i for i in self.nodes if i in indices)
+
+
+def fused_match(
+    site: Site, ordered: tuple[int, ...], last: Node, op: int, inputs: tuple[int, ...], params: dict[str, Any]
+) -> Match:
+    """``ordered`` replaced by one node of ``op`` in ``last``'s place, writing its outputs and
+    carrying the names of the nodes it stands for (``fused_names``)."""
+    names = [site.graph.nodes[i].name for i in ordered]
+    return Match(ordered, Node(last.index, op, 1, inputs, last.outputs, {**params, "fused_names": names}))
 
 
 class Rewrite(Protocol):
