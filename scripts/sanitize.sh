@@ -5,7 +5,7 @@
 # The tests on PoCL (marked `opencl`) and through TFLite's plugin run too, so the C code (reader,
 # enqueue loop, plugin, hosts) runs under the sanitizers with a real driver and interpreter. The
 # files that only multiply kernel variants and op numerics over the same C paths (the op,
-# logic-op, MediaPipe-op, quantized-op, precision, GELU, layer-norm, attention, gated-read,
+# logic-op, MediaPipe-op, quantized-op, precision, GELU, layer-norm, swish, attention, gated-read,
 # transposed-product, pad-merge, sparsity, differential and model-kind tests), and those of
 # Python-side rules that run models only as examples (settings mapping, the CLI's output,
 # cpu_when_faster, the benchmark tools), run in the main suite; here a slice stands for them: the
@@ -31,7 +31,7 @@ variants=(tests/test_ops.py tests/test_logic_ops.py tests/test_mediapipe_ops.py 
           tests/test_sparsity.py tests/test_differential.py tests/test_model_kinds.py tests/test_model_corpus.py
           tests/test_benchmark_tools.py tests/test_settings_mapping.py tests/test_settings_examples.py
           tests/test_cli.py tests/test_cpu_choice.py tests/test_attention_fusion.py
-          tests/test_gated_read.py tests/test_transposed_products.py)
+          tests/test_gated_read.py tests/test_transposed_products.py tests/test_swish.py)
 sanitized() {
     LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:use_sigaltstack=0 UBSAN_OPTIONS=halt_on_error=1 \
         .venv/bin/python -m pytest -n auto -p no:cacheprovider "$@"
