@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -357,3 +359,19 @@ def partition_graph(context: Any, nodes: list[int], graph: Graph, *, dequantize:
             graph.tensors[i] = capture_tensor(context, i, read_limit=None)
     fold_constants(graph, dequantize=dequantize)
     return graph
+
+
+@contextmanager
+def held_subgraph(context: Any, index: int) -> Iterator[Any]:
+    """Subgraph ``index``'s TfLiteContext, held while the block runs (TFLite gives another
+    subgraph's context during Prepare only, AcquireSubgraphContext); DelegateError where it does not."""
+    if context.AcquireSubgraphContext == ffi.NULL or context.ReleaseSubgraphContext == ffi.NULL:
+        raise DelegateError("this TFLite runtime does not give a delegate other subgraphs (no AcquireSubgraphContext)")
+    acquired = ffi.new("TfLiteContext **")
+    acquire = ffi.cast("TfLiteStatus (*)(TfLiteContext *, int, TfLiteContext **)", context.AcquireSubgraphContext)
+    if index <= 0 or acquire(context, index, acquired) != lib.kTfLiteOk:
+        raise DelegateError(f"TFLite did not give the context of its subgraph {index}")
+    try:
+        yield acquired[0]
+    finally:
+        ffi.cast("TfLiteStatus (*)(TfLiteContext *, int)", context.ReleaseSubgraphContext)(context, index)

@@ -19,14 +19,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._native import ffi, lib
+from .._native import ffi
 from ..compiler.claim import EXCLUDED
 from ..compiler.composites import Decomposition, Inlining, fresh_tensor, inline, mismatch, ordered_results
 from ..compiler.graph import Builtin, Graph
-from .capture import capture_graph, capture_tensor, execution_plan, preview_partitions
+from ..errors import DelegateError
+from .capture import capture_graph, capture_tensor, execution_plan, held_subgraph, preview_partitions
 
-_ACQUIRE = "TfLiteStatus (*)(TfLiteContext *, int, TfLiteContext **)"
-_RELEASE = "TfLiteStatus (*)(TfLiteContext *, int)"
 _ARGUMENT = re.compile(r"_arg(\d+)$")
 
 
@@ -51,7 +50,7 @@ def inline_composites(
         node = graph.nodes[index]
         try:
             body, address = _decomposition(context, int(node.params["subgraph"]))
-        except (LookupError, ValueError, RuntimeError) as exc:
+        except (LookupError, ValueError, RuntimeError, DelegateError) as exc:
             inlining.reasons[index] = f"its decomposition could not be read: {exc}"
             continue
         body = ordered_results(graph, node, body)
@@ -71,13 +70,7 @@ def inline_composites(
 
 def _decomposition(context: Any, subgraph: int) -> tuple[Decomposition, int]:
     """The decomposition in subgraph ``subgraph``, and its context's address."""
-    if context.AcquireSubgraphContext == ffi.NULL or context.ReleaseSubgraphContext == ffi.NULL:
-        raise RuntimeError("this TFLite runtime does not give delegates other subgraphs")
-    acquired = ffi.new("TfLiteContext **")
-    if ffi.cast(_ACQUIRE, context.AcquireSubgraphContext)(context, subgraph, acquired) != lib.kTfLiteOk:
-        raise RuntimeError(f"subgraph {subgraph} could not be acquired")
-    try:
-        sub = acquired[0]
+    with held_subgraph(context, subgraph) as sub:
         plan = execution_plan(sub)
         # constants are read whole now: the subgraph's context is not at hand when compiling
         body = capture_graph(sub, plan, read_limit=None)
@@ -87,8 +80,6 @@ def _decomposition(context: Any, subgraph: int) -> tuple[Decomposition, int]:
                 body.tensors[tensor] = capture_tensor(sub, tensor, read_limit=None)
         results = _results(sub, body, plan)
         address = int(ffi.cast("uintptr_t", sub))
-    finally:
-        ffi.cast(_RELEASE, context.ReleaseSubgraphContext)(context, subgraph)
     count = max(arguments, default=-1) + 1
     if sorted(arguments) != list(range(count)):
         raise ValueError(f"its arguments are not named _arg0 to _arg{count - 1}")

@@ -17,16 +17,14 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from .._native import ffi, lib
+from .._native import ffi
 from ..compiler.claim import EXCLUDED
 from ..compiler.graph import Graph
 from ..compiler.while_loop import LOOP, LOOP_REASON, WHILE, Loop, Subgraph
 from ..errors import DelegateError
 from ..model_check import TFLITE_IDENTIFIER, verify_model
-from .capture import capture_graph, capture_tensor, execution_plan
+from .capture import capture_graph, capture_tensor, execution_plan, held_subgraph
 
-_ACQUIRE = "TfLiteStatus (*)(TfLiteContext *, int, TfLiteContext **)"
-_RELEASE = "TfLiteStatus (*)(TfLiteContext *, int)"
 _MAPS = "/proc/self/maps"
 #: the schema's TensorType -> TfLiteType: FLOAT32 and FLOAT16 are numbered apart, INT32 to INT8
 #: alike, the types after INT8 one apart
@@ -101,15 +99,7 @@ def capture_loops(
 
 
 def _capture_subgraph(context: Any, index: int, files: list[ModelFile], given: bool) -> tuple[Subgraph, int]:
-    acquired = ffi.new("TfLiteContext **")
-    acquire, release = (
-        ffi.cast(_ACQUIRE, context.AcquireSubgraphContext),
-        ffi.cast(_RELEASE, context.ReleaseSubgraphContext),
-    )
-    if index <= 0 or acquire(context, index, acquired) != lib.kTfLiteOk:
-        raise DelegateError(f"TFLite did not give the context of its subgraph {index}")
-    try:
-        sub = acquired[0]
+    with held_subgraph(context, index) as sub:
         held = _matching(sub, index, files)
         if len(held) != 1:
             raise DelegateError(_no_file(index, files, held, given))
@@ -120,8 +110,6 @@ def _capture_subgraph(context: Any, index: int, files: list[ModelFile], given: b
             if i not in graph.tensors:
                 graph.tensors[i] = capture_tensor(sub, i, read_limit=None)
         return Subgraph(graph, plan, inputs, outputs), context_address(sub)
-    finally:
-        release(context, index)
 
 
 def _matching(sub: Any, index: int, files: list[ModelFile]) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
