@@ -179,6 +179,32 @@ def test_a_real_measurement_is_followed_and_recorded(gate, tmp_path):
 
 @pytest.mark.cpu_choice_default
 @pytest.mark.parametrize("cpu_faster", [True, False])
+def test_a_host_loading_the_plugin_follows_a_recorded_measurement(tmp_path, cpu_faster):
+    """Hosts that load the plugin themselves do not measure (docs/hosts.md): a measurement recorded
+    in the serialization folder by an earlier start (``python -m delegate run``, or
+    ``delegate.Interpreter``) decides for them, against the estimate (which keeps UNet-small
+    delegated)."""
+    folder = str(tmp_path)
+    first = delegate.Interpreter(UNET, background_compile="off", serialization_dir=folder)
+    first.allocate_tensors()
+    (estimated,) = first.opencl.cpu_choices
+    assert estimated["decision"] == "delegate" and estimated["source"] == "estimate"
+    measured = Measured(2.0, 1.0, 4, 1) if cpu_faster else Measured(1.0, 2.0, 4, 1)
+    assert record_measurement(first.opencl, measured) == 1
+    plugin = delegate.load_delegate(serialization_dir=folder)
+    host = host_runtime().Interpreter(model_path=UNET, experimental_delegates=[plugin])
+    host.allocate_tensors()
+    state = delegate.delegate_state(plugin)
+    (recorded,) = state.cpu_choices
+    assert recorded["source"] == "record" and recorded["measured"] == measured.as_dict()
+    assert recorded["decision"] == ("cpu" if cpu_faster else "delegate")
+    assert bool(state.delegated_nodes) is not cpu_faster
+    inputs = uniform_inputs(host, 3)
+    assert_outputs_close(invoke_with(host, inputs), invoke_with(_cpu(), inputs), TOLERANCE)
+
+
+@pytest.mark.cpu_choice_default
+@pytest.mark.parametrize("cpu_faster", [True, False])
 def test_a_recorded_measurement_decides_the_partition(tmp_path, cpu_faster):
     folder = str(tmp_path)
     first = delegate.Interpreter(UNET, background_compile="off", serialization_dir=folder)
