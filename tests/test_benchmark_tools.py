@@ -282,3 +282,33 @@ def test_vision_regression_measures_a_set_and_writes_its_baseline(tmp_path, caps
     entry = json.loads(base.read_text())["models"]["yolo_fpn_tiny"]
     assert entry["default"] > 0 and entry["forced"] > 0 and entry["path"] in ("delegated", "cpu faster")
     assert "| yolo_fpn_tiny | " in capsys.readouterr().out
+
+
+def test_cold_compile_judges_each_model_by_its_target(monkeypatch, tmp_path, capsys):
+    cold = benchmark_module("cold_compile")
+    mobilenet, densenet, other = Path("mobilenet_v2.tflite"), Path("densenet121.tflite"), Path("other.tflite")
+    seconds = {mobilenet: [3.0, 5.0, 3.5], densenet: [16.0, 14.0, 20.0], other: [1.0, 1.0, 1.0]}
+
+    def fake_start(model, invokes, options):  # a round: creation 1 s short of its cold time
+        s = seconds[model].pop(0)
+        run = {"import_s": 0.3, "create_s": s - 1.0, "allocate_s": 0.5, "first_invoke_s": 0.5, "steady_ms": 4.0}
+        return {**run, "cold_s": cold.cold_s(run), "path": "DELEGATED", "load_before": "0", "load_after": "0"}
+
+    monkeypatch.setattr(cold, "_start", fake_start)
+    report = tmp_path / "cold.json"
+    models = [str(mobilenet), str(densenet), str(other)]
+    assert cold.main([*models, "--check", "--json", str(report)]) == 1  # DenseNet121's median 16 s > 15 s
+    out, err = capsys.readouterr()
+    assert "densenet121 (16.00 s > 15.0 s)" in err and "mobilenet_v2" not in err
+    results = {r["model"]: r for r in json.loads(report.read_text())["results"]}
+    assert results["mobilenet_v2"]["cold_s"] == 3.5 and results["mobilenet_v2"]["met"] is True
+    assert results["mobilenet_v2"]["ratio"] == pytest.approx(3.5 / 4.0)
+    assert results["mobilenet_v2"]["cold_range_s"] == [3.0, 5.0]
+    assert results["other"]["met"] is None and results["other"]["target_s"] is None  # measured only
+    (row,) = [line for line in out.splitlines() if line.startswith("densenet121 ")]
+    assert row.split()[-2:] == ["15.0", "1.07"]
+    assert "load average" in out
+    seconds[densenet] = [14.0]
+    assert cold.main([str(densenet), "--rounds", "1", "--check"]) == 0
+    with pytest.raises(SystemExit):
+        cold.main(["--rounds", "0"])
