@@ -223,9 +223,8 @@ class GatedRead:
     can read x times the gate (selectors/conv.reads_gated): the MUL gets no kernel and its output
     no memory; the reader is emitted again reading x and the gate, its kernel carrying the MUL's
     name. The output must not need float32 storage in a half-precision partition (the gated read
-    is in FLT), nor be carried (quant.py): rounding each product onto the MUL's grid as the
-    convolution reads it is redone for every block of output channels, which measured slower than
-    the MUL's kernel (EfficientNet-B0 int8, 1.3x the model's time)."""
+    is in FLT); a carried one (quant.py) is rounded onto its grid as the convolution reads it,
+    where reads_gated finds that done once per value."""
 
     def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
         node = kernel.ops[0]
@@ -235,8 +234,6 @@ class GatedRead:
         reader = site.only_reader(out)
         if reader is None or reader.index not in site.kernel_of or out in site.wide:
             return None
-        if site.graph.tensor(out).carried is not None:
-            return None  # the product's rounding onto its grid, redone per block of output channels: slower
         if len(site.kernel_of[reader.index].ops) != 1 or not reads_gated(reader, out, site.graph, site.emit.options):
             return None
         return FusionMatch((kernel, site.kernel_of[reader.index]), out)
