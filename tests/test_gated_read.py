@@ -2,7 +2,8 @@
 gate [1, 1, 1, C] broadcast over x's pixels, read by the block's 1x1 projection as x times the
 gate, so that the MUL gets no kernel. Tiny squeeze-excite blocks built op by op (EfficientNet's
 sigmoid gate, MobileNetV3's hard sigmoid), checked against TFLite's builtin kernels and by their
-kernel count; a product read elsewhere keeps its kernel."""
+kernel count; a product read elsewhere keeps its kernel. An int8 product is rounded onto its grid
+as it is read, where one work-item computes every output channel of its pixels."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 from delegate.compiler import fusion, partition
 from delegate.compiler.graph import Builtin
 
-from .test_ops import check, rand
+from .helpers import delegate_and_builtin
+from .test_ops import PROGRAM_CACHE, check, rand
 from .test_quant import check_quant, int_bias, int_weights, qrand, qt
-from .tflite_builder import Op, T
+from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
 
@@ -148,11 +150,9 @@ def test_a_projection_with_a_window_reads_the_product():
     assert _kernels(state) == GATED_KERNELS + 1
 
 
-@pytest.mark.parametrize("shape", [(6, 6, 12, 8), (9, 8, 22, 17)], ids=lambda s: "x".join(map(str, s)))
-def test_an_int8_product_keeps_its_kernel(shape):
-    """A quantized product is rounded onto its grid by its own kernel (compiler/quant.py): it is not
-    read through its operands, and agrees with TFLite's integer kernels as every carried op does."""
-    rng = np.random.default_rng(sum(shape))
+def _int8_projection(shape: tuple[int, int, int, int], rng) -> tuple[bytes, list[np.ndarray], list[T], list[Op]]:
+    """x (int8) times a gate on a sigmoid's grid, rounded onto the product's grid, then a 1x1
+    projection: the model, its feeds, its tensors and ops."""
     h, w, c, cout = shape
     weights, scales = int_weights((cout, 1, 1, c), 0, rng)
     product_scale = 0.04
@@ -169,4 +169,25 @@ def test_an_int8_product_keeps_its_kernel(shape):
         Op(Builtin.CONV_2D, [2, 3, 4], [5], _CONV, version=3),
     ]
     feeds = [qrand(tensors[0].shape, rng), qrand(tensors[1].shape, rng)]
-    assert _kernels(check_quant(tensors, ops, [0, 1], [5], feeds)) == 2
+    return build_model(tensors, ops, [0, 1], [5]), feeds, tensors, ops
+
+
+#: (h, w, c, cout), kernels: projections one work-item computes every output channel of on 8- and
+#: 16-wide devices (8 and 17 channels), and one whose channels take several work-items (80)
+_INT8_SHAPES = [((6, 6, 12, 8), 1), ((9, 8, 22, 17), 1), ((5, 5, 12, 80), 2)]
+
+
+@pytest.mark.parametrize(("shape", "kernels"), _INT8_SHAPES, ids=["x".join(map(str, s)) for s, _ in _INT8_SHAPES])
+def test_an_int8_product_is_rounded_as_it_is_read(monkeypatch, shape, kernels):
+    """A quantized product (compiler/quant.py) read through its operands is rounded onto its grid
+    as the projection reads it: the outputs are the MUL kernel's, bit for bit, and agree with
+    TFLite's integer kernels as every carried op does. Where a work-item holds only some output
+    channels the rounding would be redone for each: the product keeps its kernel."""
+    rng = np.random.default_rng(sum(shape))
+    model, feeds, tensors, ops = _int8_projection(shape, rng)
+    assert _kernels(check_quant(tensors, ops, [0, 1], [5], feeds)) == kernels
+    (gated,), _, _ = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
+    monkeypatch.setattr(partition, "FUSIONS", [f for f in fusion.FUSIONS if not isinstance(f, fusion.GatedRead)])
+    (unfused,), _, state = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
+    assert _kernels(state) == 2
+    np.testing.assert_array_equal(gated, unfused)

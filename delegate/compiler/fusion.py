@@ -37,16 +37,19 @@ has two readers and neither node links into its producer.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .bounds import takes_another_link
-from .graph import Builtin, Graph, Node
-from .kernel import KernelNode
+from .graph import Builtin, Carried, Graph, Node
+from .kernel import Kernel, KernelNode
 from .kernel_graph import Fusion, FusionMatch, KernelGraph
 from .ops import op_for, traits_of
 from .ops.base import EmitContext, Link
 from .ops.conv_pair import pair_operation
 from .ops.gated_read import GatedInput, gated_mul
 from .ops.pixel_softmax import accepts_pixel_softmax, pixel_softmax_code
-from .quant import qdq_code
+from .quant import qdq_code, rounded_lookup_code
+from .quant_table import lookup_code
 from .selectors.conv import reads_concat_in_place, reads_gated
 from .selectors.pair import select_pair
 
@@ -85,13 +88,42 @@ def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -
         assert op is not None
         # the op's code in a block of its own, its names in the namespace of the kernel's n-th link
         place = Link(kernel, producer.input_ids, ctx, f"link{kernel.links + 1}")
-        kernel.linked.append("  {\n" + op.link(node, fused_input, place) + "  }\n")
-        if len(kernel.wide_linked) == len(kernel.linked) - 1:  # every op before it ran wide
+        found = op.lookup(node, ctx.graph)
+        if found is not None:
+            _link_table(kernel, place, *found)
+        else:
             wide = {width: op.wide_link(node, ctx.graph, width) for width in kernel.wide_widths}
-            if wide and all(code is not None for code in wide.values()):
-                kernel.wide_linked.append({width: f"  {{\n{code}  }}\n" for width, code in wide.items()})
+            _append_link(kernel, "  {\n" + op.link(node, fused_input, place) + "  }\n", wide)
     producer.output_ids = list(node.outputs)
     producer.nodes += node.params.get("fused_names", [node.name])  # a rewrite's node carries its nodes' names
+
+
+def _append_link(kernel: Kernel, code: str, wide: dict[int, str | None]) -> None:
+    """Link ``code`` into ``kernel`` in front of its writes, and at its wider vectors (``wide``,
+    per width of its kernel.WideOps points) when every link before it runs there and it has
+    code for each width."""
+    kernel.linked.append(code)
+    kernel.rounds_onto = None
+    if len(kernel.wide_linked) == len(kernel.linked) - 1:  # every op before it ran wide
+        if wide and all(c is not None for c in wide.values()):
+            kernel.wide_linked.append({width: f"  {{\n{c}  }}\n" for width, c in wide.items() if c is not None})
+
+
+def _link_table(kernel: Kernel, place: Link, src: Carried, values: np.ndarray) -> None:
+    """A table of ``src``'s integers (quant_table.py) linked into ``kernel``: when the kernel's
+    last step rounds onto ``src`` (its output's rounding, quant.qdq_code), the rounded integer
+    is the index (quant.rounded_lookup_code) and that step is left empty, its link slot kept so
+    that later links' names stay apart."""
+    entries = place.add_table("table", values)
+    widths = kernel.wide_widths
+    if kernel.rounds_onto != src:
+        _append_link(kernel, lookup_code(src, entries), {w: lookup_code(src, entries, w) for w in widths})
+        return
+    wide = len(kernel.wide_linked) == len(kernel.linked)  # the rounding step ran wide
+    kernel.linked[-1] = ""
+    if wide:
+        kernel.wide_linked[-1] = {width: "" for width in kernel.wide_linked[-1]}
+    _append_link(kernel, rounded_lookup_code(src, entries), {w: rounded_lookup_code(src, entries, w) for w in widths})
 
 
 def regrids(graph: Graph, node: Node) -> bool:
@@ -103,15 +135,20 @@ def regrids(graph: Graph, node: Node) -> bool:
 
 def quantize_output(placed: KernelNode, node: Node, graph: Graph) -> bool:
     """Round ``node``'s result onto its output's grid in ``placed``'s kernel when the output is a
-    carried tensor (quant.py): the step runs in front of the kernel's writes, linked like an op.
+    carried tensor (quant.py): the step runs in front of the kernel's writes, linked like an op
+    (at its wider vectors too, where the links before it run there).
     False when the kernel has no write hook for it and the step is needed."""
     params = graph.tensor(node.outputs[0]).carried if len(node.outputs) == 1 else None
     op = op_for(node)
     if params is None or (op is not None and op.writes_grid(node, graph)):
         return True  # nothing to round, or a table whose values are on the grid (quant_table.py)
-    if placed.kernel.accepts_links:
-        placed.kernel.linked.append(qdq_code(params, traits_of(node.op).rounds_with_zero_point))
-    return placed.kernel.accepts_links or not regrids(graph, node)
+    kernel = placed.kernel
+    if kernel.accepts_links:
+        with_zero_point = traits_of(node.op).rounds_with_zero_point
+        wide = {width: qdq_code(params, with_zero_point, width) for width in kernel.wide_widths}
+        _append_link(kernel, qdq_code(params, with_zero_point), wide)
+        kernel.rounds_onto = None if with_zero_point else params
+    return kernel.accepts_links or not regrids(graph, node)
 
 
 def _no_write_hook(node: Node) -> ValueError:
@@ -186,9 +223,8 @@ class GatedRead:
     can read x times the gate (selectors/conv.reads_gated): the MUL gets no kernel and its output
     no memory; the reader is emitted again reading x and the gate, its kernel carrying the MUL's
     name. The output must not need float32 storage in a half-precision partition (the gated read
-    is in FLT), nor be carried (quant.py): rounding each product onto the MUL's grid as the
-    convolution reads it is redone for every block of output channels, which measured slower than
-    the MUL's kernel (EfficientNet-B0 int8, 1.3x the model's time)."""
+    is in FLT); a carried one (quant.py) is rounded onto its grid as the convolution reads it,
+    where reads_gated finds that done once per value."""
 
     def match(self, kernel: KernelNode, site: KernelGraph) -> FusionMatch | None:
         node = kernel.ops[0]
@@ -198,8 +234,6 @@ class GatedRead:
         reader = site.only_reader(out)
         if reader is None or reader.index not in site.kernel_of or out in site.wide:
             return None
-        if site.graph.tensor(out).carried is not None:
-            return None  # the product's rounding onto its grid, redone per block of output channels: slower
         if len(site.kernel_of[reader.index].ops) != 1 or not reads_gated(reader, out, site.graph, site.emit.options):
             return None
         return FusionMatch((kernel, site.kernel_of[reader.index]), out)

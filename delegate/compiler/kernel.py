@@ -32,7 +32,7 @@ from ..context.kernel_text import SERIAL_MARKER
 from . import kernel_names
 
 if TYPE_CHECKING:
-    from .graph import Node
+    from .graph import Carried, Node
 
 #: Zero the lanes of the last slice past the channel count (so no NaN or inf from padding ever
 #: reaches a later kernel that multiplies all four lanes), then write ``result`` and close the block.
@@ -147,6 +147,9 @@ class Kernel:
     #: the first of ``linked`` (a prefix: linked order holds) as code on a wider ``result``, per
     #: width of the kernel's ``WideOps`` points; ``wide`` write hooks run only the rest
     wide_linked: list[dict[int, str]] = field(default_factory=list)
+    #: the grid the last of ``linked`` rounds ``result`` onto (the rounding step of a carried
+    #: output, quant.qdq_code), which a table read next may fold into its index (fusion.py)
+    rounds_onto: Carried | None = None
 
     @property
     def accepts_links(self) -> bool:

@@ -10,7 +10,9 @@ reciprocal, clamped to the type's range less the zero point, rounded half away f
 TFLite does, back to float) puts the result on the tensor's grid, as TFLite's integer kernels do: the float result
 before it is the integer kernel's accumulator times its real scale, so the two agree to within a
 rounding step where the value sits on a tie. The step is linked into the producer's kernel, in
-front of its writes (kernel.WriteHook), so it costs no kernel of its own.
+front of its writes (kernel.WriteHook), so it costs no kernel of its own: once per wider vector
+where the kernel holds them (kernel.WideOps), and a table of the grid's integers linked after it
+(quant_table.py) takes the rounded integer as its index (``rounded_lookup_code``).
 
 Ops whose integer kernels keep the integers (their traits say ``Quantization.KEEPS_INTEGERS``,
 ops/traits.py: data movement, max / average pooling, MAXIMUM / MINIMUM, resizes) write the input's
@@ -27,7 +29,7 @@ import numpy as np
 
 from .graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Tensor
 from .ops import Quantization, traits_of
-from .quant_table import TIE
+from .quant_table import TIE, lanes
 
 INT8, UINT8 = 9, 3
 #: the integer range of each carried type
@@ -139,18 +141,16 @@ def _literal(v: float) -> str:
     return f"{float(np.float32(v))!r}f"
 
 
-#: ops whose integer kernels round the integer value itself, zero point included (TFLite's
-#: average pooling: (sum of q + count / 2) / count, half away from zero), not the real value
-
-
-def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
-    """Statements putting FLT4 ``result`` on ``params``' grid: TFLite rounds half away from zero,
-    the real value over the scale (requantization, QUANTIZE), or ``with_zero_point`` that plus
-    the zero point (``Traits.rounds_with_zero_point``)."""
+def _rounded_steps(params: Carried, with_zero_point: bool, width: int) -> tuple[str, str]:
+    """Statements setting float``width`` ``q`` to FLT``width`` ``result`` over ``params``' scale,
+    clamped to the type's range and rounded half away from zero (a whole number in float: steps
+    from the zero point, or with ``with_zero_point`` the integer itself), and the expression
+    adding the half that a truncation then rounds with (``qdq_code``)."""
     zero = _literal(params.zero_point)
     # times the reciprocal rather than over the scale: a division's throughput is a fifth of a
     # product's, and the ulp it may differ by is far inside TIE
-    scaled = f"convert_float4(result) * {_literal(1.0 / params.scale)}" + (f" + {zero}" if with_zero_point else "")
+    scaled = f"convert_float{width}(result) * {_literal(1.0 / params.scale)}"
+    scaled += f" + {zero}" if with_zero_point else ""
     # Clamped before rounding: the bounds are whole steps, so rounding cannot leave them, and
     # ordered so that NaN takes the low bound (TFLite's integers hold no NaN). Rounding half away
     # from zero is a truncation of q + copysign(1/2, q), not round() / floor(), which are
@@ -166,14 +166,39 @@ def qdq_code(params: Carried, with_zero_point: bool = False) -> str:
     if params.low - shift >= 0:
         rounded = f"q + {half}"
     else:
-        rounded = f"q + as_float4((as_uint4(q) & (uint4)(0x80000000u)) | as_uint4((float4)({half})))"
+        sign = f"(uint{width})(0x80000000u)"
+        rounded = f"q + as_float{width}((as_uint{width}(q) & {sign}) | as_uint{width}((float{width})({half})))"
+    statements = f"    float{width} q = {scaled};\n    q = q > {low} ? q : {low};\n    q = q < {high} ? q : {high};\n"
+    return statements, rounded
+
+
+def qdq_code(params: Carried, with_zero_point: bool = False, width: int = 4) -> str:
+    """Statements putting FLT``width`` ``result`` on ``params``' grid: TFLite rounds half away
+    from zero, the real value over the scale (requantization, QUANTIZE), or ``with_zero_point``
+    that plus the zero point (``Traits.rounds_with_zero_point``). A function of each lane alone:
+    a kernel with wider vectors (kernel.WideOps) runs it once per vector."""
+    statements, rounded = _rounded_steps(params, with_zero_point, width)
+    zero = _literal(params.zero_point)
+    return (
+        "  {\n" + statements + f"    q = convert_float{width}(convert_int{width}({rounded}));\n"
+        f"    result = TO_FLT{width}(({'q - ' + zero if with_zero_point else 'q'}) * {_literal(params.scale)});\n"
+        "  }\n"
+    )
+
+
+def rounded_lookup_code(params: Carried, entries: str, width: int = 4) -> str:
+    """``qdq_code`` onto ``params``' grid followed by a table of that grid's integers
+    (quant_table.lookup_code, element i read by ``entries``'s ``Read(i)``), as one step: the
+    rounded integer is the table's index, without going back to a real value and over the scale
+    again. The same entries: the lookup recovers that integer from the real value exactly."""
+    statements, rounded = _rounded_steps(params, False, width)
+    reads = ", ".join(f"{entries}.Read(lut_i.{lane})" for lane in lanes(width))
+    # the clamp kept q within the type's range less the zero point: the index is in the table
     return (
         "  {\n"
-        f"    float4 q = {scaled};\n"
-        f"    q = q > {low} ? q : {low};\n"
-        f"    q = q < {high} ? q : {high};\n"
-        f"    q = convert_float4(convert_int4({rounded}));\n"
-        f"    result = TO_FLT4(({'q - ' + zero if with_zero_point else 'q'}) * {_literal(params.scale)});\n"
+        + statements
+        + f"    int{width} lut_i = convert_int{width}({rounded}) + {params.zero_point - params.low};\n"
+        f"    result = (FLT{width})({reads});\n"
         "  }\n"
     )
 

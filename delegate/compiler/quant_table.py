@@ -54,20 +54,26 @@ def table(real: RealFunction, src: Carried, dst: Carried) -> np.ndarray:
         return grid_values(real(carried_inputs(src)), dst)
 
 
-def lookup_code(src: Carried, entries: str) -> str:
-    """Statements replacing FLT4 ``result``, a value on ``src``'s grid, by its entry in the table
-    whose element i is read by ``entries``'s ``Read(i)`` (a buffer object of ``table``'s values)."""
+def lanes(width: int) -> list[str]:
+    """The lane names of a vector of ``width`` (4: x, y, z, w; else s0, s1, ...)."""
+    return list("xyzw") if width == 4 else [f"s{lane:x}" for lane in range(width)]
+
+
+def lookup_code(src: Carried, entries: str, width: int = 4) -> str:
+    """Statements replacing FLT``width`` ``result``, a value on ``src``'s grid, by its entry in the
+    table whose element i is read by ``entries``'s ``Read(i)`` (a buffer object of ``table``'s values)."""
     last = src.high - src.low
     # result / scale is the integer less the zero point to within float32's error (far under a
     # half step): adding the offset of the grid's low end and a half, the truncation is the index.
     # Clamped, so that no value (a NaN, an input not on the grid) reads outside the table.
     offset = _literal(src.zero_point - src.low + 0.5)
-    read = ", ".join(f"{entries}.Read(lut_i.{lane})" for lane in "xyzw")
+    scaled = f"convert_float{width}(result) * {_literal(1.0 / src.scale)} + {offset}"
+    read = ", ".join(f"{entries}.Read(lut_i.{lane})" for lane in lanes(width))
     return (
         "  {\n"
-        f"    int4 lut_i = convert_int4(convert_float4(result) * {_literal(1.0 / src.scale)} + {offset});\n"
+        f"    int{width} lut_i = convert_int{width}({scaled});\n"
         "    lut_i = lut_i > 0 ? lut_i : 0;\n"
         f"    lut_i = lut_i < {last} ? lut_i : {last};\n"
-        f"    result = (FLT4)({read});\n"
+        f"    result = (FLT{width})({read});\n"
         "  }\n"
     )

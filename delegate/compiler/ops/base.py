@@ -11,7 +11,7 @@ import numpy as np
 from ...context import model
 from ...context.model import CalculationsPrecision, TensorStorageType
 from .. import layout
-from ..graph import BOOL, FLOAT32, INT32, INT64, Activation, Graph, Node, Tensor
+from ..graph import BOOL, FLOAT32, INT32, INT64, Activation, Carried, Graph, Node, Tensor
 from ..kernel import Kernel
 from ..options import CompileOptions
 from .gated_read import GatedInput
@@ -168,6 +168,11 @@ class Op:
     def wide_link(self, node: Node, graph: Graph, width: int) -> str | None:
         """The node's code on a FLT``width`` ``result`` (a kernel's kernel.WideOps point) when it
         is a function of each lane alone, with no arguments; None where it runs only as ``link``."""
+        return None
+
+    def lookup(self, node: Node, graph: Graph) -> tuple[Carried, np.ndarray] | None:
+        """(its input's grid, its table) when the node runs as a table of its input's integers
+        (quant_table.py); None otherwise."""
         return None
 
     def writes_grid(self, node: Node, graph: Graph) -> bool:

@@ -6,9 +6,11 @@ each input slice by its gate as it reads it (kernels/cpu/gemm_blocks.slice_loop)
 kernel and its tensor are gone (fusion.GatedRead decides where; selectors/conv.reads_gated which
 convolutions read so).
 
-Float only: a quantized MUL's output is carried on its own grid (compiler/quant.py), and
-rounding each product onto it inside the convolution is redone for every block of output
-channels, slower than the MUL's kernel (fusion.GatedRead)."""
+A quantized MUL's output is carried on its own grid (compiler/quant.py): the convolution
+multiplies each input slice by its gate and rounds it onto that grid before the weights meet it
+(GemmSpec.gate_grid), the MUL's kernel's values. Only where one work-item holds every output
+channel of its pixels (selectors/conv.reads_gated): with several blocks of output channels the
+rounding is redone for each, slower than the MUL's kernel."""
 
 from __future__ import annotations
 

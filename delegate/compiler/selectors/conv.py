@@ -128,7 +128,11 @@ def reads_concat_in_place(node: Node, concat: Node, graph: Graph, options: Compi
 def reads_gated(node: Node, gated: int, graph: Graph, options: CompileOptions) -> bool:
     """Can CONV_2D ``node`` read its input ``gated`` (a MUL's output: a feature map times a
     per-channel gate) as the feature map times the gate (GemmSpec.gate)? Yes for the cpu family's
-    flat matrix product (1x1, stride 1, unpadded) over a batch-1 input of at least one whole slice."""
+    flat matrix product (1x1, stride 1, unpadded) over a batch-1 input of at least one whole slice.
+    A carried MUL output (compiler/quant.py), whose product is rounded onto its grid as it is read
+    (GemmSpec.gate_grid), only where a work-item holds every output channel of its pixels and reads
+    FLT4 slices: with several blocks of channels the rounding is redone for each, which measured
+    slower than the MUL's own kernel (EfficientNet-B0 int8, 1.33x the model's time)."""
     if node.op != Builtin.CONV_2D or node.inputs[0] != gated or gated in node.inputs[1:] or not use_gemm(options):
         return False
     if options.kernel_family is KernelFamily.GPU or "merged_pad" in node.params:
@@ -136,4 +140,7 @@ def reads_gated(node: Node, gated: int, graph: Graph, options: CompileOptions) -
     src, filters = graph.tensor(gated).shape, graph.tensor(node.inputs[1]).shape
     if len(src) != 4 or len(filters) != 4 or src[0] != 1 or src[3] < 4 or filters[3] != src[3]:
         return False  # batch 1: a flat block's pixels all read one gate; < 4 channels: no slice loop
-    return select_conv(node, graph, options).variant is Variant.GEMM_FLAT
+    spec = select_conv(node, graph, options, gate=True)
+    if spec.variant is not Variant.GEMM_FLAT or spec.gemm is None:
+        return False
+    return graph.tensor(gated).carried is None or (spec.gemm.whole_pixels and not spec.gemm.order)

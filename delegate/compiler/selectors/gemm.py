@@ -154,6 +154,8 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         order=order,
         one_slice=sources == 1 and cin <= 4,
         gate=gate,
+        # a carried MUL's output (compiler/quant.py): the product is rounded onto its grid
+        gate_grid=graph.tensor(node.inputs[0]).carried if gate else None,
     )
     item_groups = -(-groups // per_item)
     if flat:

@@ -144,7 +144,7 @@ def source_names(sources: int) -> list[str]:
 
 def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
                width: int = 8, dot: int = 0, order: str = "", consecutive: bool = False,
-               gate: bool = False) -> list[str]:  # fmt: skip
+               gate: bool = False, gate_rounding: dict[int, str] | None = None) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets). ``lanes`` < 4:
     a single input of one slice, read without a loop (its bound is a run-time value the compiler
@@ -154,7 +154,11 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
     at one offset plus constants. ``gate`` (one input of four lanes, batch 1): the input is
     multiplied channel by channel by the runtime tensor ``gate`` ([1, 1, 1, C], a squeeze-excite
     block's gate): the steps scale each lane's weights by it, (x * g) . k as x . (g * k), a vector
-    product per group rather than one per pixel (the dot products scale their inputs)."""
+    product per group rather than one per pixel (the dot products scale their inputs).
+    ``gate_rounding`` (with ``gate``, FLT4 slices only: no ``order``): per width 4, 8 and 16,
+    statements rounding FLT``width`` ``result`` onto the grid of the product x * g (a carried
+    MUL's output, compiler/quant.py): each input slice is multiplied and rounded as the MUL's
+    kernel would write it, then read (``rounded_slices``)."""
     mask = " * m{p}" if masked else ""
     if lanes < 4:
         (name,) = names
@@ -176,7 +180,9 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
             parts += lane_step(f"{indent}  ", pixels, groups, wbase, read, mask, lanes, width, order, gate)
         else:
             read = f"args.{name}.ReadAt(o{{p}} + s * sstride)"
-            parts += slice_step(f"{indent}  ", pixels, groups, wbase, read, mask, lanes, width, dot, gate)
+            parts += slice_step(
+                f"{indent}  ", pixels, groups, wbase, read, mask, lanes, width, dot, gate, gate_rounding
+            )
         parts.append(f"{indent}}}\n")
     return parts
 
@@ -232,19 +238,47 @@ def lane_accumulators(pixels: int, groups: int, width: int) -> list[str]:
     return parts
 
 
+def rounded_slices(indent: str, pixels: int, read: str, mask: str, rounding: dict[int, str]) -> list[str]:
+    """The ``pixels`` FLT4 inputs ``v{p}`` of a slice step, each ``read`` (formatted with ``p``)
+    times slice_loop's gate ``gs`` in FLT, as the MUL's kernel computes the product, and rounded
+    by ``rounding`` (per width: statements on FLT``width`` ``result``): the weights then meet the
+    values the MUL's kernel would have written. The pixels go four (two, one) to a vector, whose
+    rounding costs what a FLT4's does on a CPU device."""
+    parts = []
+    first = 0
+    while first < pixels:
+        count = 4 if pixels - first >= 4 else 2 if pixels - first >= 2 else 1
+        width = 4 * count
+        ps = range(first, first + count)
+        joined = ", ".join(read.format(p=p) for p in ps)
+        parts.append(
+            f"{indent}FLT{width} gx{first} = (FLT{width})({joined}) * (FLT{width})({', '.join(['gs'] * count)});\n"
+        )
+        parts.append(f"{indent}{{ FLT{width} result = gx{first};\n{rounding[width]}{indent}  gx{first} = result; }}\n")
+        for k, p in enumerate(ps):
+            part = SLICE_PARTS[width][k] if width > 4 else ""
+            value = f"gx{first}.{part}" if part else f"gx{first}"
+            parts.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({value}){mask.format(p=p)};\n")
+        first += count
+    return parts
+
+
 def slice_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mask: str = "", lanes: int = 4,
-               width: int = 8, dot: int = 0, gated: bool = False) -> list[str]:  # fmt: skip
+               width: int = 8, dot: int = 0, gated: bool = False, gate_rounding: str = "") -> list[str]:  # fmt: skip
     """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
     p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
     group, read from ``wbase``0.. on, which then step to the next slice. ``dot``: the slice meets
     the weights of each of the ``dot`` output channels in one product (selectors/gemm.dot_outputs).
-    ``gated``: the input is multiplied by slice_loop's gate."""
+    ``gated``: the input is multiplied by slice_loop's gate, and rounded by ``gate_rounding``."""
     parts = []
+    if gated and gate_rounding:
+        parts += rounded_slices(indent, pixels, read, mask, gate_rounding)
+        gated = False  # the weights are not scaled
     # gated (slice_loop's gate, ``gs``): the dot products scale their inputs, the others each lane's
     # weights, a product per group rather than per pixel (scaling the inputs measured 1.6x the
     # ungated kernel's time in blocks of 4 pixels x 3 groups; the weights, about the same)
     scale = " * TO_ACCUM_FLT4(gs)" if gated and dot else ""
-    for p in range(pixels):
+    for p in range(0 if parts else pixels):
         parts.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)}{scale};\n")
     if dot:
         for c in range(dot):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...graph import Carried
 from ...kernel import Piece, PixelOps
 from .gemm_blocks import (
     GEMM_GROUPS,
@@ -79,6 +80,9 @@ class GemmSpec:
     #: flat mode: the input read times the runtime tensor ``gate``, channel by channel
     #: (gemm_blocks.slice_loop)
     gate: bool = False
+    #: with ``gate``: the grid the product is rounded onto before the weights meet it (a carried
+    #: MUL's output, compiler/quant.py); a FLT4 slice per pixel only (no ``order``)
+    gate_grid: Carried | None = None
 
     @property
     def per(self) -> int:
@@ -129,9 +133,17 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         parts += accumulators(pixels, groups, width, dot=spec.dot)
         parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
     consecutive = bool(spec.order)
+    rounding = None
+    if spec.gate_grid is not None:
+        # compiler/quant.py imports the op tables, which import this module
+        from ...quant import qdq_code
+
+        assert not spec.order, "a rounded gate reads FLT4 slices"
+        rounding = {width: qdq_code(spec.gate_grid, width=width) for width in (4, 8, 16)}
     parts += slice_loop(
-        "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive, spec.gate
-    )
+        "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive, spec.gate,
+        rounding,
+    )  # fmt: skip
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
     setup = f"    int at0 = p0 + g0 * {spec.per} * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
