@@ -1679,7 +1679,37 @@ def test_windowed_convolution_in_lane_order(src, k, stride, padding, cout, block
     tensors.append(T((b, oh, ow, cout)))
     conv = {"Padding": padding, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 3}
     state = check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], ("Conv2DOptions", conv))], [0], [3], [rand(src, rng)],
-                  precision)  # fmt: skip
+                  precision, vector_width="8")  # fmt: skip
+    assert [p.kernels for p in state.partitions] == [1]
+
+
+@pytest.mark.parametrize(
+    ("src", "k", "stride", "padding", "cout", "block"),
+    [
+        ((1, 6, 4, 24), (3, 3), 1, 0, 64, (4, 4, "pixels")),  # rows of 4: one block each, SAME edges
+        ((1, 9, 17, 3), (3, 3), 2, 0, 32, (3, 2, "weights")),  # an image's first layer, SAME: edge items
+        ((1, 7, 7, 20), (3, 3), 1, 1, 130, (5, 5, "pixels")),  # 31 registers; a partial group, 9 in items of 5
+        ((1, 10, 29, 13), (3, 3), 1, 0, 32, (6, 2, "weights")),  # a partial last slice and block
+        ((1, 6, 8, 40), (1, 3), 1, 0, 40, (4, 3, "weights")),  # half a group of 16 padding
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("precision", ["F32", "F32_F16", "F16"])
+def test_windowed_convolution_in_wide_lane_order(src, k, stride, padding, cout, block, precision):
+    # The same kernels in groups of 16 channels (vector_width 16), in the blocks row_blocking
+    # picks within AVX-512's registers.
+    from delegate.compiler.selectors.gemm import row_blocking
+
+    if _device_vector_floats() != 16:
+        pytest.skip("16-channel groups are built only for CPU devices compiling for AVX-512 (this one does not)")
+    rng = np.random.default_rng(cout + k[0] * 5 + k[1])
+    b, h, w, c = src
+    oh, ow = _out(h, k[0], stride, 1, padding + 1), _out(w, k[1], stride, 1, padding + 1)
+    assert row_blocking(ow, -(-cout // 16), 16) == block
+    tensors = [T(src), T((cout, *k, c), rand((cout, *k, c), rng)), T((cout,), rand((cout,), rng))]
+    tensors.append(T((b, oh, ow, cout)))
+    conv = {"Padding": padding, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 1}
+    state = check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], ("Conv2DOptions", conv))], [0], [3], [rand(src, rng)],
+                  precision, vector_width="16")  # fmt: skip
     assert [p.kernels for p in state.partitions] == [1]
 
 

@@ -4,6 +4,8 @@ launch its selector chose."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,10 @@ from delegate.compiler.selectors.conv import (
 from delegate.compiler.selectors.gemm import (
     FLAT_GROUPS,
     FLAT_PIXELS,
+    MIN_WORK_GROUPS,
     VECTOR_REGISTERS,
+    WIDE_ROW_MAX_PIXELS,
+    WIDE_VECTOR_REGISTERS,
     lane_registers,
     odd_thirds,
     row_blocking,
@@ -362,12 +367,39 @@ def test_odd_thirds_picks_odd_multiples_of_three_groups():
 
 
 def test_lane_order_blocks_fit_the_vector_registers():
-    for row in (1, 2, 3, 7, 16, 33, 112):
-        for groups in range(1, 40):
-            pixels, per_item, order = row_blocking(row, groups)
-            assert 1 <= pixels <= row and 1 <= per_item <= groups
-            assert lane_registers(pixels, per_item) <= VECTOR_REGISTERS
-            assert order == (PIXELS_FIRST if pixels <= per_item else WEIGHTS_FIRST)
+    for width, registers, most in ((8, VECTOR_REGISTERS, 8), (16, WIDE_VECTOR_REGISTERS, WIDE_ROW_MAX_PIXELS)):
+        for row in (1, 2, 3, 7, 16, 33, 112):
+            for groups in range(1, 40):
+                pixels, per_item, order = row_blocking(row, groups, width)
+                assert 1 <= pixels <= min(row, most) and 1 <= per_item <= groups
+                assert lane_registers(pixels, per_item) <= registers
+                assert order == (PIXELS_FIRST if pixels <= per_item else WEIGHTS_FIRST)
+    # AVX-512's 32 registers hold larger blocks than AVX2's 16
+    assert row_blocking(56, 8, 16) == (3, 8, PIXELS_FIRST) and row_blocking(56, 8) == (2, 4, PIXELS_FIRST)
+
+
+def test_windowed_products_in_16_wide_groups_take_lane_order_blocks():
+    wide = CompileOptions(vector_width=16)
+    # rows of 4 pixels, 4 groups of 16: a work-item per row and 64 channels, not one pixel each
+    short = _gemm((1, 4, 4, 256), 64, wide, kernel=3)
+    assert (short.width, short.pixels, short.groups, short.order) == (16, 4, 4, PIXELS_FIRST)
+    rows = _gemm((1, 32, 32, 128), 32, wide, kernel=3)
+    assert (rows.pixels, rows.groups, rows.order) == row_blocking(32, 2, 16) == (4, 2, WEIGHTS_FIRST)
+    # one group of 16 keeps the FLT4-per-pixel kernel
+    assert _gemm((1, 8, 8, 16), 16, wide, kernel=3).order == ""
+
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_small_windowed_grids_are_split_for_every_core(width):
+    # 8 rows of 2 blocks, one column of groups: 4 work-groups of (2, 2), not 2 of (2, 4)
+    spec = _conv((1, 8, 8, 128), 32 if width == 16 else 16, CompileOptions(vector_width=width), kernel=3)
+    assert spec.grid is not None and spec.work_group is not None
+    assert spec.grid[0] == 2
+    count = math.prod(-(-n // size) for n, size in zip(spec.grid, spec.work_group, strict=True))
+    assert count == MIN_WORK_GROUPS and spec.work_group == (2, 2, 1)
+    # larger grids keep work-groups of 8
+    large = _conv((1, 32, 32, 128), 32, CompileOptions(vector_width=width), kernel=3).work_group
+    assert large is not None and math.prod(large) == 8
 
 
 @pytest.mark.parametrize(

@@ -65,11 +65,20 @@ def odd_thirds(groups: int) -> bool:
     return groups % 2 == 1 and groups % 3 == 0
 
 
+#: The fewest work-groups a GEMM_ROWS grid is split into where its rows allow: PoCL runs a
+#: work-group on one core, so a layer in one work-group runs on one core.
+MIN_WORK_GROUPS = 4
+
+
 #: Vector registers a lane-order block may hold (``row_blocking``): AVX2 has 16, and blocks that
 #: need all 16 were measured to spill an accumulator through the stack inside the loop.
 VECTOR_REGISTERS = 15
 #: The most pixels a lane-order block takes (more measured no faster on one group of channels).
 ROW_MAX_PIXELS = 8
+#: The same two for 16-float vectors (``vector_width`` 16: AVX-512's 32 registers, one kept free
+#: alike); blocks of 8 pixels x 2 groups measured 1.2x the time of 4 x 2 there (DenseNet121's
+#: 3x3 layers, 128 -> 32 channels over rows of 32 and of 16 pixels).
+WIDE_VECTOR_REGISTERS, WIDE_ROW_MAX_PIXELS = 31, 6
 
 
 #: The lane-order block of a 1x1 convolution over the flat pixel order: 6 pixels x 2 groups,
@@ -91,21 +100,25 @@ def lane_registers(pixels: int, groups: int) -> int:
     return pixels * groups + min(pixels, groups) + 1
 
 
-def row_blocking(row: int, groups: int) -> tuple[int, int, str]:
-    """Pixels, groups (of 8 channels) and ``lane_step`` order of a work-item of the lane-order
-    row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
-    VECTOR_REGISTERS, the one with the least estimated time. The estimate counts the products a
-    block computes, padding included (a last block past the row, groups past the output), each
-    with its share of the loads: an input broadcast per ``groups`` products, weighed half again
-    a weight vector per ``pixels`` products (2 pixels x 4 groups measured faster than 4 x 2),
-    plus a block's setup and write, about one product's worth per output vector. Blocks of one
-    pixel load a weight vector per product and measured slower than blocks of two (the weights of
-    many groups leave the L1 cache), so they serve rows of one pixel only. The layers measured
-    are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
+def row_blocking(row: int, groups: int, width: int = 8) -> tuple[int, int, str]:
+    """Pixels, groups (of ``width`` channels) and ``lane_step`` order of a work-item of the
+    lane-order row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
+    VECTOR_REGISTERS and ROW_MAX_PIXELS (WIDE_... for 16-wide groups), the one with the least
+    estimated time. The estimate counts the products a block computes, padding included (a last
+    block past the row, groups past the output), each with its share of the loads: an input
+    broadcast per ``groups`` products, weighed half again a weight vector per ``pixels`` products (2
+    pixels x 4 groups measured faster than 4 x 2), plus a block's setup and write, about one
+    product's worth per output vector. Blocks of one pixel load a weight vector per product and
+    measured slower than blocks of two (the weights of many groups leave the L1 cache), so they
+    serve rows of one pixel only. The layers measured are in benchmarks/RESULTS.md, "Lane-order
+    matrix products"."""
+    wide = width == 16
+    registers = WIDE_VECTOR_REGISTERS if wide else VECTOR_REGISTERS
+    most = WIDE_ROW_MAX_PIXELS if wide else ROW_MAX_PIXELS
     best: tuple[float, int, int] | None = None
     for g in range(1, groups + 1):
-        for p in range(min(2, row), min(row, ROW_MAX_PIXELS) + 1):
-            if lane_registers(p, g) > VECTOR_REGISTERS:
+        for p in range(min(2, row), min(row, most) + 1):
+            if lane_registers(p, g) > registers:
                 continue
             work = -(-row // p) * p * -(-groups // g) * g
             cost = work * (1 + 1.5 / g + 1 / p + 1 / (p * g))
@@ -137,8 +150,8 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     lanes = cin if sources == 1 and cin < 4 else 4
     dot = dot_outputs(c, width, lanes)
     order = ""
-    if rows and width == 8 and not dot and groups > 1:
-        pixels, per_item, order = row_blocking(w, groups)
+    if rows and width > 4 and not dot and groups > 1:
+        pixels, per_item, order = row_blocking(w, groups, width)
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
         pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     spec = GemmSpec(
@@ -165,5 +178,8 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         return KernelSpec(variant, grid=grid, work_group=(8, 1, 1), gemm=spec)
     blocks = -(-w // pixels) * b
     local_x = min(8, 1 << (blocks - 1).bit_length())
-    work_group = (local_x, max(1, min(8 // local_x, 1 << (h - 1).bit_length())), 1)
-    return KernelSpec(variant, grid=(blocks, h, item_groups), work_group=work_group, gemm=spec)
+    local_y = max(1, min(8 // local_x, 1 << (h - 1).bit_length()))
+    # a small grid in fewer work-groups than MIN_WORK_GROUPS leaves cores idle: narrow the columns
+    while local_y > 1 and -(-blocks // local_x) * -(-h // local_y) * item_groups < MIN_WORK_GROUPS:
+        local_y //= 2
+    return KernelSpec(variant, grid=(blocks, h, item_groups), work_group=(local_x, local_y, 1), gemm=spec)
