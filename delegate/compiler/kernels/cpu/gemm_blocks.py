@@ -264,22 +264,26 @@ def rounded_slices(indent: str, pixels: int, read: str, mask: str, rounding: dic
 
 
 def slice_step(indent: str, pixels: int, groups: int, wbase: str, read: str, mask: str = "", lanes: int = 4,
-               width: int = 8, dot: int = 0, gated: bool = False, gate_rounding: str = "") -> list[str]:  # fmt: skip
+               width: int = 8, dot: int = 0, gated: bool = False,
+               gate_rounding: dict[int, str] | None = None) -> list[str]:  # fmt: skip
     """One input slice of the matrix product: ``read`` (formatted with ``p``) is the FLT4 of pixel
     p, times ``mask`` (formatted likewise) when given; each lane meets its FLT8 weights of every
     group, read from ``wbase``0.. on, which then step to the next slice. ``dot``: the slice meets
     the weights of each of the ``dot`` output channels in one product (selectors/gemm.dot_outputs).
     ``gated``: the input is multiplied by slice_loop's gate, and rounded by ``gate_rounding``."""
-    parts = []
-    if gated and gate_rounding:
-        parts += rounded_slices(indent, pixels, read, mask, gate_rounding)
-        gated = False  # the weights are not scaled
-    # gated (slice_loop's gate, ``gs``): the dot products scale their inputs, the others each lane's
-    # weights, a product per group rather than per pixel (scaling the inputs measured 1.6x the
-    # ungated kernel's time in blocks of 4 pixels x 3 groups; the weights, about the same)
-    scale = " * TO_ACCUM_FLT4(gs)" if gated and dot else ""
-    for p in range(0 if parts else pixels):
-        parts.append(f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)}{scale};\n")
+    if gated and gate_rounding is not None:
+        # the inputs already carry the gate (rounded as the MUL writes them): the weights are not scaled
+        parts = rounded_slices(indent, pixels, read, mask, gate_rounding)
+        gated = False
+    else:
+        # gated (slice_loop's gate, ``gs``): the dot products scale their inputs, the others each
+        # lane's weights, a product per group rather than per pixel (scaling the inputs measured
+        # 1.6x the ungated kernel's time in blocks of 4 pixels x 3 groups; the weights, about the same)
+        scale = " * TO_ACCUM_FLT4(gs)" if gated and dot else ""
+        parts = [
+            f"{indent}ACCUM_FLT4 v{p} = TO_ACCUM_FLT4({read.format(p=p)}){mask.format(p=p)}{scale};\n"
+            for p in range(pixels)
+        ]
     if dot:
         for c in range(dot):
             parts.append(f"{indent}ACCUM_FLT4 k{c} = TO_ACCUM_FLT4(args.weights.Read({wbase}0 + {c}));\n")
