@@ -413,6 +413,41 @@ def test_normalize_unless_zero(precision, all_zero):
         assert float(np.abs(got[0] - want[0]).max()) <= TOLERANCE[precision] * 3
 
 
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+@pytest.mark.parametrize("scores_as", ["x", "y"])
+@pytest.mark.parametrize("mask_shape", [(1, 1, 1, 9), (1, 2, 5, 9)])
+def test_runtime_mask_select_runs_in_the_scores_kernel(precision, scores_as, mask_shape):
+    """Attention's mask built at run time (BERT's ``attention_mask``): scores from a BATCH_MATMUL,
+    then SELECT_V2(mask > 0, scores, fill) (or the fill as x): the select runs in the product's
+    kernel, one kernel for both, with TFLite's values; the mask broadcast or whole."""
+    rng = np.random.default_rng(3)
+    scores_shape = (1, 2, 5, 9)
+    a, b = rng.uniform(-2, 2, (1, 2, 5, 7)).astype(np.float32), rng.uniform(-2, 2, (1, 2, 7, 9)).astype(np.float32)
+    mask = grid(mask_shape, rng)
+    tensors = [
+        T((1, 2, 5, 7)),  # 0
+        T((1, 2, 7, 9)),  # 1
+        T(mask_shape),  # 2
+        T(scores_shape),  # 3 scores
+        T((), np.zeros((), np.float32)),  # 4
+        T(mask_shape, dtype=np.bool_),  # 5
+        T((), np.array(-1e4, np.float32)),  # 6 fill
+        T(scores_shape),  # 7
+    ]
+    picked = [5, 3, 6] if scores_as == "x" else [5, 6, 3]
+    ops = [
+        Op(Builtin.BATCH_MATMUL, [0, 1], [3], ("BatchMatMulOptions", {"AdjX": False, "AdjY": False})),
+        Op(Builtin.GREATER, [2, 4], [5]),
+        Op(Builtin.SELECT_V2, picked, [7]),
+    ]
+    got, want, state = run(tensors, ops, [0, 1, 2], [7], [a, b, mask], precision)
+    assert len(state.delegated_nodes) == 3, state.unsupported
+    # the comparison's kernel and the product's, the select linked into the latter
+    assert sum(p.kernels for p in state.partitions) == 2
+    scale = float(np.abs(want[0]).max())
+    assert float(np.abs(got[0] - want[0]).max()) <= TOLERANCE[precision] * scale
+
+
 def test_range_mask_pattern():
     """A metadata model's masking (BirdNET's range model pattern): scores kept where inside a
     range (GREATER_EQUAL, LESS, LOGICAL_AND), an int32 count cast from the scores, 0 elsewhere."""

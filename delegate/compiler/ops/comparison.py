@@ -20,7 +20,7 @@ from ..graph import BOOL, FLOAT32, INT32, Builtin, Graph, Node
 from ..int_ranges import inexact_constant
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANES, operation, written
-from .base import DTYPE_NAMES, EmitContext, Op, operands, value_tensors
+from .base import DTYPE_NAMES, EmitContext, Link, Op, operands, value_tensors
 from .elementwise import read_broadcast
 from .traits import Quantization, Traits
 
@@ -195,6 +195,27 @@ class Select(Op):
             + f"  FLT4 result = cond_v != {_FALSE} ? x_in_v : y_in_v;\n"
         )
         return operation(written(code), srcs=srcs, tensor_objects=objects)
+
+    def links(self, node: Node, graph: Graph, fused_input: int) -> bool:
+        """SELECT_V2 with the producer's result as x or y (not both, not the condition), of float
+        values: attention's mask picking scores or a fill runs in the scores' kernel."""
+        _, x, y = node.inputs
+        out = graph.tensor(node.outputs[0])
+        return (
+            node.op == Builtin.SELECT_V2 and node.inputs.count(fused_input) == 1 and fused_input in (x, y)
+            and out.dtype == FLOAT32 and out.carried is None
+        )  # fmt: skip
+
+    def link(self, node: Node, fused_input: int, link: Link) -> str:
+        cond, x, y = node.inputs
+        other = y if fused_input == x else x
+        cond_name, other_name = link.add_operand("cond", cond), link.add_operand("other", other)
+        picked = ("result", f"{other_name}_v") if fused_input == x else (f"{other_name}_v", "result")
+        return (
+            read_broadcast(cond_name, indent="    ")
+            + read_broadcast(other_name, indent="    ")
+            + f"    result = {cond_name}_v != {_FALSE} ? {picked[0]} : {picked[1]};\n"
+        )
 
 
 #: float -> int32 as TFLite's CAST does it: toward zero, saturating at INT_MIN / INT_MAX, NaN to
