@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Tensor
+from .graph import FLOAT32, INT32, Builtin, Carried, Graph, IntegerCodes, Node, Tensor
 from .ops import Quantization, traits_of
 from .quant_table import TIE, lanes
 
@@ -75,6 +75,18 @@ def _dequantized(t: Tensor) -> np.ndarray | None:
     scales = np.asarray(t.scales, np.float64).reshape(shape)
     zero = np.asarray(t.zero_points or [0] * len(t.scales), np.float64).reshape(shape)
     return ((q - zero) * scales).astype(np.float32)
+
+
+def _symmetric_codes(t: Tensor) -> IntegerCodes | None:
+    """``t``'s integers less their zero points where those fit int8 (always for int8 weights, whose
+    zero points TFLite requires to be 0; uint8 weights with zero point 128 or near it), kept for the
+    integer matrix products (selectors/gemm.integer_input); else None."""
+    if t.constant is None or t.dtype not in (INT8, UINT8) or len(set(t.zero_points)) > 1:
+        return None  # per-channel zero points: all 0 for int8, never written for uint8
+    codes = np.asarray(t.constant, np.int32) - (t.zero_points[0] if t.zero_points else 0)
+    if codes.size == 0 or codes.min() < -128 or codes.max() > 127:
+        return None
+    return IntegerCodes(codes.astype(np.int8), tuple(float(v) for v in t.scales), t.quant_axis)
 
 
 def _grid(t: Tensor) -> Carried | None:
@@ -133,6 +145,7 @@ def carry_quantized(graph: Graph) -> None:
     for index, nodes in readers.items():
         t = graph.tensor(index)
         if _quantized_constant(t) and all(is_quantized_node(n, graph) and n.index not in keeps for n in nodes):
+            t.codes = _symmetric_codes(t)
             t.constant = _dequantized(t)
             t.dtype, t.quantized, t.scales, t.zero_points, t.quant_axis = FLOAT32, False, (), (), 0
 

@@ -7,7 +7,7 @@ whose ``gemm`` is the template's GemmSpec; the rest are its rules, measured on P
 from __future__ import annotations
 
 from .. import layout
-from ..graph import Graph, Node
+from ..graph import Carried, Graph, Node
 from ..kernels.cpu.gemm_blocks import (
     GEMM_GROUPS,
     GEMM_PIXELS,
@@ -128,13 +128,27 @@ def row_blocking(row: int, groups: int, width: int = 8) -> tuple[int, int, str]:
     return best[1], best[2], lane_order(best[1], best[2])
 
 
+def integer_input(node: Node, graph: Graph) -> Carried | None:
+    """The grid of ``node``'s input where its matrix product can multiply integers (GemmSpec.integer):
+    the input carried int8 / uint8 (compiler/quant.py), the weights symmetric int8 (their codes
+    kept, Tensor.codes) per tensor or per output channel; else None."""
+    grid = graph.tensor(node.inputs[0]).carried
+    codes = graph.tensor(node.inputs[1]).codes
+    if grid is None or codes is None:
+        return None
+    if len(codes.scales) != 1 and (codes.axis != 0 or len(codes.scales) != codes.values.shape[0]):
+        return None
+    return grid
+
+
 def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, int], vector_width: int,
-                sources: int = 1, gate: bool = False) -> KernelSpec:  # fmt: skip
+                sources: int = 1, gate: bool = False, int8_dot: bool = False) -> KernelSpec:  # fmt: skip
     """The matrix product ``variant`` (GEMM_FLAT: CONV_2D 1x1 or FULLY_CONNECTED; GEMM_ROWS: CONV_2D;
     GEMM_TRANSPOSED / GEMM_PHASES: TRANSPOSE_CONV, whose input is its input 2) of ``node`` with a
     ``kernel`` (KH, KW) window, for a device of ``vector_width`` floats per vector; ``sources``:
     how many tensors the input is concatenated from (EmitContext.concat_sources); ``gate``:
-    GEMM_FLAT's input read times a squeeze-excite gate (GemmSpec.gate)."""
+    GEMM_FLAT's input read times a squeeze-excite gate (GemmSpec.gate); ``int8_dot``: the device
+    has the 16-lane integer dot product (CompileOptions.int8_dot)."""
     assert variant in GEMM_VARIANTS
     flat, rows = variant is Variant.GEMM_FLAT, variant is Variant.GEMM_ROWS
     phases = variant is Variant.GEMM_PHASES
@@ -154,6 +168,10 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         pixels, per_item, order = row_blocking(w, groups, width)
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
         pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
+    # the integer product: one input slice is four 8-bit codes, one int32 lane per output channel
+    # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop)
+    wide_flat = flat and int8_dot and width == 16 and sources == 1 and not gate and lanes == 4 and not dot
+    integer = integer_input(node, graph) if wide_flat and not order else None
     spec = GemmSpec(
         node.params.get("activation", 0),
         kernel=kernel,
@@ -169,6 +187,7 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         gate=gate,
         # a carried MUL's output (compiler/quant.py): the product is rounded onto its grid
         gate_grid=graph.tensor(node.inputs[0]).carried if gate else None,
+        integer=integer,
     )
     item_groups = -(-groups // per_item)
     if flat:

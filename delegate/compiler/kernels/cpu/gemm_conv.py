@@ -35,6 +35,9 @@ from .gemm_blocks import (
     block_write,
     dot_fold,
     gemm_head,
+    integer_accumulators,
+    integer_slice_loop,
+    integer_sums,
     lane_accumulators,
     row_pixels,
     slice_loop,
@@ -83,6 +86,9 @@ class GemmSpec:
     #: with ``gate``: the grid the product is rounded onto before the weights meet it (a carried
     #: MUL's output, compiler/quant.py); a FLT4 slice per pixel only (no ``order``)
     gate_grid: Carried | None = None
+    #: flat mode, 16-wide groups: the input's grid (a carried int8 / uint8 tensor, compiler/quant.py)
+    #: where the product multiplies its integers by the weights' int8 codes (``integer_slice_loop``)
+    integer: Carried | None = None
 
     @property
     def per(self) -> int:
@@ -129,6 +135,9 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         # one per load: 1.7x slower); the pixels it shares with the block before are written
         # twice, with the same values
         parts.append(f"  p0 = p0 + {pixels} <= npix ? p0 : npix - {pixels};\n  long o0 = p0;\n")
+    elif spec.integer is not None:
+        parts += integer_accumulators(pixels, groups)
+        parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
     else:
         parts += accumulators(pixels, groups, width, dot=spec.dot)
         parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
@@ -140,10 +149,13 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
 
         assert not spec.order, "a rounded gate reads FLT4 slices"
         rounding = {width: qdq_code(spec.gate_grid, width=width) for width in (4, 8, 16)}
-    parts += slice_loop(
-        "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive, spec.gate,
-        rounding,
-    )  # fmt: skip
+    if spec.integer is not None:
+        parts += integer_slice_loop(pixels, groups, spec.integer) + integer_sums(pixels, groups)
+    else:
+        parts += slice_loop(
+            "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive,
+            spec.gate, rounding,
+        )  # fmt: skip
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
     setup = f"    int at0 = p0 + g0 * {spec.per} * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
