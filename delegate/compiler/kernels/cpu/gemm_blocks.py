@@ -360,11 +360,14 @@ def integer_slice_loop(pixels: int, groups: int, grid: Carried) -> list[str]:
     (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
     int32 accumulators."""
     inverse = f"{float(np.float32(1.0 / grid.scale))!r}f"
-    offset = f"{float(grid.zero_point - grid.low)!r}f"
+    # the code is a whole number within float rounding: the half added, the truncating conversion
+    # rounds it (saturating, rounding conversions are library calls on PoCL: 6x the kernel's time);
+    # the low byte of each lane is the code, and a padding lane's value meets zero codes
+    offset = f"{float(grid.zero_point - grid.low) + 0.5!r}f"
     parts = ["  for (int s = 0; s < args.src_tensor.Slices(); ++s) {\n"]
     for p in range(pixels):
         real = f"convert_float4(args.src_tensor.ReadAt(o{p} + s * sstride))"
-        parts.append(f"    int u{p} = as_int(convert_uchar4_sat_rte({real} * {inverse} + {offset}));\n")
+        parts.append(f"    int u{p} = as_int(convert_uchar4(convert_int4({real} * {inverse} + {offset})));\n")
     for g in range(groups):
         parts.append(f"    int16 k{g} = codes[w{g} + s];\n")
         parts += [f"    i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for p in range(pixels)]
