@@ -166,22 +166,25 @@ def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple
     if name.startswith("conv"):
         dtype = np.uint8 if "uint8" in name else np.int8
         src, cout = (1, 9, 11, 37), 20
+        k, stride = (3, 2 if "s2" in name else 1) if "3x3" in name else (1, 1)
         if dtype == np.uint8:  # uint8 weights: per tensor, zero point near 128
-            wq = rng.integers(0, 256, size=(cout, 1, 1, src[3])).astype(np.uint8)
+            wq = rng.integers(0, 256, size=(cout, k, k, src[3])).astype(np.uint8)
             w_scales = np.full(cout, 0.01, np.float32)
             weights = T(wq.shape, wq, np.uint8, quant=([0.01], [128], 0))
             bias = T((cout,), rng.integers(-3000, 3000, size=cout).astype(np.int32), np.int32,
                      quant=([float(np.float32(0.05) * np.float32(0.01))], [0], 0))  # fmt: skip
             zeros = (140, 120)
         else:
-            wq = rng.integers(-127, 128, size=(cout, 1, 1, src[3])).astype(np.int8)
+            wq = rng.integers(-127, 128, size=(cout, k, k, src[3])).astype(np.int8)
             w_scales = rng.uniform(0.002, 0.02, size=cout).astype(np.float32)
             weights = T(wq.shape, wq, np.int8, quant=([float(s) for s in w_scales], [0] * cout, 0))
             bias = int_bias(w_scales * np.float32(0.05), rng)
             zeros = (-7, 4)
-        out_scale = 0.05 * float(w_scales.mean()) * 64 * np.sqrt(src[3]) / 4
-        tensors = [qt(src, 0.05, zeros[0], dtype), weights, bias, qt((*src[:3], cout), out_scale, zeros[1], dtype)]
-        options = ("Conv2DOptions", {"Padding": 1, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": 0})
+        out_scale = 0.05 * float(w_scales.mean()) * 64 * k * np.sqrt(src[3]) / 4
+        out = (1, -(-src[1] // stride), -(-src[2] // stride), cout)  # SAME padding
+        tensors = [qt(src, 0.05, zeros[0], dtype), weights, bias, qt(out, out_scale, zeros[1], dtype)]
+        window = {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 0}
+        options = ("Conv2DOptions", window)
         return tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options, version=3)], src
     rows, cin, cout = 5, 45, 33  # fully connected, per-tensor int8 weights
     wq = rng.integers(-127, 128, size=(cout, cin)).astype(np.int8)
@@ -193,7 +196,7 @@ def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple
 
 
 @pytest.mark.opencl
-@pytest.mark.parametrize("case", ["conv-int8", "conv-uint8", "fully-connected"])
+@pytest.mark.parametrize("case", ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "fully-connected"])
 def test_integer_product_matches_tflite_integer_kernels(case, monkeypatch):
     if not _device_int8_dot():
         pytest.skip("the device does not compile AVX512-VNNI's dot product (a GPU, or a CPU model without it)")

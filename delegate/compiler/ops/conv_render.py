@@ -71,7 +71,7 @@ def product_operation(spec: KernelSpec, node: Node, ctx: EmitContext, filters: n
     OHWI ``filters`` (DEPTHWISE_CONV_2D's [1, KH, KW, C]) and ``window``, ``biases`` as
     layout.linear lays them out."""
     if spec.gemm is not None and spec.gemm.integer is not None:
-        return _integer_operation(spec, node, ctx, biases)
+        return _integer_operation(spec, node, ctx, window, biases)
     if spec.gemm is not None:
         return _gemm_operation(spec, ctx, filters, window, biases)
     if spec.variant in (Variant.GPU_DIRECT, Variant.GPU_REDUCTION, Variant.GPU_DEPTHWISE):
@@ -101,8 +101,9 @@ def _gemm_operation(spec: KernelSpec, ctx: EmitContext, filters: np.ndarray, win
     return launched(kernel, spec)
 
 
-def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, biases: bytes) -> Kernel:
-    """The flat matrix product over integers (GemmSpec.integer): the weights' int8 codes and the
+def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, window: dict[str, int],
+                       biases: bytes) -> Kernel:  # fmt: skip
+    """The matrix product over integers (GemmSpec.integer): the weights' int8 codes and the
     channels' scales and corrections (gemm_blocks.pack_integer_weights), float32 whatever the
     precision, as they are bit patterns read through pointers."""
     gemm = spec.gemm
@@ -110,11 +111,14 @@ def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, biases: b
     codes = ctx.graph.tensor(node.inputs[1]).codes
     assert codes is not None
     cout = codes.values.shape[0]
+    values = codes.values.reshape(cout, 1, 1, -1) if codes.values.ndim == 2 else codes.values  # FULLY_CONNECTED's
     scales = np.broadcast_to(np.asarray(codes.scales, np.float64), (cout,))
-    weights, params = pack_integer_weights(codes.values, scales, gemm.integer, gemm.width)
+    weights, params = pack_integer_weights(values, scales, gemm.integer, gemm.width)
+    rows = spec.variant is Variant.GEMM_ROWS
     kernel = operation(
         _GEMM_CODE[spec.variant](gemm),
         srcs=["src_tensor"],
+        literals={k: v for k, v in window.items() if k not in ("kernel_h", "kernel_w")} if rows else {},
         buffer_objects=[
             buffer_object("weights", weights, np.dtype(np.float32), 16),
             buffer_object("params", params, np.dtype(np.float32), 16),

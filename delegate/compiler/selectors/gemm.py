@@ -167,20 +167,20 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
     lanes = cin if sources == 1 and cin < 4 else 4
     dot = dot_outputs(c, width, lanes)
-    order = ""
-    if rows and width > 4 and not dot and groups > 1:
-        pixels, per_item, order = row_blocking(w, groups, width)
-    elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
-        pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     # the integer product: one input slice is four 8-bit codes, one int32 lane per output channel
     # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop)
-    wide_flat = flat and int8_dot and width == 16 and sources == 1 and not gate and lanes == 4 and not dot
-    integer = integer_input(node, graph) if wide_flat and not order else None
+    wide = (flat or rows) and int8_dot and width == 16 and sources == 1 and not gate and lanes == 4 and not dot
+    integer = integer_input(node, graph) if wide else None
+    order = ""
     if integer is not None:
         # the products are a quarter of the float kernel's instructions, so the inputs' conversion
         # to codes weighs more: blocks of 4 groups share it (measured 0.75x the time of 2 groups
         # on a 56x56 64 -> 256 product, 0.2x on a 28x28 512 -> 128 one)
-        per_item = min(groups, INTEGER_GROUPS)
+        pixels, per_item = gemm_pixels(npix if flat else w), min(groups, INTEGER_GROUPS)
+    elif rows and width > 4 and not dot and groups > 1:
+        pixels, per_item, order = row_blocking(w, groups, width)
+    elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
+        pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     spec = GemmSpec(
         node.params.get("activation", 0),
         kernel=kernel,

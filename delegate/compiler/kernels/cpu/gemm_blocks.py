@@ -321,57 +321,67 @@ def accumulators(pixels: int, groups: int, width: int, after_group: str = "", do
 
 
 def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, width: int = 16) -> tuple[bytes, bytes]:
-    """The integer product's objects (``integer_slice_loop``) for OHWI int8 ``values`` (1x1) with
+    """The integer product's objects (``integer_slice_loop``) for OHWI int8 ``values`` with
     per-output-channel weight ``scales``, over an input on ``grid``: ``weights``, per group of
-    ``width`` output channels and input slice, the group's codes of the slice's 4 input channels
-    (channel-major: one int32 lane per output channel, as the dot product reads them), the input
-    channels padded with zeros to whole slices; ``params``, per group its channels' real scale
-    (input scale x weight scale, float32) then their integer correction (int32): the input's
-    codes are offset by ``zero_point - low`` to make them unsigned, which adds that times the sum
-    of a channel's codes to its sum."""
-    cout = values.shape[0]
-    q = values.reshape(cout, -1).astype(np.int8)
-    q = np.pad(q, ((0, (-cout) % width), (0, (-q.shape[1]) % 4)))
+    ``width`` output channels, tap (ky, kx) and input slice, the group's codes of the slice's 4
+    input channels (channel-major: one int32 lane per output channel, as the dot product reads
+    them), the input channels padded with zeros to whole slices; ``params``, per group its
+    channels' real scale (input scale x weight scale, float32) then their integer correction
+    (int32): the input's codes are offset by ``zero_point - low`` to make them unsigned (a padded
+    input pixel reads as that offset, the real zero), which adds that times the sum of a channel's
+    codes to its sum."""
+    cout, kh, kw, cin = values.shape
+    q = values.reshape(cout, kh * kw, cin).astype(np.int8)
+    q = np.pad(q, ((0, (-cout) % width), (0, 0), (0, (-cin) % 4)))
     groups = q.shape[0] // width
-    codes = q.reshape(groups, width, q.shape[1] // 4, 4).transpose(0, 2, 1, 3)
+    codes = q.reshape(groups, width, kh * kw, q.shape[2] // 4, 4).transpose(0, 2, 3, 1, 4)
     offset = grid.zero_point - grid.low
     real = np.zeros(q.shape[0], np.float32)
     real[:cout] = (np.float64(grid.scale) * np.asarray(scales, np.float64)).astype(np.float32)
-    correction = (-offset * q.astype(np.int64).sum(axis=1)).astype(np.int32)
+    correction = (-offset * q.astype(np.int64).sum(axis=(1, 2))).astype(np.int32)
     params = np.concatenate([real.reshape(groups, width).view(np.int32), correction.reshape(groups, width)], axis=1)
     return np.ascontiguousarray(codes).tobytes(), np.ascontiguousarray(params).tobytes()
 
 
-def integer_accumulators(pixels: int, groups: int) -> list[str]:
+def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
     """The integer product's ``accumulators``: per group g of the work-item ``n{g}`` (its index,
-    the last group's for groups past ``ngroups``), ``w{g}``, the offset of its codes, and its
-    ``pixels`` int32 sums ``i{g}{p}``."""
+    the last group's for groups past ``ngroups``), ``w{g}``, the offset of its codes (``taps``
+    window taps of every input slice), and its ``pixels`` int32 sums ``i{g}{p}``."""
     parts = ["  __global const int16* codes = (__global const int16*)args.weights.GetPtr();\n"]
     for g in range(groups):
-        parts.append(f"  int n{g} = g0 + {g} < ngroups ? g0 + {g} : ngroups - 1;\n  int w{g} = n{g} * src_slices;\n")
+        parts.append(f"  int n{g} = g0 + {g} < ngroups ? g0 + {g} : ngroups - 1;\n")
+        parts.append(f"  int w{g} = n{g} * {taps} * src_slices;\n")
         parts += [f"  int16 i{g}{p} = (int16)(0);\n" for p in range(pixels)]
     return parts
 
 
-def integer_slice_loop(pixels: int, groups: int, grid: Carried) -> list[str]:
+def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = "  ", tap: str = "",
+                       masked: bool = False) -> list[str]:  # fmt: skip
     """Every input slice of pixels at offsets o0.. times the codes of the work-item's groups, in
     integers: a pixel's FLT4 (real values on ``grid``) back to its four codes, made unsigned
     (``pack_integer_weights``) and packed into one int, then per group one AVX512-VNNI dot product
     (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
-    int32 accumulators."""
+    int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
+    ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding)."""
     inverse = f"{float(np.float32(1.0 / grid.scale))!r}f"
     # the code is a whole number within float rounding: the half added, the truncating conversion
     # rounds it (saturating, rounding conversions are library calls on PoCL: 6x the kernel's time);
     # the low byte of each lane is the code, and a padding lane's value meets zero codes
     offset = f"{float(grid.zero_point - grid.low) + 0.5!r}f"
-    parts = ["  for (int s = 0; s < args.src_tensor.Slices(); ++s) {\n"]
+    zero = (grid.zero_point - grid.low) * 0x01010101
+    parts = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
     for p in range(pixels):
         real = f"convert_float4(args.src_tensor.ReadAt(o{p} + s * sstride))"
-        parts.append(f"    int u{p} = as_int(convert_uchar4(convert_int4({real} * {inverse} + {offset})));\n")
+        parts.append(f"{indent}  int u{p} = as_int(convert_uchar4(convert_int4({real} * {inverse} + {offset})));\n")
+        if masked:
+            parts.append(f"{indent}  u{p} = in{p} ? u{p} : {zero};\n")
+    at = f" + {tap}" if tap else ""
     for g in range(groups):
-        parts.append(f"    int16 k{g} = codes[w{g} + s];\n")
-        parts += [f"    i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for p in range(pixels)]
-    parts.append("  }\n")
+        parts.append(f"{indent}  int16 k{g} = codes[w{g}{at} + s];\n")
+        parts += [
+            f"{indent}  i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for p in range(pixels)
+        ]
+    parts.append(f"{indent}}}\n")
     return parts
 
 

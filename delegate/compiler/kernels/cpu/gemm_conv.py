@@ -197,8 +197,38 @@ def _row_closing(spec: GemmSpec) -> list[Piece]:
     return parts
 
 
+def _integer_rows(spec: GemmSpec) -> list[Piece]:
+    """``rows_code`` over integers (GemmSpec.integer): per window tap the pixels' input offsets,
+    a pixel outside the input reading the real zero's codes (``integer_slice_loop``), which the
+    correction cancels; a row outside the input is read that way too rather than skipped, as the
+    correction counts every tap."""
+    (kh, kw), pixels, groups = spec.kernel, spec.pixels, spec.groups
+    assert spec.integer is not None
+    parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
+    parts += integer_accumulators(pixels, groups, kh * kw)
+    parts.append(
+        f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
+  bool rin = yc >= 0 && yc < ih;
+  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
+  for (int kx = 0; kx < {kw}; ++kx) {{
+    int t = (ky * {kw} + kx) * src_slices;
+"""
+    )
+    for p in range(pixels):
+        parts.append(
+            f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
+            f"    bool in{p} = rin && xc{p} >= 0 && xc{p} < iw;\n    int o{p} = in{p} ? row + xc{p} * B : row;\n"
+        )
+    parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True)
+    parts.append("  }\n  }\n")
+    return parts + integer_sums(pixels, groups) + _row_closing(spec)
+
+
 def rows_code(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
+    if spec.integer is not None:
+        return _integer_rows(spec)
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
     if spec.order:
         parts += lane_accumulators(pixels, groups, width)
