@@ -35,43 +35,46 @@ def _vpdpbusd(acc: np.ndarray, u: int, k: np.ndarray) -> np.ndarray:
     return acc + b @ a
 
 
+@pytest.mark.parametrize("taps", [1, 9])
 @pytest.mark.parametrize("dtype, zero", [(INT8, -3), (UINT8, 131)])
-def test_packed_codes_give_the_real_products(dtype, zero):
+def test_packed_codes_give_the_real_products(dtype, zero, taps):
     """pack_integer_weights' codes and corrections, run through the dot product as the kernel runs
-    it (the input's codes made unsigned, packed four to an int), give the real products: 37 input
-    channels (padded to 40) and 20 output channels (padded to 32), per-channel scales."""
+    it (the input's codes made unsigned, packed four to an int, tap by tap), give the real
+    products: 37 input channels (padded to 40) and 20 output channels (padded to 32), per-channel
+    scales; a 3x3 window's taps in (ky, kx) order."""
     rng = np.random.default_rng(5)
-    cout, cin = 20, 37
+    cout, cin, k = 20, 37, int(np.sqrt(taps))
     low, high = (-128, 127) if dtype == INT8 else (0, 255)
     grid = Carried(0.05, zero, low, high, dtype)
-    values = rng.integers(-127, 128, size=(cout, 1, 1, cin)).astype(np.int8)
+    values = rng.integers(-127, 128, size=(cout, k, k, cin)).astype(np.int8)
     scales = rng.uniform(0.002, 0.02, size=cout)
     weights, params = pack_integer_weights(values, scales, grid)
-    q = rng.integers(low, high + 1, size=cin)
-    u = np.zeros(40, np.int64)
-    u[:cin] = q - low
-    u[cin:] = rng.integers(0, 256, size=3)  # padding lanes: whatever they hold meets zero codes
+    q = rng.integers(low, high + 1, size=(taps, cin))
+    u = np.zeros((taps, 40), np.int64)
+    u[:, :cin] = q - low
+    u[:, cin:] = rng.integers(0, 256, size=(taps, 3))  # padding lanes: whatever they hold meets zero codes
     packed = u.astype(np.uint8).view(np.int32)  # four codes to an int, as the kernel packs them
-    codes = np.frombuffer(weights, np.int32).reshape(2, 10, 16)
+    codes = np.frombuffer(weights, np.int32).reshape(2, taps, 10, 16)
     table = np.frombuffer(params, np.int32).reshape(2, 2, 16)
     got = []
     for g in range(2):
         acc = np.zeros(16, np.int64)
-        for s in range(10):
-            acc = _vpdpbusd(acc, int(packed[s]), codes[g, s])
+        for t in range(taps):
+            for s in range(10):
+                acc = _vpdpbusd(acc, int(packed[t, s]), codes[g, t, s])
         got.append((acc + table[g, 1]) * table[g, 0].view(np.float32).astype(np.float64))
-    want = values.reshape(cout, cin).astype(np.float64) @ ((q - zero) * 0.05) * scales
+    want = values.reshape(cout, -1).astype(np.float64) @ ((q.reshape(-1) - zero) * 0.05) * scales
     np.testing.assert_allclose(np.concatenate(got)[:cout], want, rtol=1e-6)
     assert not np.concatenate(got)[cout:].any()
 
 
 def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, per_channel: bool = True,
-           float_model: bool = False) -> tuple[Graph, Node]:  # fmt: skip
+           float_model: bool = False, kernel: int = 1) -> tuple[Graph, Node]:  # fmt: skip
     """One CONV_2D (1x1) or FULLY_CONNECTED node over a quantized input, as read from a model, with
     carry_quantized applied; ``float_model``: every tensor float."""
     rng = np.random.default_rng(0)
     cin = src[-1]
-    wshape = (cout, 1, 1, cin) if op == Builtin.CONV_2D else (cout, cin)
+    wshape = (cout, kernel, kernel, cin) if op == Builtin.CONV_2D else (cout, cin)
     oshape = (*src[:-1], cout)
     scales = tuple(float(s) for s in rng.uniform(0.01, 0.02, size=cout if per_channel else 1))
     if float_model:
@@ -93,7 +96,7 @@ def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, pe
         ]  # fmt: skip
     params: dict[str, Any] = {"activation": 0}
     if op == Builtin.CONV_2D:
-        params |= {"stride_height": 1, "stride_width": 1, "padding": Padding.VALID}
+        params |= {"stride_height": 1, "stride_width": 1, "padding": Padding.SAME}
     node = Node(0, op, 1, (0, 1, 2), (3,), params)
     graph = Graph({t.index: t for t in tensors}, {0: node})
     carry_quantized(graph)
@@ -119,6 +122,17 @@ def test_integer_product_chosen_for_carried_inputs_where_the_device_has_it(op, i
     off = _spec(graph, node, int8_dot=False)
     assert off is not None and off.integer is None
     assert VNNI not in "".join(str(p) for p in flat_code(off))
+
+
+def test_integer_product_in_rows_mode_for_windows():
+    from delegate.compiler.kernels.cpu.gemm_conv import rows_code
+
+    graph, node = _graph(Builtin.CONV_2D, (1, 7, 9, 37), 20, kernel=3)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.kernel == (3, 3) and spec.integer == graph.tensor(0).carried
+    assert VNNI in "".join(str(p) for p in rows_code(spec))
+    off = _spec(graph, node, int8_dot=False)
+    assert off is not None and off.integer is None and VNNI not in "".join(str(p) for p in rows_code(off))
 
 
 def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():
