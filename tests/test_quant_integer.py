@@ -130,6 +130,7 @@ def test_integer_product_in_rows_mode_for_windows():
     graph, node = _graph(Builtin.CONV_2D, (1, 7, 9, 37), 20, kernel=3)
     spec = _spec(graph, node, int8_dot=True)
     assert spec is not None and spec.kernel == (3, 3) and spec.integer == graph.tensor(0).carried
+    assert spec.shared_columns  # stride 1: a window row's columns converted once
     assert VNNI in "".join(str(p) for p in rows_code(spec))
     off = _spec(graph, node, int8_dot=False)
     assert off is not None and off.integer is None and VNNI not in "".join(str(p) for p in rows_code(off))

@@ -18,6 +18,7 @@ from ..kernels.cpu.gemm_blocks import (
     gemm_groups,
 )
 from ..kernels.cpu.gemm_conv import GemmSpec
+from ..window import conv_window
 from .spec import GEMM_VARIANTS, KernelSpec, Variant
 
 #: Groups of 16 output channels per work-item of the integer product (GemmSpec.integer), whose
@@ -171,12 +172,14 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop)
     wide = (flat or rows) and int8_dot and width == 16 and sources == 1 and not gate and lanes == 4 and not dot
     integer = integer_input(node, graph) if wide else None
-    order = ""
+    order, shared_columns = "", False
     if integer is not None:
         # the products are a quarter of the float kernel's instructions, so the inputs' conversion
         # to codes weighs more: blocks of 4 groups share it (measured 0.75x the time of 2 groups
         # on a 56x56 64 -> 256 product, 0.2x on a 28x28 512 -> 128 one)
         pixels, per_item = gemm_pixels(npix if flat else w), min(groups, INTEGER_GROUPS)
+        window = conv_window(node, graph) if rows else {}
+        shared_columns = rows and window["stride_w"] == window["dilation_w"] == 1 and kernel[1] > 1
     elif rows and width > 4 and not dot and groups > 1:
         pixels, per_item, order = row_blocking(w, groups, width)
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
@@ -197,6 +200,7 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         # a carried MUL's output (compiler/quant.py): the product is rounded onto its grid
         gate_grid=graph.tensor(node.inputs[0]).carried if gate else None,
         integer=integer,
+        shared_columns=shared_columns,
     )
     item_groups = -(-groups // per_item)
     if flat:

@@ -363,18 +363,8 @@ def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = " 
     (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
     int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
     ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding)."""
-    inverse = f"{float(np.float32(1.0 / grid.scale))!r}f"
-    # the code is a whole number within float rounding: the half added, the truncating conversion
-    # rounds it (saturating, rounding conversions are library calls on PoCL: 6x the kernel's time);
-    # the low byte of each lane is the code, and a padding lane's value meets zero codes
-    offset = f"{float(grid.zero_point - grid.low) + 0.5!r}f"
-    zero = (grid.zero_point - grid.low) * 0x01010101
     parts = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
-    for p in range(pixels):
-        real = f"convert_float4(args.src_tensor.ReadAt(o{p} + s * sstride))"
-        parts.append(f"{indent}  int u{p} = as_int(convert_uchar4(convert_int4({real} * {inverse} + {offset})));\n")
-        if masked:
-            parts.append(f"{indent}  u{p} = in{p} ? u{p} : {zero};\n")
+    parts += column_codes(f"{indent}  ", pixels, grid, masked)
     at = f" + {tap}" if tap else ""
     for g in range(groups):
         parts.append(f"{indent}  int16 k{g} = codes[w{g}{at} + s];\n")
@@ -382,6 +372,25 @@ def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = " 
             f"{indent}  i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for p in range(pixels)
         ]
     parts.append(f"{indent}}}\n")
+    return parts
+
+
+def column_codes(indent: str, count: int, grid: Carried, masked: bool = True) -> list[str]:
+    """``u0``.. ``u{count - 1}``: the codes of input slice ``s`` at offsets ``o0``.. (real values on
+    ``grid``), made unsigned and packed four to an int (``pack_integer_weights``); ``masked``: a
+    pixel whose ``in{c}`` is false reads the real zero's codes (padding)."""
+    inverse = f"{float(np.float32(1.0 / grid.scale))!r}f"
+    # the code is a whole number within float rounding: the half added, the truncating conversion
+    # rounds it (saturating, rounding conversions are library calls on PoCL: 6x the kernel's time);
+    # the low byte of each lane is the code, and a padding lane's value meets zero codes
+    offset = f"{float(grid.zero_point - grid.low) + 0.5!r}f"
+    zero = (grid.zero_point - grid.low) * 0x01010101
+    parts = []
+    for c in range(count):
+        real = f"convert_float4(args.src_tensor.ReadAt(o{c} + s * sstride))"
+        parts.append(f"{indent}int u{c} = as_int(convert_uchar4(convert_int4({real} * {inverse} + {offset})));\n")
+        if masked:
+            parts.append(f"{indent}u{c} = in{c} ? u{c} : {zero};\n")
     return parts
 
 

@@ -33,6 +33,7 @@ from .gemm_blocks import (
     STEP_PIXEL,
     accumulators,
     block_write,
+    column_codes,
     dot_fold,
     gemm_head,
     integer_accumulators,
@@ -89,6 +90,9 @@ class GemmSpec:
     #: flat mode, 16-wide groups: the input's grid (a carried int8 / uint8 tensor, compiler/quant.py)
     #: where the product multiplies its integers by the weights' int8 codes (``integer_slice_loop``)
     integer: Carried | None = None
+    #: rows mode over integers with stride and dilation 1 along the row: the ``pixels`` + KW - 1
+    #: input columns of a window row are converted to codes once, for all its taps
+    shared_columns: bool = False
 
     @property
     def per(self) -> int:
@@ -206,6 +210,8 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     assert spec.integer is not None
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
     parts += integer_accumulators(pixels, groups, kh * kw)
+    if spec.shared_columns:
+        return parts + _shared_columns(spec) + integer_sums(pixels, groups) + _row_closing(spec)
     parts.append(
         f"""  for (int ky = 0; ky < {kh}; ++ky) {{
   int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
@@ -223,6 +229,40 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True)
     parts.append("  }\n  }\n")
     return parts + integer_sums(pixels, groups) + _row_closing(spec)
+
+
+def _shared_columns(spec: GemmSpec) -> list[Piece]:
+    """The window loops of ``_integer_rows`` with GemmSpec.shared_columns: per window row and input
+    slice, the codes of the work-item's ``pixels`` + KW - 1 input columns (``column_codes``), then
+    each tap kx multiplies pixel p by column p + kx: a column is converted once instead of once
+    per tap that reads it (KW times for most)."""
+    (kh, kw), pixels, groups = spec.kernel, spec.pixels, spec.groups
+    assert spec.integer is not None
+    columns = pixels + kw - 1
+    parts: list[Piece] = [
+        f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
+  bool rin = yc >= 0 && yc < ih;
+  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
+  int t = ky * {kw} * src_slices;
+"""
+    ]
+    for c in range(columns):
+        parts.append(
+            f"  int xc{c} = X0 + {c} - args.pad_w;\n"
+            f"  bool in{c} = rin && xc{c} >= 0 && xc{c} < iw;\n  int o{c} = in{c} ? row + xc{c} * B : row;\n"
+        )
+    parts.append("  for (int s = 0; s < args.src_tensor.Slices(); ++s) {\n")
+    parts += column_codes("    ", columns, spec.integer)
+    for kx in range(kw):
+        for g in range(groups):
+            parts.append(f"    {{ int16 k = codes[w{g} + t + {kx} * src_slices + s];\n")
+            parts += [
+                f"      i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p + kx}), k);\n" for p in range(pixels)
+            ]
+            parts.append("    }\n")
+    parts.append("  }\n  }\n")
+    return parts
 
 
 def rows_code(spec: GemmSpec) -> list[Piece]:
