@@ -24,6 +24,9 @@ from .spec import GEMM_VARIANTS, KernelSpec, Variant
 #: Groups of 16 output channels per work-item of the integer product (GemmSpec.integer), whose
 #: accumulators with GEMM_PIXELS pixels' codes fill 30 of AVX-512's 32 registers.
 INTEGER_GROUPS = 4
+#: The most pixels a work-item of the integer rows mode takes: 7 x INTEGER_GROUPS accumulators
+#: and the two vectors a product streams fill 30 of AVX-512's 32 registers.
+INTEGER_MAX_PIXELS = 7
 
 #: The other pixel count ``gemm_pixels`` may pick.
 GEMM_PIXELS_ALT = 5
@@ -133,6 +136,16 @@ def row_blocking(row: int, groups: int, width: int = 8) -> tuple[int, int, str]:
     return best[1], best[2], lane_order(best[1], best[2])
 
 
+def integer_row_pixels(row: int) -> int:
+    """Pixels per work-item of the integer rows mode for rows of ``row`` pixels: of 4 to
+    INTEGER_MAX_PIXELS, the one whose blocks pad the row least, the larger on a tie (rows of 7,
+    14, 28, 56 take 7: blocks of GEMM_PIXELS padded rows of 7 to 10 pixels); rows shorter than 4
+    take themselves."""
+    if row < 4:
+        return row
+    return min(range(4, INTEGER_MAX_PIXELS + 1), key=lambda p: (-(-row // p) * p, -p))
+
+
 def integer_input(node: Node, graph: Graph) -> Carried | None:
     """The grid of ``node``'s input where its matrix product can multiply integers (GemmSpec.integer):
     the input carried int8 / uint8 (compiler/quant.py), the weights symmetric int8 (their codes
@@ -177,7 +190,7 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         # the products are a quarter of the float kernel's instructions, so the inputs' conversion
         # to codes weighs more: blocks of 4 groups share it (measured 0.75x the time of 2 groups
         # on a 56x56 64 -> 256 product, 0.2x on a 28x28 512 -> 128 one)
-        pixels, per_item = gemm_pixels(npix if flat else w), min(groups, INTEGER_GROUPS)
+        pixels, per_item = gemm_pixels(npix) if flat else integer_row_pixels(w), min(groups, INTEGER_GROUPS)
         window = conv_window(node, graph) if rows else {}
         shared_columns = rows and window["stride_w"] == window["dilation_w"] == 1 and kernel[1] > 1
     elif rows and width > 4 and not dot and groups > 1:
