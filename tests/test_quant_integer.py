@@ -177,10 +177,15 @@ def _kernel_codes(monkeypatch: pytest.MonkeyPatch, int8_dot: bool | None = None)
     return codes
 
 
+#: 1x1 convolutions (flat mode), windows (rows mode; stride 1 shares columns), an input of 3
+#: channels, a fully connected layer
+DEVICE_CASES = ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "conv3x3s2-int8-c3", "fully-connected"]
+
+
 def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple[int, ...]]:
     if name.startswith("conv"):
         dtype = np.uint8 if "uint8" in name else np.int8
-        src, cout = (1, 9, 11, 37), 20
+        src, cout = (1, 9, 11, 3 if "c3" in name else 37), 20  # c3: an image's 3 channels, one padded slice
         k, stride = (3, 2 if "s2" in name else 1) if "3x3" in name else (1, 1)
         if dtype == np.uint8:  # uint8 weights: per tensor, zero point near 128
             wq = rng.integers(0, 256, size=(cout, k, k, src[3])).astype(np.uint8)
@@ -211,7 +216,9 @@ def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple
 
 
 @pytest.mark.opencl
-@pytest.mark.parametrize("case", ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "fully-connected"])
+@pytest.mark.parametrize(
+    "case", ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "conv3x3s2-int8-c3", "fully-connected"]
+)
 def test_integer_product_matches_tflite_integer_kernels(case, monkeypatch):
     if not _device_int8_dot():
         pytest.skip("the device does not compile AVX512-VNNI's dot product (a GPU, or a CPU model without it)")
