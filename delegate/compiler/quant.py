@@ -14,6 +14,12 @@ front of its writes (kernel.WriteHook), so it costs no kernel of its own: once p
 where the kernel holds them (kernel.WideOps), and a table of the grid's integers linked after it
 (quant_table.py) takes the rounded integer as its index (``rounded_lookup_code``).
 
+On devices with AVX512-VNNI (CompileOptions.int8_dot), a 1x1 or windowed CONV_2D or a
+FULLY_CONNECTED over a carried input multiplies integers instead: its weights' codes are kept
+(Tensor.codes), the input's codes are recovered from the carried values, and the exact int32 sums
+times the real scales give the float result the rounding step takes (kernels/cpu/gemm_blocks.py,
+``integer_slice_loop``).
+
 Ops whose integer kernels keep the integers (their traits say ``Quantization.KEEPS_INTEGERS``,
 ops/traits.py: data movement, max / average pooling, MAXIMUM / MINIMUM, resizes) write the input's
 integers read on the output's grid; carried in float they agree only while every quantized tensor

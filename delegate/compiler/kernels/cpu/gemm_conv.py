@@ -16,6 +16,10 @@ generator per way a work-item finds its input (gemm_blocks.py holds the parts th
   takes ``pixels`` consecutive input pixels of a row through one tap and writes outputs one
   stride apart; no masks, no skipped taps.
 
+Over a carried int8 / uint8 input (GemmSpec.integer), the flat and rows modes multiply integer
+codes with AVX512-VNNI's dot product (gemm_blocks.integer_slice_loop) and hand the writes the
+same float accumulators.
+
 Scalar arguments (rows and transposed): ``stride_h/w``, ``dilation_h/w``, ``pad_h/w``. Objects:
 ``weights`` (pack_gemm_weights), ``biases`` (pack_gemm_biases).
 """
