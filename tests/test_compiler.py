@@ -266,6 +266,7 @@ class _Device:
     local_mem_bytes: int = 65536
     compiler_cpu: str = ""
     vector_floats: int = 8
+    int8_dot: bool = False
 
 
 def test_kernel_family_auto_follows_the_device_type_and_is_forced_by_the_option():

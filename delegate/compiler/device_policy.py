@@ -37,6 +37,10 @@ class DeviceFacts(Protocol):
     @property
     def vector_floats(self) -> int: ...
 
+    #: kernels compiled for it may call the AVX512-VNNI dot product (CPU devices only)
+    @property
+    def int8_dot(self) -> bool: ...
+
 
 def pair_local_bytes(device: DeviceFacts) -> int:
     """How much local memory a depthwise + 1x1 pair kernel may hold on this device: none on a GPU
@@ -113,4 +117,6 @@ def compile_options(
         vector_width(device, requested_vector_width),
         kernel_family=family,
         gpu_work_group=gpu_work_group(device),
+        # the integer products are the cpu family's 16-wide matrix products
+        int8_dot=device.int8_dot and family is KernelFamily.CPU,
     )

@@ -157,6 +157,16 @@ class Carried:
     dtype: int
 
 
+@dataclass(frozen=True, eq=False)
+class IntegerCodes:
+    """The int8 values of a constant quantized symmetrically (zero points 0): real = values * scale,
+    the scale per channel along ``axis`` (one scale: per tensor)."""
+
+    values: np.ndarray
+    scales: tuple[float, ...]
+    axis: int
+
+
 @dataclass
 class Tensor:
     """A tensor of the TFLite graph: type, shape, name, and its data when it is constant."""
@@ -178,6 +188,9 @@ class Tensor:
     quant_axis: int = 0
     #: a quantized activation carried in float (compiler/quant.py): its quantization, else None
     carried: Carried | None = None
+    #: a symmetric int8 constant that compiler/quant.py made float: its integer codes, scales and
+    #: channel axis (integer matrix products read them), else None
+    codes: IntegerCodes | None = None
     #: the model's shape signature (-1 where a dimension is only known at run time); None: none stored
     signature: tuple[int, ...] | None = None
     #: a TFLite variable tensor: state that persists between invokes (an LSTM's), written in place

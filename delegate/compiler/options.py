@@ -66,6 +66,10 @@ class CompileOptions:
     #: at F16 and F32_F16, store in float32 the tensors whose rounding a high-gain consumer would
     #: magnify (precision.py); off only to measure what it saves
     widen_sensitive: bool = True
+    #: the device compiles the AVX512-VNNI dot product (DeviceInfo.int8_dot): matrix products
+    #: over a carried int8 / uint8 input with symmetric int8 weights multiply the integers
+    #: (selectors/gemm.integer_input). The plugin sets it for CPU devices that have it.
+    int8_dot: bool = False
 
     def __post_init__(self) -> None:
         # tests and benchmarks name the choices by their strings ("gpu", "plain")

@@ -14,6 +14,12 @@ front of its writes (kernel.WriteHook), so it costs no kernel of its own: once p
 where the kernel holds them (kernel.WideOps), and a table of the grid's integers linked after it
 (quant_table.py) takes the rounded integer as its index (``rounded_lookup_code``).
 
+On devices with AVX512-VNNI (CompileOptions.int8_dot), a 1x1 or windowed CONV_2D or a
+FULLY_CONNECTED over a carried input multiplies integers instead: its weights' codes are kept
+(Tensor.codes), the input's codes are recovered from the carried values, and the exact int32 sums
+times the real scales give the float result the rounding step takes (kernels/cpu/gemm_blocks.py,
+``integer_slice_loop``).
+
 Ops whose integer kernels keep the integers (their traits say ``Quantization.KEEPS_INTEGERS``,
 ops/traits.py: data movement, max / average pooling, MAXIMUM / MINIMUM, resizes) write the input's
 integers read on the output's grid; carried in float they agree only while every quantized tensor
@@ -27,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Tensor
+from .graph import FLOAT32, INT32, Builtin, Carried, Graph, IntegerCodes, Node, Tensor
 from .ops import Quantization, traits_of
 from .quant_table import TIE, lanes
 
@@ -75,6 +81,18 @@ def _dequantized(t: Tensor) -> np.ndarray | None:
     scales = np.asarray(t.scales, np.float64).reshape(shape)
     zero = np.asarray(t.zero_points or [0] * len(t.scales), np.float64).reshape(shape)
     return ((q - zero) * scales).astype(np.float32)
+
+
+def _symmetric_codes(t: Tensor) -> IntegerCodes | None:
+    """``t``'s integers less their zero points where those fit int8 (always for int8 weights, whose
+    zero points TFLite requires to be 0; uint8 weights with zero point 128 or near it), kept for the
+    integer matrix products (selectors/gemm.integer_input); else None."""
+    if t.constant is None or t.dtype not in (INT8, UINT8) or len(set(t.zero_points)) > 1:
+        return None  # per-channel zero points: all 0 for int8, never written for uint8
+    codes = np.asarray(t.constant, np.int32) - (t.zero_points[0] if t.zero_points else 0)
+    if codes.size == 0 or codes.min() < -128 or codes.max() > 127:
+        return None
+    return IntegerCodes(codes.astype(np.int8), tuple(float(v) for v in t.scales), t.quant_axis)
 
 
 def _grid(t: Tensor) -> Carried | None:
@@ -133,6 +151,7 @@ def carry_quantized(graph: Graph) -> None:
     for index, nodes in readers.items():
         t = graph.tensor(index)
         if _quantized_constant(t) and all(is_quantized_node(n, graph) and n.index not in keeps for n in nodes):
+            t.codes = _symmetric_codes(t)
             t.constant = _dequantized(t)
             t.dtype, t.quantized, t.scales, t.zero_points, t.quant_axis = FLOAT32, False, (), (), 0
 

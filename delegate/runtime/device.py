@@ -8,7 +8,7 @@ from ..errors import DeviceNotFoundError
 from . import driver
 from .driver import Device
 from .opencl import loader
-from .platforms import Platform, for_name
+from .platforms import Platform, cpu_models, for_name
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,13 @@ class DeviceInfo:
         """Floats per vector register of code compiled for this device: 16 on CPU devices whose
         compiler targets AVX-512 (platforms/cpu_models.py), else 8, GPUs included."""
         return self.platform_rules.vector_floats(self.is_gpu, self.compiler_cpu)
+
+    @property
+    def int8_dot(self) -> bool:
+        """Can kernels compiled for this device call the AVX512-VNNI dot product
+        (``__builtin_ia32_vpdpbusd512``)? Only CPU devices whose compiler targets a model with it
+        (platforms/cpu_models.py); other drivers report no model."""
+        return not self.is_gpu and cpu_models.int8_dot(self.compiler_cpu)
 
     @property
     def key(self) -> str:

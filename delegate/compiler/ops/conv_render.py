@@ -11,7 +11,7 @@ from .. import layout
 from ..graph import Graph, Node
 from ..kernel import Kernel, Piece, RequiredWorkGroup
 from ..kernels.common.pieces import buffer_object, linear_object, operation
-from ..kernels.cpu.gemm_blocks import pack_gemm_biases, pack_gemm_weights, source_names
+from ..kernels.cpu.gemm_blocks import pack_gemm_biases, pack_gemm_weights, pack_integer_weights, source_names
 from ..kernels.cpu.gemm_conv import flat_code, phases_code, rows_code, transposed_code
 from ..kernels.gpu.gpu_conv import depthwise_body, pack_tile_weights, reduction_body, tiled_conv_body
 from ..selectors.spec import REQUIRED_WORK_GROUP, KernelSpec, Variant
@@ -70,6 +70,8 @@ def product_operation(spec: KernelSpec, node: Node, ctx: EmitContext, filters: n
     """The kernel of a matrix product or gpu-family ``spec`` (None for the op's own variants) over
     OHWI ``filters`` (DEPTHWISE_CONV_2D's [1, KH, KW, C]) and ``window``, ``biases`` as
     layout.linear lays them out."""
+    if spec.gemm is not None and spec.gemm.integer is not None:
+        return _integer_operation(spec, node, ctx, window, biases)
     if spec.gemm is not None:
         return _gemm_operation(spec, ctx, filters, window, biases)
     if spec.variant in (Variant.GPU_DIRECT, Variant.GPU_REDUCTION, Variant.GPU_DEPTHWISE):
@@ -96,6 +98,33 @@ def _gemm_operation(spec: KernelSpec, ctx: EmitContext, filters: np.ndarray, win
                           element_size=gemm.width),
         ],
     )  # fmt: skip
+    return launched(kernel, spec)
+
+
+def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, window: dict[str, int],
+                       biases: bytes) -> Kernel:  # fmt: skip
+    """The matrix product over integers (GemmSpec.integer): the weights' int8 codes and the
+    channels' scales and corrections (gemm_blocks.pack_integer_weights), float32 whatever the
+    precision, as they are bit patterns read through pointers."""
+    gemm = spec.gemm
+    assert gemm is not None and gemm.integer is not None
+    codes = ctx.graph.tensor(node.inputs[1]).codes
+    assert codes is not None
+    cout = codes.values.shape[0]
+    values = codes.values.reshape(cout, 1, 1, -1) if codes.values.ndim == 2 else codes.values  # FULLY_CONNECTED's
+    scales = np.broadcast_to(np.asarray(codes.scales, np.float64), (cout,))
+    weights, params = pack_integer_weights(values, scales, gemm.integer, gemm.width)
+    rows = spec.variant is Variant.GEMM_ROWS
+    kernel = operation(
+        _GEMM_CODE[spec.variant](gemm),
+        srcs=["src_tensor"],
+        literals={k: v for k, v in window.items() if k not in ("kernel_h", "kernel_w")} if rows else {},
+        buffer_objects=[
+            buffer_object("weights", weights, np.dtype(np.float32), 16),
+            buffer_object("params", params, np.dtype(np.float32), 16),
+            buffer_object("biases", pack_gemm_biases(biases, ctx.dtype, gemm.width), ctx.dtype, gemm.width),
+        ],
+    )
     return launched(kernel, spec)
 
 

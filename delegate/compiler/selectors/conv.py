@@ -54,7 +54,7 @@ def select_conv(node: Node, graph: Graph, options: CompileOptions, sources: int 
         strides, pads = (window["stride_h"], window["stride_w"]), (window["pad_h"], window["pad_w"])
         flat = kh == kw == 1 and strides == (1, 1) and pads == (0, 0)
         variant = Variant.GEMM_FLAT if flat else Variant.GEMM_ROWS
-        return select_gemm(node, graph, variant, (kh, kw), options.vector_width, sources, gate)
+        return select_gemm(node, graph, variant, (kh, kw), options.vector_width, sources, gate, options.int8_dot)
     if options.conv_kernels is ConvKernels.PLAIN:
         return KernelSpec(Variant.PLAIN)
     b, h, w, c = dst
@@ -86,7 +86,7 @@ def select_fully_connected(node: Node, graph: Graph, options: CompileOptions) ->
         dst = graph.tensor(node.outputs[0]).shape
         return select_gpu_conv(dst, (units, 1, 1, depth), unit_window(), options.gpu_work_group)
     if use_gemm(options):
-        return select_gemm(node, graph, Variant.GEMM_FLAT, (1, 1), options.vector_width)
+        return select_gemm(node, graph, Variant.GEMM_FLAT, (1, 1), options.vector_width, int8_dot=options.int8_dot)
     return KernelSpec(Variant.PLAIN)
 
 

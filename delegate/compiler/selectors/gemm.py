@@ -7,7 +7,7 @@ whose ``gemm`` is the template's GemmSpec; the rest are its rules, measured on P
 from __future__ import annotations
 
 from .. import layout
-from ..graph import Graph, Node
+from ..graph import Carried, Graph, Node
 from ..kernels.cpu.gemm_blocks import (
     GEMM_GROUPS,
     GEMM_PIXELS,
@@ -18,7 +18,15 @@ from ..kernels.cpu.gemm_blocks import (
     gemm_groups,
 )
 from ..kernels.cpu.gemm_conv import GemmSpec
+from ..window import conv_window
 from .spec import GEMM_VARIANTS, KernelSpec, Variant
+
+#: Groups of 16 output channels per work-item of the integer product (GemmSpec.integer), whose
+#: accumulators with GEMM_PIXELS pixels' codes fill 30 of AVX-512's 32 registers.
+INTEGER_GROUPS = 4
+#: The most pixels a work-item of the integer rows mode takes: 7 x INTEGER_GROUPS accumulators
+#: and the two vectors a product streams fill 30 of AVX-512's 32 registers.
+INTEGER_MAX_PIXELS = 7
 
 #: The other pixel count ``gemm_pixels`` may pick.
 GEMM_PIXELS_ALT = 5
@@ -128,13 +136,37 @@ def row_blocking(row: int, groups: int, width: int = 8) -> tuple[int, int, str]:
     return best[1], best[2], lane_order(best[1], best[2])
 
 
+def integer_row_pixels(row: int) -> int:
+    """Pixels per work-item of the integer rows mode for rows of ``row`` pixels: of 4 to
+    INTEGER_MAX_PIXELS, the one whose blocks pad the row least, the larger on a tie (rows of 7,
+    14, 28, 56 take 7: blocks of GEMM_PIXELS padded rows of 7 to 10 pixels); rows shorter than 4
+    take themselves."""
+    if row < 4:
+        return row
+    return min(range(4, INTEGER_MAX_PIXELS + 1), key=lambda p: (-(-row // p) * p, -p))
+
+
+def integer_input(node: Node, graph: Graph) -> Carried | None:
+    """The grid of ``node``'s input where its matrix product can multiply integers (GemmSpec.integer):
+    the input carried int8 / uint8 (compiler/quant.py), the weights symmetric int8 (their codes
+    kept, Tensor.codes) per tensor or per output channel; else None."""
+    grid = graph.tensor(node.inputs[0]).carried
+    codes = graph.tensor(node.inputs[1]).codes
+    if grid is None or codes is None:
+        return None
+    if len(codes.scales) != 1 and (codes.axis != 0 or len(codes.scales) != codes.values.shape[0]):
+        return None
+    return grid
+
+
 def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, int], vector_width: int,
-                sources: int = 1, gate: bool = False) -> KernelSpec:  # fmt: skip
+                sources: int = 1, gate: bool = False, int8_dot: bool = False) -> KernelSpec:  # fmt: skip
     """The matrix product ``variant`` (GEMM_FLAT: CONV_2D 1x1 or FULLY_CONNECTED; GEMM_ROWS: CONV_2D;
     GEMM_TRANSPOSED / GEMM_PHASES: TRANSPOSE_CONV, whose input is its input 2) of ``node`` with a
     ``kernel`` (KH, KW) window, for a device of ``vector_width`` floats per vector; ``sources``:
     how many tensors the input is concatenated from (EmitContext.concat_sources); ``gate``:
-    GEMM_FLAT's input read times a squeeze-excite gate (GemmSpec.gate)."""
+    GEMM_FLAT's input read times a squeeze-excite gate (GemmSpec.gate); ``int8_dot``: the device
+    has the 16-lane integer dot product (CompileOptions.int8_dot)."""
     assert variant in GEMM_VARIANTS
     flat, rows = variant is Variant.GEMM_FLAT, variant is Variant.GEMM_ROWS
     phases = variant is Variant.GEMM_PHASES
@@ -149,8 +181,20 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
     lanes = cin if sources == 1 and cin < 4 else 4
     dot = dot_outputs(c, width, lanes)
-    order = ""
-    if rows and width > 4 and not dot and groups > 1:
+    # the integer product: one input slice is four 8-bit codes, one int32 lane per output channel
+    # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop)
+    # an input of fewer than 4 channels too: its padding lanes meet zero codes
+    wide = (flat or rows) and int8_dot and width == 16 and sources == 1 and not gate and not dot
+    integer = integer_input(node, graph) if wide else None
+    order, shared_columns = "", False
+    if integer is not None:
+        # the products are a quarter of the float kernel's instructions, so the inputs' conversion
+        # to codes weighs more: blocks of 4 groups share it (measured 0.75x the time of 2 groups
+        # on a 56x56 64 -> 256 product, 0.2x on a 28x28 512 -> 128 one)
+        pixels, per_item = gemm_pixels(npix) if flat else integer_row_pixels(w), min(groups, INTEGER_GROUPS)
+        window = conv_window(node, graph) if rows else {}
+        shared_columns = rows and window["stride_w"] == window["dilation_w"] == 1 and kernel[1] > 1
+    elif rows and width > 4 and not dot and groups > 1:
         pixels, per_item, order = row_blocking(w, groups, width)
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
         pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
@@ -169,6 +213,8 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         gate=gate,
         # a carried MUL's output (compiler/quant.py): the product is rounded onto its grid
         gate_grid=graph.tensor(node.inputs[0]).carried if gate else None,
+        integer=integer,
+        shared_columns=shared_columns,
     )
     item_groups = -(-groups // per_item)
     if flat:

@@ -10,6 +10,19 @@ AVX512_MODELS = frozenset(
     "sapphirerapids emeraldrapids graniterapids graniterapids-d znver4 znver5 x86-64-v4".split()
 )
 
+#: LLVM CPU models with AVX512-VNNI (LLVM's target features of each): code compiled for one of them
+#: may call ``__builtin_ia32_vpdpbusd512``, 16 lanes of four u8 x s8 products summed into int32.
+VNNI_MODELS = frozenset(
+    "cascadelake cooperlake icelake-client icelake-server tigerlake rocketlake sapphirerapids emeraldrapids "
+    "graniterapids graniterapids-d znver4 znver5".split()
+)
+
+
+def int8_dot(compiler_cpu: str) -> bool:
+    """Does code compiled for ``compiler_cpu`` (DeviceInfo.compiler_cpu) have the 16-lane u8 x s8
+    dot product (AVX512-VNNI)? False where no model is known."""
+    return compiler_cpu in VNNI_MODELS
+
 
 def vector_floats(compiler_cpu: str) -> int:
     """Floats per vector register of code compiled for ``compiler_cpu`` (DeviceInfo.compiler_cpu):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import layout
+from ...graph import Carried
 from ...kernel import WRITE, WRITE_AT_WIDE, Piece, WideOps
 from ..common.pieces import activation_code
 
@@ -316,6 +317,96 @@ def accumulators(pixels: int, groups: int, width: int, after_group: str = "", do
             parts.append(f"  ACCUM_FLT{width} a{g}{p} = bias{g};\n")
         if after_group:
             parts.append(after_group.format(g=g))
+    return parts
+
+
+def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, width: int = 16) -> tuple[bytes, bytes]:
+    """The integer product's objects (``integer_slice_loop``) for OHWI int8 ``values`` with
+    per-output-channel weight ``scales``, over an input on ``grid``: ``weights``, per group of
+    ``width`` output channels, tap (ky, kx) and input slice, the group's codes of the slice's 4
+    input channels (channel-major: one int32 lane per output channel, as the dot product reads
+    them), the input channels padded with zeros to whole slices; ``params``, per group its
+    channels' real scale (input scale x weight scale, float32) then their integer correction
+    (int32): the input's codes are offset by ``zero_point - low`` to make them unsigned (a padded
+    input pixel reads as that offset, the real zero), which adds that times the sum of a channel's
+    codes to its sum."""
+    cout, kh, kw, cin = values.shape
+    q = values.reshape(cout, kh * kw, cin).astype(np.int8)
+    q = np.pad(q, ((0, (-cout) % width), (0, 0), (0, (-cin) % 4)))
+    groups = q.shape[0] // width
+    codes = q.reshape(groups, width, kh * kw, q.shape[2] // 4, 4).transpose(0, 2, 3, 1, 4)
+    offset = grid.zero_point - grid.low
+    real = np.zeros(q.shape[0], np.float32)
+    real[:cout] = (np.float64(grid.scale) * np.asarray(scales, np.float64)).astype(np.float32)
+    correction = (-offset * q.astype(np.int64).sum(axis=(1, 2))).astype(np.int32)
+    params = np.concatenate([real.reshape(groups, width).view(np.int32), correction.reshape(groups, width)], axis=1)
+    return np.ascontiguousarray(codes).tobytes(), np.ascontiguousarray(params).tobytes()
+
+
+def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
+    """The integer product's ``accumulators``: per group g of the work-item ``n{g}`` (its index,
+    the last group's for groups past ``ngroups``), ``w{g}``, the offset of its codes (``taps``
+    window taps of every input slice), and its ``pixels`` int32 sums ``i{g}{p}``."""
+    parts = ["  __global const int16* codes = (__global const int16*)args.weights.GetPtr();\n"]
+    for g in range(groups):
+        parts.append(f"  int n{g} = g0 + {g} < ngroups ? g0 + {g} : ngroups - 1;\n")
+        parts.append(f"  int w{g} = n{g} * {taps} * src_slices;\n")
+        parts += [f"  int16 i{g}{p} = (int16)(0);\n" for p in range(pixels)]
+    return parts
+
+
+def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = "  ", tap: str = "",
+                       masked: bool = False) -> list[str]:  # fmt: skip
+    """Every input slice of pixels at offsets o0.. times the codes of the work-item's groups, in
+    integers: a pixel's FLT4 (real values on ``grid``) back to its four codes, made unsigned
+    (``pack_integer_weights``) and packed into one int, then per group one AVX512-VNNI dot product
+    (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
+    int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
+    ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding)."""
+    parts = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
+    parts += column_codes(f"{indent}  ", pixels, grid, masked)
+    at = f" + {tap}" if tap else ""
+    for g in range(groups):
+        parts.append(f"{indent}  int16 k{g} = codes[w{g}{at} + s];\n")
+        parts += [
+            f"{indent}  i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for p in range(pixels)
+        ]
+    parts.append(f"{indent}}}\n")
+    return parts
+
+
+def column_codes(indent: str, count: int, grid: Carried, masked: bool = True) -> list[str]:
+    """``u0``.. ``u{count - 1}``: the codes of input slice ``s`` at offsets ``o0``.. (real values on
+    ``grid``), made unsigned and packed four to an int (``pack_integer_weights``); ``masked``: a
+    pixel whose ``in{c}`` is false reads the real zero's codes (padding)."""
+    inverse = f"{float(np.float32(1.0 / grid.scale))!r}f"
+    # the code is a whole number within float rounding: the half added, the truncating conversion
+    # rounds it (saturating, rounding conversions are library calls on PoCL: 6x the kernel's time);
+    # the low byte of each lane is the code, and a padding lane's value meets zero codes
+    offset = f"{float(grid.zero_point - grid.low) + 0.5!r}f"
+    zero = (grid.zero_point - grid.low) * 0x01010101
+    parts = []
+    for c in range(count):
+        real = f"convert_float4(args.src_tensor.ReadAt(o{c} + s * sstride))"
+        parts.append(f"{indent}int u{c} = as_int(convert_uchar4(convert_int4({real} * {inverse} + {offset})));\n")
+        if masked:
+            parts.append(f"{indent}u{c} = in{c} ? u{c} : {zero};\n")
+    return parts
+
+
+def integer_sums(pixels: int, groups: int) -> list[str]:
+    """The float accumulators ``a{g}{p}`` the writes take, from the integer sums: corrected
+    (``pack_integer_weights``), times the channels' real scales, plus the biases."""
+    parts = ["  __global const int16* qp = (__global const int16*)args.params.GetPtr();\n"]
+    for g in range(groups):
+        parts.append(
+            f"  float16 scale{g} = as_float16(qp[2 * n{g}]);\n  int16 corr{g} = qp[2 * n{g} + 1];\n"
+            f"  ACCUM_FLT16 bias{g} = TO_ACCUM_FLT16(args.biases.Read(n{g}));\n"
+        )
+        parts += [
+            f"  ACCUM_FLT16 a{g}{p} = TO_ACCUM_FLT16(convert_float16(i{g}{p} + corr{g}) * scale{g}) + bias{g};\n"
+            for p in range(pixels)
+        ]
     return parts
 
 

@@ -16,6 +16,10 @@ generator per way a work-item finds its input (gemm_blocks.py holds the parts th
   takes ``pixels`` consecutive input pixels of a row through one tap and writes outputs one
   stride apart; no masks, no skipped taps.
 
+Over a carried int8 / uint8 input (GemmSpec.integer), the flat and rows modes multiply integer
+codes with AVX512-VNNI's dot product (gemm_blocks.integer_slice_loop) and hand the writes the
+same float accumulators.
+
 Scalar arguments (rows and transposed): ``stride_h/w``, ``dilation_h/w``, ``pad_h/w``. Objects:
 ``weights`` (pack_gemm_weights), ``biases`` (pack_gemm_biases).
 """
@@ -33,8 +37,12 @@ from .gemm_blocks import (
     STEP_PIXEL,
     accumulators,
     block_write,
+    column_codes,
     dot_fold,
     gemm_head,
+    integer_accumulators,
+    integer_slice_loop,
+    integer_sums,
     lane_accumulators,
     row_pixels,
     slice_loop,
@@ -83,6 +91,12 @@ class GemmSpec:
     #: with ``gate``: the grid the product is rounded onto before the weights meet it (a carried
     #: MUL's output, compiler/quant.py); a FLT4 slice per pixel only (no ``order``)
     gate_grid: Carried | None = None
+    #: flat mode, 16-wide groups: the input's grid (a carried int8 / uint8 tensor, compiler/quant.py)
+    #: where the product multiplies its integers by the weights' int8 codes (``integer_slice_loop``)
+    integer: Carried | None = None
+    #: rows mode over integers with stride and dilation 1 along the row: the ``pixels`` + KW - 1
+    #: input columns of a window row are converted to codes once, for all its taps
+    shared_columns: bool = False
 
     @property
     def per(self) -> int:
@@ -129,6 +143,9 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         # one per load: 1.7x slower); the pixels it shares with the block before are written
         # twice, with the same values
         parts.append(f"  p0 = p0 + {pixels} <= npix ? p0 : npix - {pixels};\n  long o0 = p0;\n")
+    elif spec.integer is not None:
+        parts += integer_accumulators(pixels, groups)
+        parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
     else:
         parts += accumulators(pixels, groups, width, dot=spec.dot)
         parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
@@ -140,10 +157,13 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
 
         assert not spec.order, "a rounded gate reads FLT4 slices"
         rounding = {width: qdq_code(spec.gate_grid, width=width) for width in (4, 8, 16)}
-    parts += slice_loop(
-        "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive, spec.gate,
-        rounding,
-    )  # fmt: skip
+    if spec.integer is not None:
+        parts += integer_slice_loop(pixels, groups, spec.integer) + integer_sums(pixels, groups)
+    else:
+        parts += slice_loop(
+            "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive,
+            spec.gate, rounding,
+        )  # fmt: skip
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
     setup = f"    int at0 = p0 + g0 * {spec.per} * dstride;\n    int b = p0 % B;\n    int X = (p0 / B) % W;\n"
@@ -185,8 +205,74 @@ def _row_closing(spec: GemmSpec) -> list[Piece]:
     return parts
 
 
+def _integer_rows(spec: GemmSpec) -> list[Piece]:
+    """``rows_code`` over integers (GemmSpec.integer): per window tap the pixels' input offsets,
+    a pixel outside the input reading the real zero's codes (``integer_slice_loop``), which the
+    correction cancels; a row outside the input is read that way too rather than skipped, as the
+    correction counts every tap."""
+    (kh, kw), pixels, groups = spec.kernel, spec.pixels, spec.groups
+    assert spec.integer is not None
+    parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
+    parts += integer_accumulators(pixels, groups, kh * kw)
+    if spec.shared_columns:
+        return parts + _shared_columns(spec) + integer_sums(pixels, groups) + _row_closing(spec)
+    parts.append(
+        f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
+  bool rin = yc >= 0 && yc < ih;
+  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
+  for (int kx = 0; kx < {kw}; ++kx) {{
+    int t = (ky * {kw} + kx) * src_slices;
+"""
+    )
+    for p in range(pixels):
+        parts.append(
+            f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
+            f"    bool in{p} = rin && xc{p} >= 0 && xc{p} < iw;\n    int o{p} = in{p} ? row + xc{p} * B : row;\n"
+        )
+    parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True)
+    parts.append("  }\n  }\n")
+    return parts + integer_sums(pixels, groups) + _row_closing(spec)
+
+
+def _shared_columns(spec: GemmSpec) -> list[Piece]:
+    """The window loops of ``_integer_rows`` with GemmSpec.shared_columns: per window row and input
+    slice, the codes of the work-item's ``pixels`` + KW - 1 input columns (``column_codes``), then
+    each tap kx multiplies pixel p by column p + kx: a column is converted once instead of once
+    per tap that reads it (KW times for most)."""
+    (kh, kw), pixels, groups = spec.kernel, spec.pixels, spec.groups
+    assert spec.integer is not None
+    columns = pixels + kw - 1
+    parts: list[Piece] = [
+        f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
+  bool rin = yc >= 0 && yc < ih;
+  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
+  int t = ky * {kw} * src_slices;
+"""
+    ]
+    for c in range(columns):
+        parts.append(
+            f"  int xc{c} = X0 + {c} - args.pad_w;\n"
+            f"  bool in{c} = rin && xc{c} >= 0 && xc{c} < iw;\n  int o{c} = in{c} ? row + xc{c} * B : row;\n"
+        )
+    parts.append("  for (int s = 0; s < args.src_tensor.Slices(); ++s) {\n")
+    parts += column_codes("    ", columns, spec.integer)
+    for kx in range(kw):
+        for g in range(groups):
+            parts.append(f"    {{ int16 k = codes[w{g} + t + {kx} * src_slices + s];\n")
+            parts += [
+                f"      i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p + kx}), k);\n" for p in range(pixels)
+            ]
+            parts.append("    }\n")
+    parts.append("  }\n  }\n")
+    return parts
+
+
 def rows_code(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, width = spec.kernel, spec.pixels, spec.groups, spec.width
+    if spec.integer is not None:
+        return _integer_rows(spec)
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
     if spec.order:
         parts += lane_accumulators(pixels, groups, width)

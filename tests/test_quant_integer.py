@@ -1,0 +1,230 @@
+"""The integer matrix product (GemmSpec.integer): 1x1 convolutions and fully connected layers over a
+carried int8 / uint8 input with int8-coded weights multiply the codes with AVX512-VNNI's dot
+product on devices that compile it (CompileOptions.int8_dot), and the float kernels elsewhere.
+
+The generator tests run without a device: the packing against numpy's integer product, and which
+nodes get the kernel. The device tests compare the kernel's outputs with TFLite's integer kernels
+(check_quant's steps, as the float path) and check that the kernel ran, on devices that have it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from delegate.compiler.graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Padding, Tensor
+from delegate.compiler.kernels.cpu.gemm_blocks import pack_integer_weights
+from delegate.compiler.options import CompileOptions
+from delegate.compiler.quant import INT8, UINT8, carry_quantized
+from delegate.compiler.selectors.conv import select_conv, select_fully_connected
+
+from .test_quant import check_quant, int_bias, qrand, qt
+from .tflite_builder import Op, T
+
+#: the dot product's mark in a kernel's code
+VNNI = "__builtin_ia32_vpdpbusd512"
+
+
+def _vpdpbusd(acc: np.ndarray, u: int, k: np.ndarray) -> np.ndarray:
+    """The instruction on numpy: lane j adds the four unsigned bytes of ``u`` times the four
+    signed bytes of ``k``'s lane j."""
+    a = np.frombuffer(np.int32(u).tobytes(), np.uint8).astype(np.int64)
+    b = k.view(np.int8).reshape(16, 4).astype(np.int64)
+    return acc + b @ a
+
+
+@pytest.mark.parametrize("taps", [1, 9])
+@pytest.mark.parametrize("dtype, zero", [(INT8, -3), (UINT8, 131)])
+def test_packed_codes_give_the_real_products(dtype, zero, taps):
+    """pack_integer_weights' codes and corrections, run through the dot product as the kernel runs
+    it (the input's codes made unsigned, packed four to an int, tap by tap), give the real
+    products: 37 input channels (padded to 40) and 20 output channels (padded to 32), per-channel
+    scales; a 3x3 window's taps in (ky, kx) order."""
+    rng = np.random.default_rng(5)
+    cout, cin, k = 20, 37, int(np.sqrt(taps))
+    low, high = (-128, 127) if dtype == INT8 else (0, 255)
+    grid = Carried(0.05, zero, low, high, dtype)
+    values = rng.integers(-127, 128, size=(cout, k, k, cin)).astype(np.int8)
+    scales = rng.uniform(0.002, 0.02, size=cout)
+    weights, params = pack_integer_weights(values, scales, grid)
+    q = rng.integers(low, high + 1, size=(taps, cin))
+    u = np.zeros((taps, 40), np.int64)
+    u[:, :cin] = q - low
+    u[:, cin:] = rng.integers(0, 256, size=(taps, 3))  # padding lanes: whatever they hold meets zero codes
+    packed = u.astype(np.uint8).view(np.int32)  # four codes to an int, as the kernel packs them
+    codes = np.frombuffer(weights, np.int32).reshape(2, taps, 10, 16)
+    table = np.frombuffer(params, np.int32).reshape(2, 2, 16)
+    got = []
+    for g in range(2):
+        acc = np.zeros(16, np.int64)
+        for t in range(taps):
+            for s in range(10):
+                acc = _vpdpbusd(acc, int(packed[t, s]), codes[g, t, s])
+        got.append((acc + table[g, 1]) * table[g, 0].view(np.float32).astype(np.float64))
+    want = values.reshape(cout, -1).astype(np.float64) @ ((q.reshape(-1) - zero) * 0.05) * scales
+    np.testing.assert_allclose(np.concatenate(got)[:cout], want, rtol=1e-6)
+    assert not np.concatenate(got)[cout:].any()
+
+
+def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, per_channel: bool = True,
+           float_model: bool = False, kernel: int = 1) -> tuple[Graph, Node]:  # fmt: skip
+    """One CONV_2D (1x1) or FULLY_CONNECTED node over a quantized input, as read from a model, with
+    carry_quantized applied; ``float_model``: every tensor float."""
+    rng = np.random.default_rng(0)
+    cin = src[-1]
+    wshape = (cout, kernel, kernel, cin) if op == Builtin.CONV_2D else (cout, cin)
+    oshape = (*src[:-1], cout)
+    scales = tuple(float(s) for s in rng.uniform(0.01, 0.02, size=cout if per_channel else 1))
+    if float_model:
+        tensors = [
+            Tensor(0, FLOAT32, src),
+            Tensor(1, FLOAT32, wshape, is_constant=True, constant=rng.standard_normal(wshape).astype(np.float32)),
+            Tensor(2, FLOAT32, (cout,), is_constant=True, constant=np.zeros(cout, np.float32)),
+            Tensor(3, FLOAT32, oshape),
+        ]
+    else:
+        zero = 5 if in_dtype == INT8 else 133
+        tensors = [
+            Tensor(0, in_dtype, src, quantized=True, scales=(0.05,), zero_points=(zero,)),
+            Tensor(1, INT8, wshape, is_constant=True, constant=rng.integers(-127, 128, wshape).astype(np.int8),
+                   quantized=True, scales=scales, zero_points=(0,) * len(scales)),
+            Tensor(2, INT32, (cout,), is_constant=True, constant=np.zeros(cout, np.int32), quantized=True,
+                   scales=tuple(0.05 * s for s in scales), zero_points=(0,) * len(scales)),
+            Tensor(3, in_dtype, oshape, quantized=True, scales=(0.5,), zero_points=(zero,)),
+        ]  # fmt: skip
+    params: dict[str, Any] = {"activation": 0}
+    if op == Builtin.CONV_2D:
+        params |= {"stride_height": 1, "stride_width": 1, "padding": Padding.SAME}
+    node = Node(0, op, 1, (0, 1, 2), (3,), params)
+    graph = Graph({t.index: t for t in tensors}, {0: node})
+    carry_quantized(graph)
+    return graph, node
+
+
+def _spec(graph: Graph, node: Node, int8_dot: bool):
+    options = CompileOptions(vector_width=16, int8_dot=int8_dot)
+    select = select_conv if node.op == Builtin.CONV_2D else select_fully_connected
+    return select(node, graph, options).gemm
+
+
+@pytest.mark.parametrize("op", [Builtin.CONV_2D, Builtin.FULLY_CONNECTED], ids=lambda o: o.name)
+@pytest.mark.parametrize("in_dtype", [INT8, UINT8], ids=["int8", "uint8"])
+def test_integer_product_chosen_for_carried_inputs_where_the_device_has_it(op, in_dtype):
+    from delegate.compiler.kernels.cpu.gemm_conv import flat_code
+
+    src = (1, 7, 9, 37) if op == Builtin.CONV_2D else (3, 37)
+    graph, node = _graph(op, src, 20, in_dtype=in_dtype)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer == graph.tensor(0).carried
+    assert VNNI in "".join(str(p) for p in flat_code(spec))
+    off = _spec(graph, node, int8_dot=False)
+    assert off is not None and off.integer is None
+    assert VNNI not in "".join(str(p) for p in flat_code(off))
+
+
+def test_integer_product_in_rows_mode_for_windows():
+    from delegate.compiler.kernels.cpu.gemm_conv import rows_code
+
+    graph, node = _graph(Builtin.CONV_2D, (1, 7, 9, 37), 20, kernel=3)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.kernel == (3, 3) and spec.integer == graph.tensor(0).carried
+    assert spec.shared_columns  # stride 1: a window row's columns converted once
+    assert VNNI in "".join(str(p) for p in rows_code(spec))
+    off = _spec(graph, node, int8_dot=False)
+    assert off is not None and off.integer is None and VNNI not in "".join(str(p) for p in rows_code(off))
+
+
+def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 20, float_model=True)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is None
+    # 8 output channels: 8-wide groups, which the 16-lane product does not fill
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 8)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.width == 8 and spec.integer is None
+
+
+# ---------------------------------------------------------------- on the device
+
+
+def _device_int8_dot() -> bool:
+    from delegate.runtime.device import describe, select_device
+
+    return describe(select_device()).int8_dot
+
+
+def _kernel_codes(monkeypatch: pytest.MonkeyPatch, int8_dot: bool | None = None) -> list[str]:
+    """The codes of the kernels compiled from now on (the list fills as partitions compile);
+    ``int8_dot`` given: the compile option forced to it."""
+    import dataclasses
+
+    from delegate.plugin.registry import REGISTRY
+    from tests.plugin_testing import inject
+
+    codes: list[str] = []
+    real = REGISTRY.plan.loader.compiler.compile
+
+    def spied(graph: Any, nodes: list[int], inputs: Any, outputs: Any, options: CompileOptions) -> Any:
+        if int8_dot is not None:
+            options = dataclasses.replace(options, int8_dot=int8_dot)
+        ctx = real(graph, nodes, inputs, outputs, options)
+        codes.extend(n.gpu_op.code for n in ctx.nodes if n.gpu_op is not None and n.gpu_op.code)
+        return ctx
+
+    inject(monkeypatch, compile=spied)
+    return codes
+
+
+#: 1x1 convolutions (flat mode), windows (rows mode; stride 1 shares columns), an input of 3
+#: channels, a fully connected layer
+DEVICE_CASES = ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "conv3x3s2-int8-c3", "fully-connected"]
+
+
+def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple[int, ...]]:
+    if name.startswith("conv"):
+        dtype = np.uint8 if "uint8" in name else np.int8
+        src, cout = (1, 9, 11, 3 if "c3" in name else 37), 20  # c3: an image's 3 channels, one padded slice
+        k, stride = (3, 2 if "s2" in name else 1) if "3x3" in name else (1, 1)
+        if dtype == np.uint8:  # uint8 weights: per tensor, zero point near 128
+            wq = rng.integers(0, 256, size=(cout, k, k, src[3])).astype(np.uint8)
+            w_scales = np.full(cout, 0.01, np.float32)
+            weights = T(wq.shape, wq, np.uint8, quant=([0.01], [128], 0))
+            bias = T((cout,), rng.integers(-3000, 3000, size=cout).astype(np.int32), np.int32,
+                     quant=([float(np.float32(0.05) * np.float32(0.01))], [0], 0))  # fmt: skip
+            zeros = (140, 120)
+        else:
+            wq = rng.integers(-127, 128, size=(cout, k, k, src[3])).astype(np.int8)
+            w_scales = rng.uniform(0.002, 0.02, size=cout).astype(np.float32)
+            weights = T(wq.shape, wq, np.int8, quant=([float(s) for s in w_scales], [0] * cout, 0))
+            bias = int_bias(w_scales * np.float32(0.05), rng)
+            zeros = (-7, 4)
+        out_scale = 0.05 * float(w_scales.mean()) * 64 * k * np.sqrt(src[3]) / 4
+        out = (1, -(-src[1] // stride), -(-src[2] // stride), cout)  # SAME padding
+        tensors = [qt(src, 0.05, zeros[0], dtype), weights, bias, qt(out, out_scale, zeros[1], dtype)]
+        window = {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 0}
+        options = ("Conv2DOptions", window)
+        return tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options, version=3)], src
+    rows, cin, cout = 5, 45, 33  # fully connected, per-tensor int8 weights
+    wq = rng.integers(-127, 128, size=(cout, cin)).astype(np.int8)
+    weights = T(wq.shape, wq, np.int8, quant=([0.004], [0], 0))
+    out_scale = 0.03 * 0.004 * 64 * np.sqrt(cin) / 4
+    tensors = [qt((rows, cin), 0.03, 9), weights, int_bias(np.full(cout, np.float32(0.03 * 0.004)), rng),
+               qt((rows, cout), out_scale, -2)]  # fmt: skip
+    return tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], ("FullyConnectedOptions", {}), version=4)], (rows, cin)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize(
+    "case", ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "conv3x3s2-int8-c3", "fully-connected"]
+)
+def test_integer_product_matches_tflite_integer_kernels(case, monkeypatch):
+    if not _device_int8_dot():
+        pytest.skip("the device does not compile AVX512-VNNI's dot product (a GPU, or a CPU model without it)")
+    rng = np.random.default_rng(len(case))
+    tensors, ops, src = _case(case, rng)
+    codes = _kernel_codes(monkeypatch)
+    dtype = np.uint8 if "uint8" in case else np.int8
+    check_quant(tensors, ops, [0], [3], [qrand(src, rng, dtype)], exact=0.99)
+    assert any(VNNI in c for c in codes), "the integer product did not run"
