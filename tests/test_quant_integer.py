@@ -20,8 +20,10 @@ from delegate.compiler.options import CompileOptions
 from delegate.compiler.quant import INT8, UINT8, carry_quantized
 from delegate.compiler.selectors.conv import select_conv, select_fully_connected
 
+from .helpers import delegate_and_builtin
+from .test_ops import PROGRAM_CACHE
 from .test_quant import check_quant, int_bias, qrand, qt
-from .tflite_builder import Op, T
+from .tflite_builder import Op, T, build_model
 
 #: the dot product's mark in a kernel's code
 VNNI = "__builtin_ia32_vpdpbusd512"
@@ -228,3 +230,20 @@ def test_integer_product_matches_tflite_integer_kernels(case, monkeypatch):
     dtype = np.uint8 if "uint8" in case else np.int8
     check_quant(tensors, ops, [0], [3], [qrand(src, rng, dtype)], exact=0.99)
     assert any(VNNI in c for c in codes), "the integer product did not run"
+
+
+@pytest.mark.opencl
+def test_option_integer_products_false_keeps_the_float_product(monkeypatch):
+    """``integer_products=false``: the same model compiles its float product, with TFLite's values."""
+    if not _device_int8_dot():
+        pytest.skip("the device does not compile AVX512-VNNI's dot product (a GPU, or a CPU model without it)")
+    rng = np.random.default_rng(5)
+    tensors, ops, src = _case("conv-int8", rng)
+    model = build_model(tensors, ops, [0], [3])
+    feeds = [qrand(src, rng, np.int8)]
+    for integer_products, expected in ((True, True), (False, False)):
+        codes = _kernel_codes(monkeypatch)
+        got, want, state = delegate_and_builtin(model, feeds, PROGRAM_CACHE, integer_products=integer_products)
+        assert len(state.delegated_nodes) == 1, state.unsupported
+        assert any(VNNI in c for c in codes) is expected
+        assert int(np.abs(got[0].astype(np.int64) - want[0].astype(np.int64)).max()) <= 1

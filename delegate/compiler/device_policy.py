@@ -104,9 +104,11 @@ def compile_options(
     fuse: bool,
     requested_vector_width: int = 0,
     requested_family: str = "auto",
+    integer_products: bool = True,
 ) -> CompileOptions:
     """The CompileOptions of a partition for ``device``; raises DelegateError for a vector width or
-    kernel family it cannot take."""
+    kernel family it cannot take. ``integer_products`` (the option): int8 matrix products in
+    integers where the device has the dot product for them."""
     family = kernel_family(device, requested_family)
     return CompileOptions(
         precision,
@@ -118,5 +120,5 @@ def compile_options(
         kernel_family=family,
         gpu_work_group=gpu_work_group(device),
         # the integer products are the cpu family's 16-wide matrix products
-        int8_dot=device.int8_dot and family is KernelFamily.CPU,
+        int8_dot=integer_products and device.int8_dot and family is KernelFamily.CPU,
     )

@@ -55,6 +55,7 @@ def compile_options_for(info: DeviceInfo, options: DelegateOptions) -> CompileOp
         fuse=options.fuse,
         requested_vector_width=options.vector_width,
         requested_family=options.kernel_family,
+        integer_products=options.integer_products,
     )
 
 

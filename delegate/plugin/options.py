@@ -21,6 +21,17 @@ class OptionsError(DelegateError, ValueError):
     """An option the delegate does not know, or a value it cannot use."""
 
 
+#: the options that take true or false
+_BOOLEAN_OPTIONS = (
+    "fuse",
+    "enable_quantized_inference",
+    "compile_fallback",
+    "warm_up",
+    "persistent",
+    "integer_products",
+)
+
+
 @dataclass(frozen=True)
 class DelegateOptions:
     """The delegate's options, as given to ``load_delegate`` (see ``parse``)."""
@@ -60,6 +71,9 @@ class DelegateOptions:
     #: floats per vector the matrix-product kernels group output channels by: 0 (auto: 16 on CPU
     #: devices compiling for AVX-512, else 8), 8, or 16 (only on such devices)
     vector_width: int = 0
+    #: on CPU devices with AVX512-VNNI, the matrix products of full-integer models multiply int8
+    #: codes (compiler/quant.py); false keeps them in float, as on every other device
+    integer_products: bool = True
     #: leave a partition on TFLite's CPU kernels when the delegate's fixed costs alone exceed the
     #: CPU's estimate for it (compiler/cpu_choice.py): None (auto: on for CPU devices, off on
     #: GPUs), True or False
@@ -115,7 +129,7 @@ class DelegateOptions:
                     values[key] = Tuning(text.lower())
                 except ValueError:
                     raise OptionsError(f"tuning must be none, fast or exhaustive, not {text!r}") from None
-            elif key in ("fuse", "enable_quantized_inference", "compile_fallback", "warm_up", "persistent"):
+            elif key in _BOOLEAN_OPTIONS:
                 if text.lower() not in ("true", "false", "1", "0"):
                     raise OptionsError(f"{key} must be true or false, not {text!r}")
                 values[key] = text.lower() in ("true", "1")
