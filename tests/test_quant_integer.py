@@ -71,7 +71,7 @@ def test_packed_codes_give_the_real_products(dtype, zero, taps):
 
 
 def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, per_channel: bool = True,
-           float_model: bool = False, kernel: int = 1) -> tuple[Graph, Node]:  # fmt: skip
+           float_model: bool = False, kernel: int = 1, stride: int = 1) -> tuple[Graph, Node]:  # fmt: skip
     """One CONV_2D (1x1) or FULLY_CONNECTED node over a quantized input, as read from a model, with
     carry_quantized applied; ``float_model``: every tensor float."""
     rng = np.random.default_rng(0)
@@ -98,7 +98,7 @@ def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, pe
         ]  # fmt: skip
     params: dict[str, Any] = {"activation": 0}
     if op == Builtin.CONV_2D:
-        params |= {"stride_height": 1, "stride_width": 1, "padding": Padding.SAME}
+        params |= {"stride_height": stride, "stride_width": stride, "padding": Padding.SAME}
     node = Node(0, op, 1, (0, 1, 2), (3,), params)
     graph = Graph({t.index: t for t in tensors}, {0: node})
     carry_quantized(graph)
@@ -136,6 +136,22 @@ def test_integer_product_in_rows_mode_for_windows():
     assert VNNI in "".join(str(p) for p in rows_code(spec))
     off = _spec(graph, node, int8_dot=False)
     assert off is not None and off.integer is None and VNNI not in "".join(str(p) for p in rows_code(off))
+
+
+@pytest.mark.parametrize(("kernel", "stride", "shared"), [(3, 2, 2), (7, 2, 2), (2, 2, 0), (3, 3, 0)])
+def test_strided_windows_share_columns_where_taps_overlap(kernel, stride, shared):
+    """A window row's input columns are converted once where neighbouring pixels' taps overlap
+    (KW > stride): pixel p's tap kx reads column p x stride + kx of the block's."""
+    from delegate.compiler.kernels.cpu.gemm_conv import rows_code
+
+    graph, node = _graph(Builtin.CONV_2D, (1, 15, 17, 3), 20, kernel=kernel, stride=stride)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None and spec.shared_columns == shared
+    code = "".join(str(p) for p in rows_code(spec))
+    if shared:
+        last = (spec.pixels - 1) * stride + kernel - 1
+        assert f"int xc{last} = X0 * {stride} + {last} - args.pad_w;" in code
+        assert f"(int16)(u{last}), k)" in code
 
 
 def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():
@@ -181,14 +197,23 @@ def _kernel_codes(monkeypatch: pytest.MonkeyPatch, int8_dot: bool | None = None)
 
 #: 1x1 convolutions (flat mode), windows (rows mode; stride 1 shares columns), an input of 3
 #: channels, a fully connected layer
-DEVICE_CASES = ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "conv3x3s2-int8-c3", "fully-connected"]
+DEVICE_CASES = [
+    "conv-int8",
+    "conv-uint8",
+    "conv3x3-int8",
+    "conv3x3s2-uint8",
+    "conv3x3s2-int8-c3",
+    "conv7x7s2-int8-c3",
+    "fully-connected",
+]
 
 
 def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple[int, ...]]:
     if name.startswith("conv"):
         dtype = np.uint8 if "uint8" in name else np.int8
         src, cout = (1, 9, 11, 3 if "c3" in name else 37), 20  # c3: an image's 3 channels, one padded slice
-        k, stride = (3, 2 if "s2" in name else 1) if "3x3" in name else (1, 1)
+        k = 7 if "7x7" in name else 3 if "3x3" in name else 1
+        stride = 2 if "s2" in name else 1
         if dtype == np.uint8:  # uint8 weights: per tensor, zero point near 128
             wq = rng.integers(0, 256, size=(cout, k, k, src[3])).astype(np.uint8)
             w_scales = np.full(cout, 0.01, np.float32)
@@ -218,9 +243,7 @@ def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple
 
 
 @pytest.mark.opencl
-@pytest.mark.parametrize(
-    "case", ["conv-int8", "conv-uint8", "conv3x3-int8", "conv3x3s2-uint8", "conv3x3s2-int8-c3", "fully-connected"]
-)
+@pytest.mark.parametrize("case", DEVICE_CASES)
 def test_integer_product_matches_tflite_integer_kernels(case, monkeypatch):
     if not _device_int8_dot():
         pytest.skip("the device does not compile AVX512-VNNI's dot product (a GPU, or a CPU model without it)")

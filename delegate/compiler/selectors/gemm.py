@@ -186,14 +186,15 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     # an input of fewer than 4 channels too: its padding lanes meet zero codes
     wide = (flat or rows) and int8_dot and width == 16 and sources == 1 and not gate and not dot
     integer = integer_input(node, graph) if wide else None
-    order, shared_columns = "", False
+    order, shared_columns = "", 0
     if integer is not None:
         # the products are a quarter of the float kernel's instructions, so the inputs' conversion
         # to codes weighs more: blocks of 4 groups share it (measured 0.75x the time of 2 groups
         # on a 56x56 64 -> 256 product, 0.2x on a 28x28 512 -> 128 one)
         pixels, per_item = gemm_pixels(npix) if flat else integer_row_pixels(w), min(groups, INTEGER_GROUPS)
         window = conv_window(node, graph) if rows else {}
-        shared_columns = rows and window["stride_w"] == window["dilation_w"] == 1 and kernel[1] > 1
+        if rows and window["dilation_w"] == 1 and kernel[1] > window["stride_w"]:
+            shared_columns = window["stride_w"]
     elif rows and width > 4 and not dot and groups > 1:
         pixels, per_item, order = row_blocking(w, groups, width)
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:

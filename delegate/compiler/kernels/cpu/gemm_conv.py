@@ -94,9 +94,10 @@ class GemmSpec:
     #: flat mode, 16-wide groups: the input's grid (a carried int8 / uint8 tensor, compiler/quant.py)
     #: where the product multiplies its integers by the weights' int8 codes (``integer_slice_loop``)
     integer: Carried | None = None
-    #: rows mode over integers with stride and dilation 1 along the row: the ``pixels`` + KW - 1
-    #: input columns of a window row are converted to codes once, for all its taps
-    shared_columns: bool = False
+    #: rows mode over integers with dilation 1 along the row, taps overlapping (KW > stride): the
+    #: stride along the row, whose (``pixels`` - 1) x stride + KW input columns of a window row are
+    #: converted to codes once, for all its taps (0: each tap converts its own)
+    shared_columns: int = 0
 
     @property
     def per(self) -> int:
@@ -236,13 +237,13 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
 
 
 def _shared_columns(spec: GemmSpec) -> list[Piece]:
-    """The window loops of ``_integer_rows`` with GemmSpec.shared_columns: per window row and input
-    slice, the codes of the work-item's ``pixels`` + KW - 1 input columns (``column_codes``), then
-    each tap kx multiplies pixel p by column p + kx: a column is converted once instead of once
-    per tap that reads it (KW times for most)."""
-    (kh, kw), pixels, groups = spec.kernel, spec.pixels, spec.groups
+    """The window loops of ``_integer_rows`` with GemmSpec.shared_columns (the stride s): per window
+    row and input slice, the codes of the work-item's (``pixels`` - 1) x s + KW input columns
+    (``column_codes``), then each tap kx multiplies pixel p by column p x s + kx: a column is
+    converted once instead of once per tap that reads it (KW / s times for most)."""
+    (kh, kw), pixels, groups, stride = spec.kernel, spec.pixels, spec.groups, spec.shared_columns
     assert spec.integer is not None
-    columns = pixels + kw - 1
+    columns = (pixels - 1) * stride + kw
     parts: list[Piece] = [
         f"""  for (int ky = 0; ky < {kh}; ++ky) {{
   int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
@@ -253,7 +254,7 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
     ]
     for c in range(columns):
         parts.append(
-            f"  int xc{c} = X0 + {c} - args.pad_w;\n"
+            f"  int xc{c} = X0 * {stride} + {c} - args.pad_w;\n"
             f"  bool in{c} = rin && xc{c} >= 0 && xc{c} < iw;\n  int o{c} = in{c} ? row + xc{c} * B : row;\n"
         )
     parts.append("  for (int s = 0; s < args.src_tensor.Slices(); ++s) {\n")
@@ -262,7 +263,8 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
         for g in range(groups):
             parts.append(f"    {{ int16 k = codes[w{g} + t + {kx} * src_slices + s];\n")
             parts += [
-                f"      i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p + kx}), k);\n" for p in range(pixels)
+                f"      i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p * stride + kx}), k);\n"
+                for p in range(pixels)
             ]
             parts.append("    }\n")
     parts.append("  }\n  }\n")
