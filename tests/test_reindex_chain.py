@@ -1,8 +1,9 @@
 """The re-index chain rewrite (compiler/reindex_chains.py, ops/reindex_chain.py): chains of
 RESHAPE / TRANSPOSE / SQUEEZE / EXPAND_DIMS run as one kernel and copy exactly what TFLite's
-builtin kernels copy (attention's head split and merge on whole slices, other channel counts lane
-by lane, ranks 2 to 5, batch 2, half precision); a chain whose inner tensor has another reader
-keeps its kernels. The axes the kernel reads by are checked against numpy's composition too."""
+builtin kernels copy (attention's head split and merge on whole slices, K^T as one channel of four
+pixels, other channel counts lane by lane; ranks 2 to 5, batch 2, half precision); a chain whose
+inner tensor has another reader keeps its kernels. The axes the kernel reads by are checked
+against numpy's composition too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from delegate.compiler.graph import Builtin
-from delegate.compiler.ops.reindex_chain import axes_of, slice_moves, source_index
+from delegate.compiler.ops.reindex_chain import axes_of, pixel_step, slice_moves, source_index
 
 from .test_ops import check, rand, run_both
 from .tflite_builder import Op, T, build_model
@@ -121,6 +122,14 @@ def test_keys_split_and_transposed_is_one_kernel():
     assert _kernels(chain) == 1
 
 
+def test_tokens_onto_channels_is_one_kernel():
+    # an output slice is one channel of four input pixels, the input with rows and batches
+    chain = _Chain((2, 3, 4, 8))
+    chain.reshape((2, 12, 8))
+    chain.transpose((0, 2, 1))
+    assert _kernels(chain) == 1
+
+
 def test_rank_5_chain():
     # timm's qkv: (B, N, 3 * H * D) -> (B, N, 3, H, D) -> (3, B, H, N, D) -> (3 * B, H, N, D)
     chain = _Chain((1, 10, 3 * 2 * 8))
@@ -192,6 +201,12 @@ def test_slice_moves_only_whole_slices():
     assert slice_moves(((8, 1), (16, 32), (4, 8)), (1, 16, 32), (1, 4, 16, 8))
     assert not slice_moves(((5, 1), (7, 15), (3, 5)), (1, 7, 15), (1, 3, 7, 5))
     assert not slice_moves(((16, 32), (8, 1), (4, 8)), (1, 16, 32), (1, 4, 8, 16))
+
+
+def test_pixel_step_only_for_one_channel_of_four_pixels():
+    assert pixel_step(((16, 32), (8, 1), (4, 8)), (1, 16, 32), (1, 4, 8, 16)) == 1
+    assert pixel_step(((8, 1), (16, 32), (4, 8)), (1, 16, 32), (1, 4, 16, 8)) is None
+    assert pixel_step(((7, 15), (5, 1), (3, 5)), (1, 7, 15), (1, 3, 5, 7)) is None
 
 
 def test_no_axes_for_an_uneven_map():

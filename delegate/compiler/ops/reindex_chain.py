@@ -8,8 +8,10 @@ input's, where g reads f as digits of mixed radix ``axes`` (size, input stride; 
 and sums digit x stride: the chain permutes the axes of a finer split of the input (``axes_of``
 finds them, exactly, from the composed index map). Where the fastest axis has stride 1 and every
 run of 4 output channels starting on a slice boundary maps onto 4 input channels starting on one
-(``slice_moves``), an output slice is one read; else lane by lane. The digits are divisions by
-literals (the compiler turns them into multiplications), done once per slice on the slice path."""
+(``slice_moves``), an output slice is one read; where its four lanes are one channel of four
+input pixels (``pixel_step``: a head transposed, K^T), four reads whose coordinates are found once;
+else lane by lane. The digits are divisions by literals (the compiler turns them into
+multiplications), done once per slice but on the lane-by-lane path."""
 
 from __future__ import annotations
 
@@ -106,6 +108,50 @@ def _output_flat(shape: tuple[int, ...]) -> str:
     return f"((b * {h} + Y) * {w} + X) * {c} + S * 4"
 
 
+def slice_kernel(node: Node, ctx: EmitContext, axes: Axes) -> Kernel:
+    """The kernel moving whole slices (``slice_moves``), in runs of a row as the other copies
+    (selectors/pointwise.select_copy); a plain RESHAPE's too (ops/reshape.py: ``axes`` one)."""
+    src, dst = (ctx.graph.tensor(i).shape for i in (node.inputs[0], node.outputs[0]))
+    body = (
+        HEAD
+        + f"  int f = {_output_flat(dst)};\n"
+        + f"  int g = {_source_flat(axes, 'f')};\n"
+        + _input_lane(src, "g", "  ")
+        + "  FLT4 result = args.src_tensor.Read(xi, yi, ci / 4, bi);\n"
+    )
+    kernel = operation(written(body), srcs=["src_tensor"])
+    return row_runs(kernel, node, ctx, select_copy(node, ctx.graph, ctx.options))
+
+
+def pixel_step(axes: Axes, src: tuple[int, ...], dst: tuple[int, ...]) -> int | None:
+    """How many input pixels apart an output slice's four lanes are, where they are one channel
+    of four input pixels (the fastest axis steps whole input pixels and is a multiple of 4 long,
+    the output's channels a multiple of 4: a head transposed, attention's K^T); else None."""
+    (size, stride), channels = axes[0], layout.bhwc(src)[3]
+    if layout.bhwc(dst)[3] % 4 or size % 4 or stride % channels:
+        return None
+    return stride // channels
+
+
+def _pixels_kernel(node: Node, ctx: EmitContext, axes: Axes, step: int) -> Kernel:
+    """Four reads of one input slice at four pixels ``step`` apart, their coordinates found once
+    per slice, and one lane of each (which lane: the same for all four)."""
+    src, dst = (ctx.graph.tensor(i).shape for i in (node.inputs[0], node.outputs[0]))
+    _, h, w, c = layout.bhwc(src)
+    body = HEAD + f"  int f = {_output_flat(dst)};\n  int g = {_source_flat(axes, 'f')};\n"
+    body += f"  int ci = g % {c}; int p = g / {c};\n"
+    for k in range(4):
+        x = f"(p + {k * step}) % {w}" if w > 1 else "0"
+        pixels = f"(p + {k * step}) / {w}" if w > 1 else f"(p + {k * step})"
+        y, b = (f"{pixels} % {h}", f"{pixels} / {h}") if h > 1 else ("0", pixels)
+        body += f"  FLT4 v{k} = args.src_tensor.Read({x}, {y}, ci / 4, {b});\n"
+    lanes = [f"(FLT4)(v0.{n}, v1.{n}, v2.{n}, v3.{n})" for n in "xyzw"]
+    picked = f"lane == 0 ? {lanes[0]} : (lane == 1 ? {lanes[1]} : (lane == 2 ? {lanes[2]} : {lanes[3]}))"
+    body += f"  int lane = ci % 4;\n  FLT4 result = {picked};\n"
+    kernel = operation(written(body), srcs=["src_tensor"])
+    return row_runs(kernel, node, ctx, select_copy(node, ctx.graph, ctx.options))
+
+
 class ReindexChain(Op):
     """Input (x,); param ``axes`` (size, input stride), fastest first; the output's shape is the
     chain's last tensor's."""
@@ -124,18 +170,13 @@ class ReindexChain(Op):
         return None
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
-        axes = tuple(tuple(a) for a in node.params["axes"])
+        axes: Axes = tuple((int(size), int(stride)) for size, stride in node.params["axes"])
         src, dst = (ctx.graph.tensor(i).shape for i in (node.inputs[0], node.outputs[0]))
-        if slice_moves(axes, src, dst):  # type: ignore[arg-type]
-            body = (
-                HEAD
-                + f"  int f = {_output_flat(dst)};\n"
-                + f"  int g = {_source_flat(axes, 'f')};\n"  # type: ignore[arg-type]
-                + _input_lane(src, "g", "  ")
-                + "  FLT4 result = args.src_tensor.Read(xi, yi, ci / 4, bi);\n"
-            )
-            kernel = operation(written(body), srcs=["src_tensor"])
-            return row_runs(kernel, node, ctx, select_copy(node, ctx.graph, ctx.options))
+        if slice_moves(axes, src, dst):
+            return slice_kernel(node, ctx, axes)
+        step = pixel_step(axes, src, dst)
+        if step is not None:
+            return _pixels_kernel(node, ctx, axes, step)
         channels = layout.bhwc(dst)[3]
         body = (
             LANES
@@ -144,7 +185,7 @@ class ReindexChain(Op):
             + "  FLT4 result = INIT_FLT4(0.0f);\n"
             + f"  for (int k = 0; k < 4 && S * 4 + k < {channels}; ++k) {{\n"
             + "    int f = f0 + k;\n"
-            + f"    int g = {_source_flat(axes, 'f')};\n"  # type: ignore[arg-type]
+            + f"    int g = {_source_flat(axes, 'f')};\n"
             + _input_lane(src, "g", "    ")
             + "    result = dlg_set(result, k, dlg_component(args.src_tensor.Read(xi, yi, ci / 4, bi), ci % 4));\n"
             + "  }\n"
