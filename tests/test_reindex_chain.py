@@ -130,6 +130,14 @@ def test_tokens_onto_channels_is_one_kernel():
     assert _kernels(chain) == 1
 
 
+@pytest.mark.parametrize("tokens", [13, 10])
+def test_keys_of_any_token_count(tokens):
+    # K^T with tokens not a multiple of 4: the last slice's lanes past the channels read nothing
+    chain = _split(tokens, 2, 8)
+    chain.transpose((0, 1, 3, 2))
+    assert _kernels(chain) == 1
+
+
 def test_rank_5_chain():
     # timm's qkv: (B, N, 3 * H * D) -> (B, N, 3, H, D) -> (3, B, H, N, D) -> (3 * B, H, N, D)
     chain = _Chain((1, 10, 3 * 2 * 8))
@@ -206,7 +214,9 @@ def test_slice_moves_only_whole_slices():
 def test_pixel_step_only_for_one_channel_of_four_pixels():
     assert pixel_step(((16, 32), (8, 1), (4, 8)), (1, 16, 32), (1, 4, 8, 16)) == 1
     assert pixel_step(((8, 1), (16, 32), (4, 8)), (1, 16, 32), (1, 4, 16, 8)) is None
-    assert pixel_step(((7, 15), (5, 1), (3, 5)), (1, 7, 15), (1, 3, 5, 7)) is None
+    assert pixel_step(((7, 15), (5, 1), (3, 5)), (1, 7, 15), (1, 3, 5, 7)) == 1
+    assert pixel_step(((5, 1), (7, 15), (3, 5)), (1, 7, 15), (1, 3, 7, 5)) is None
+    assert pixel_step(((6, 8), (8, 1)), (6, 8), (4, 12)) is None  # a slice's lanes in two runs
 
 
 def test_no_axes_for_an_uneven_map():

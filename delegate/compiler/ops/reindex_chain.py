@@ -125,10 +125,11 @@ def slice_kernel(node: Node, ctx: EmitContext, axes: Axes) -> Kernel:
 
 def pixel_step(axes: Axes, src: tuple[int, ...], dst: tuple[int, ...]) -> int | None:
     """How many input pixels apart an output slice's four lanes are, where they are one channel
-    of four input pixels (the fastest axis steps whole input pixels and is a multiple of 4 long,
-    the output's channels a multiple of 4: a head transposed, attention's K^T); else None."""
-    (size, stride), channels = axes[0], layout.bhwc(src)[3]
-    if layout.bhwc(dst)[3] % 4 or size % 4 or stride % channels:
+    of four input pixels (the fastest axis steps whole input pixels, and a slice's lanes lie in
+    one run of it: the run whole output pixels long, or both multiples of 4; a head transposed,
+    attention's K^T, any number of tokens); else None."""
+    (size, stride), channels, out = axes[0], layout.bhwc(src)[3], layout.bhwc(dst)[3]
+    if stride % channels or not (size % out == 0 or (size % 4 == 0 and out % 4 == 0)):
         return None
     return stride // channels
 
@@ -138,11 +139,14 @@ def _pixels_kernel(node: Node, ctx: EmitContext, axes: Axes, step: int) -> Kerne
     per slice, and one lane of each (which lane: the same for all four)."""
     src, dst = (ctx.graph.tensor(i).shape for i in (node.inputs[0], node.outputs[0]))
     _, h, w, c = layout.bhwc(src)
+    out = layout.bhwc(dst)[3]
     body = HEAD + f"  int f = {_output_flat(dst)};\n  int g = {_source_flat(axes, 'f')};\n"
     body += f"  int ci = g % {c}; int p = g / {c};\n"
     for k in range(4):
-        x = f"(p + {k * step}) % {w}" if w > 1 else "0"
-        pixels = f"(p + {k * step}) / {w}" if w > 1 else f"(p + {k * step})"
+        # a lane past the output's channels reads lane 0's pixel (its own may be past the input)
+        pk = f"(p + {k * step})" if out % 4 == 0 else f"(S * 4 + {k} < {out} ? p + {k * step} : p)"
+        x = f"{pk} % {w}" if w > 1 else "0"
+        pixels = f"{pk} / {w}" if w > 1 else pk
         y, b = (f"{pixels} % {h}", f"{pixels} / {h}") if h > 1 else ("0", pixels)
         body += f"  FLT4 v{k} = args.src_tensor.Read({x}, {y}, ci / 4, {b});\n"
     lanes = [f"(FLT4)(v0.{n}, v1.{n}, v2.{n}, v3.{n})" for n in "xyzw"]
