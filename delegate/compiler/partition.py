@@ -18,6 +18,7 @@ from .ops.base import constant_tensor
 from .options import CompileOptions
 from .pad_merge import PadMerge
 from .precision import wide_tensors
+from .reindex_chains import ReindexChainRewrite
 from .rewrites import Rewrite, rewrite
 from .scheduler import check_schedule, schedule
 from .shape_check import declared_shape_problem
@@ -35,6 +36,7 @@ REWRITES: list[Rewrite] = [
     SwishRewrite(),
     UpsampleRewrite(),
     TransposedProductsRewrite(),
+    ReindexChainRewrite(),
 ]
 
 
