@@ -79,18 +79,22 @@ def product_operation(spec: KernelSpec, node: Node, ctx: EmitContext, filters: n
     return None
 
 
+def _window_literals(spec: KernelSpec, window: dict[str, int]) -> dict[str, int]:
+    """The row modes take the window's strides, dilations and padding as literals; the others none."""
+    if spec.variant not in (Variant.GEMM_ROWS, Variant.GEMM_TRANSPOSED):
+        return {}
+    return {k: v for k, v in window.items() if k not in ("kernel_h", "kernel_w")}
+
+
 def _gemm_operation(spec: KernelSpec, ctx: EmitContext, filters: np.ndarray, window: dict[str, int],
                     biases: bytes) -> Kernel:  # fmt: skip
     gemm = spec.gemm
     assert gemm is not None
-    # the row modes take the window's strides, dilations and padding as literals
-    rows = spec.variant in (Variant.GEMM_ROWS, Variant.GEMM_TRANSPOSED)
-    literals = {k: v for k, v in window.items() if k not in ("kernel_h", "kernel_w")} if rows else {}
     block = gemm.groups if gemm.order else 1  # lane order: a work-item's groups' weights interleaved
     kernel = operation(
         _GEMM_CODE[spec.variant](gemm),
         srcs=source_names(gemm.sources) + (["gate"] if gemm.gate else []),
-        literals=literals,
+        literals=_window_literals(spec, window),
         buffer_objects=[
             buffer_object("weights", pack_gemm_weights(filters, ctx.dtype, gemm.width, bool(gemm.dot), block),
                           ctx.dtype, gemm.width),
@@ -114,11 +118,10 @@ def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, window: d
     values = codes.values.reshape(cout, 1, 1, -1) if codes.values.ndim == 2 else codes.values  # FULLY_CONNECTED's
     scales = np.broadcast_to(np.asarray(codes.scales, np.float64), (cout,))
     weights, params = pack_integer_weights(values, scales, gemm.integer, gemm.width)
-    rows = spec.variant is Variant.GEMM_ROWS
     kernel = operation(
         _GEMM_CODE[spec.variant](gemm),
         srcs=["src_tensor"],
-        literals={k: v for k, v in window.items() if k not in ("kernel_h", "kernel_w")} if rows else {},
+        literals=_window_literals(spec, window),
         buffer_objects=[
             buffer_object("weights", weights, np.dtype(np.float32), 16),
             buffer_object("params", params, np.dtype(np.float32), 16),

@@ -182,8 +182,8 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     lanes = cin if sources == 1 and cin < 4 else 4
     dot = dot_outputs(c, width, lanes)
     # the integer product: one input slice is four 8-bit codes, one int32 lane per output channel
-    # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop)
-    # an input of fewer than 4 channels too: its padding lanes meet zero codes
+    # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop); an input of fewer than 4
+    # channels too, its padding lanes meeting zero codes
     wide = (flat or rows) and int8_dot and width == 16 and sources == 1 and not gate and not dot
     integer = integer_input(node, graph) if wide else None
     order, shared_columns = "", 0

@@ -217,15 +217,8 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     parts += integer_accumulators(pixels, groups, kh * kw)
     if spec.shared_columns:
         return parts + _shared_columns(spec) + integer_sums(pixels, groups) + _row_closing(spec)
-    parts.append(
-        f"""  for (int ky = 0; ky < {kh}; ++ky) {{
-  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
-  bool rin = yc >= 0 && yc < ih;
-  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
-  for (int kx = 0; kx < {kw}; ++kx) {{
-    int t = (ky * {kw} + kx) * src_slices;
-"""
-    )
+    parts.append(_integer_window_row(kh))
+    parts.append(f"  for (int kx = 0; kx < {kw}; ++kx) {{\n    int t = (ky * {kw} + kx) * src_slices;\n")
     for p in range(pixels):
         parts.append(
             f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
@@ -236,6 +229,17 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     return parts + integer_sums(pixels, groups) + _row_closing(spec)
 
 
+def _integer_window_row(kh: int) -> str:
+    """Open the integer rows mode's loop over window rows: ``row`` is the input row's linear
+    offset, ``rin`` whether it lies inside the input (a row outside is read at row 0 and masked,
+    not skipped: the correction counts every tap)."""
+    return f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
+  bool rin = yc >= 0 && yc < ih;
+  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
+"""
+
+
 def _shared_columns(spec: GemmSpec) -> list[Piece]:
     """The window loops of ``_integer_rows`` with GemmSpec.shared_columns (the stride s): per window
     row and input slice, the codes of the work-item's (``pixels`` - 1) x s + KW input columns
@@ -244,14 +248,7 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, stride = spec.kernel, spec.pixels, spec.groups, spec.shared_columns
     assert spec.integer is not None
     columns = (pixels - 1) * stride + kw
-    parts: list[Piece] = [
-        f"""  for (int ky = 0; ky < {kh}; ++ky) {{
-  int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
-  bool rin = yc >= 0 && yc < ih;
-  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
-  int t = ky * {kw} * src_slices;
-"""
-    ]
+    parts: list[Piece] = [_integer_window_row(kh) + f"  int t = ky * {kw} * src_slices;\n"]
     for c in range(columns):
         parts.append(
             f"  int xc{c} = X0 * {stride} + {c} - args.pad_w;\n"
