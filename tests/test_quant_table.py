@@ -9,14 +9,14 @@ import pytest
 
 from delegate.compiler.graph import FLOAT32, Builtin, Carried, Graph, Node, Tensor
 from delegate.compiler.partition import CompileOptions, compile_partition
-from delegate.compiler.quant import qdq_code, rounded_lookup_code
+from delegate.compiler.quant_step import qdq_code, rounded_lookup_code
 from delegate.compiler.quant_table import carried_inputs, grid_values, lookup_code
 
 from .test_quant import check_quant, qt
 from .tflite_builder import Op
 
 _INT8, _UINT8 = 9, 3
-#: what the rounding step (quant.qdq_code) writes into every kernel it runs in
+#: what the rounding step (quant_step.qdq_code) writes into every kernel it runs in
 _ROUNDING = "convert_float4(convert_int4(q + "
 
 
@@ -66,7 +66,7 @@ def _relu_logistic(carried: bool) -> Graph:
 
 def test_table_in_place_of_the_op_and_its_rounding():
     """LOGISTIC linked after RELU's rounding step: the step's integer is the table's index (one
-    step, quant.rounded_lookup_code), neither the LOGISTIC's code nor its own rounding step."""
+    step, quant_step.rounded_lookup_code), neither the LOGISTIC's code nor its own rounding step."""
     ctx = compile_partition(_relu_logistic(True), [0, 1], [0], [2], CompileOptions())
     (node,) = ctx.nodes
     code = node.gpu_op.code
@@ -166,7 +166,7 @@ def test_rounding_step_as_the_table_rounds(grid, width):
 @pytest.mark.parametrize("width", [4, 8])
 @pytest.mark.parametrize("grid", _GRIDS, ids=_GRID_IDS)
 def test_rounded_index_is_the_rounded_values_index(grid, width):
-    """quant.rounded_lookup_code reads the entry that the rounding step and a table lookup after
+    """quant_step.rounded_lookup_code reads the entry that the rounding step and a table lookup after
     it read (quant_table.lookup_code): the table here holds each index's own number."""
     x = _near_ties(grid)
     entries = np.arange(grid.high - grid.low + 1, dtype=np.float32)

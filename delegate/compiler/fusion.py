@@ -48,7 +48,7 @@ from .ops.base import EmitContext, Link
 from .ops.conv_pair import pair_operation
 from .ops.gated_read import GatedInput, gated_mul
 from .ops.pixel_softmax import accepts_pixel_softmax, pixel_softmax_code
-from .quant import qdq_code, rounded_lookup_code
+from .quant_step import qdq_code, rounded_lookup_code
 from .quant_table import lookup_code
 from .selectors.conv import reads_concat_in_place, reads_gated
 from .selectors.pair import select_pair
@@ -111,8 +111,8 @@ def _append_link(kernel: Kernel, code: str, wide: dict[int, str | None]) -> None
 
 def _link_table(kernel: Kernel, place: Link, src: Carried, values: np.ndarray) -> None:
     """A table of ``src``'s integers (quant_table.py) linked into ``kernel``: when the kernel's
-    last step rounds onto ``src`` (its output's rounding, quant.qdq_code), the rounded integer
-    is the index (quant.rounded_lookup_code) and that step is left empty, its link slot kept so
+    last step rounds onto ``src`` (its output's rounding, quant_step.qdq_code), the rounded integer
+    is the index (quant_step.rounded_lookup_code) and that step is left empty, its link slot kept so
     that later links' names stay apart."""
     entries = place.add_table("table", values)
     widths = kernel.wide_widths

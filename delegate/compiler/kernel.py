@@ -148,7 +148,7 @@ class Kernel:
     #: width of the kernel's ``WideOps`` points; ``wide`` write hooks run only the rest
     wide_linked: list[dict[int, str]] = field(default_factory=list)
     #: the grid the last of ``linked`` rounds ``result`` onto (the rounding step of a carried
-    #: output, quant.qdq_code), which a table read next may fold into its index (fusion.py)
+    #: output, quant_step.qdq_code), which a table read next may fold into its index (fusion.py)
     rounds_onto: Carried | None = None
 
     @property

@@ -5,14 +5,14 @@ point) is carried as a float tensor holding its real value, ``(q - zero_point) *
 quantization stays on the tensor as ``Tensor.carried``. Quantized constants (int8 / uint8
 weights, per tensor or per channel; int32 biases, whose scale is the input's times the weights')
 become the float constants they stand for, so a quantized node runs as the float op. After each
-node writing a carried tensor, a quantize-and-dequantize step (``qdq_code``: times the scale's
+node writing a carried tensor, a quantize-and-dequantize step (``quant_step.qdq_code``: times the scale's
 reciprocal, clamped to the type's range less the zero point, rounded half away from zero as
 TFLite does, back to float) puts the result on the tensor's grid, as TFLite's integer kernels do: the float result
 before it is the integer kernel's accumulator times its real scale, so the two agree to within a
 rounding step where the value sits on a tie. The step is linked into the producer's kernel, in
 front of its writes (kernel.WriteHook), so it costs no kernel of its own: once per wider vector
 where the kernel holds them (kernel.WideOps), and a table of the grid's integers linked after it
-(quant_table.py) takes the rounded integer as its index (``rounded_lookup_code``).
+(quant_table.py) takes the rounded integer as its index (``quant_step.rounded_lookup_code``).
 
 On devices with AVX512-VNNI (CompileOptions.int8_dot), a 1x1 or windowed CONV_2D or a
 FULLY_CONNECTED over a carried input multiplies integers instead: its weights' codes are kept
@@ -35,7 +35,6 @@ import numpy as np
 
 from .graph import FLOAT32, INT32, Builtin, Carried, Graph, IntegerCodes, Node, Tensor
 from .ops import Quantization, traits_of
-from .quant_table import TIE, lanes
 
 INT8, UINT8 = 9, 3
 #: the integer range of each carried type
@@ -154,72 +153,6 @@ def carry_quantized(graph: Graph) -> None:
             t.codes = _symmetric_codes(t)
             t.constant = _dequantized(t)
             t.dtype, t.quantized, t.scales, t.zero_points, t.quant_axis = FLOAT32, False, (), (), 0
-
-
-def _literal(v: float) -> str:
-    return f"{float(np.float32(v))!r}f"
-
-
-def _rounded_steps(params: Carried, with_zero_point: bool, width: int) -> tuple[str, str]:
-    """Statements setting float``width`` ``q`` to FLT``width`` ``result`` over ``params``' scale,
-    clamped to the type's range and rounded half away from zero (a whole number in float: steps
-    from the zero point, or with ``with_zero_point`` the integer itself), and the expression
-    adding the half that a truncation then rounds with (``qdq_code``)."""
-    zero = _literal(params.zero_point)
-    # times the reciprocal rather than over the scale: a division's throughput is a fifth of a
-    # product's, and the ulp it may differ by is far inside TIE
-    scaled = f"convert_float{width}(result) * {_literal(1.0 / params.scale)}"
-    scaled += f" + {zero}" if with_zero_point else ""
-    # Clamped before rounding: the bounds are whole steps, so rounding cannot leave them, and
-    # ordered so that NaN takes the low bound (TFLite's integers hold no NaN). Rounding half away
-    # from zero is a truncation of q + copysign(1/2, q), not round() / floor(), which are
-    # out-of-line calls on PoCL; TIE added to the half takes a value within float rounding of a
-    # tie (x.5) for the tie, which TFLite's exact integer arithmetic (pooling, equal scales)
-    # rounds away from zero.
-    shift = 0.0 if with_zero_point else float(params.zero_point)
-    low, high = _literal(params.low - shift), _literal(params.high - shift)
-    half = _literal(0.5 + TIE)
-    # A grid whose low end is at or above zero (a ReLU's output, zero point at the type's low end;
-    # uint8 counted with its zero point) leaves no negative q after the clamp (NaN and -0 take
-    # +0): the half is added as it is, without the sign's two operations (a third of the step).
-    if params.low - shift >= 0:
-        rounded = f"q + {half}"
-    else:
-        sign = f"(uint{width})(0x80000000u)"
-        rounded = f"q + as_float{width}((as_uint{width}(q) & {sign}) | as_uint{width}((float{width})({half})))"
-    statements = f"    float{width} q = {scaled};\n    q = q > {low} ? q : {low};\n    q = q < {high} ? q : {high};\n"
-    return statements, rounded
-
-
-def qdq_code(params: Carried, with_zero_point: bool = False, width: int = 4) -> str:
-    """Statements putting FLT``width`` ``result`` on ``params``' grid: TFLite rounds half away
-    from zero, the real value over the scale (requantization, QUANTIZE), or ``with_zero_point``
-    that plus the zero point (``Traits.rounds_with_zero_point``). A function of each lane alone:
-    a kernel with wider vectors (kernel.WideOps) runs it once per vector."""
-    statements, rounded = _rounded_steps(params, with_zero_point, width)
-    zero = _literal(params.zero_point)
-    return (
-        "  {\n" + statements + f"    q = convert_float{width}(convert_int{width}({rounded}));\n"
-        f"    result = TO_FLT{width}(({'q - ' + zero if with_zero_point else 'q'}) * {_literal(params.scale)});\n"
-        "  }\n"
-    )
-
-
-def rounded_lookup_code(params: Carried, entries: str, width: int = 4) -> str:
-    """``qdq_code`` onto ``params``' grid followed by a table of that grid's integers
-    (quant_table.lookup_code, element i read by ``entries``'s ``Read(i)``), as one step: the
-    rounded integer is the table's index, without going back to a real value and over the scale
-    again. The same entries: the lookup recovers that integer from the real value exactly."""
-    statements, rounded = _rounded_steps(params, False, width)
-    reads = ", ".join(f"{entries}.Read(lut_i.{lane})" for lane in lanes(width))
-    # the clamp kept q within the type's range less the zero point: the index is in the table
-    return (
-        "  {\n"
-        + statements
-        + f"    int{width} lut_i = convert_int{width}({rounded}) + {params.zero_point - params.low};\n"
-        f"    result = (FLT{width})({reads});\n"
-        "  }\n"
-    )
 
 
 def output_grid_problem(node: Node, graph: Graph) -> str | None:

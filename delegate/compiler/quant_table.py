@@ -27,12 +27,13 @@ TIE = 1.0 / 1024
 RealFunction = Callable[[np.ndarray], np.ndarray]
 
 
-def _literal(v: float) -> str:
+def literal(v: float) -> str:
+    """``v`` as a float32 OpenCL literal."""
     return f"{float(np.float32(v))!r}f"
 
 
 def grid_values(values: np.ndarray, grid: Carried) -> np.ndarray:
-    """Real ``values`` rounded onto ``grid`` as quant.qdq_code rounds them (over the scale,
+    """Real ``values`` rounded onto ``grid`` as quant_step.qdq_code rounds them (over the scale,
     clamped to the type's range, half away from zero within TIE, NaN to the low bound), in float32."""
     low, high = grid.low - grid.zero_point, grid.high - grid.zero_point
     v = np.asarray(values, np.float64) / grid.scale
@@ -66,8 +67,8 @@ def lookup_code(src: Carried, entries: str, width: int = 4) -> str:
     # result / scale is the integer less the zero point to within float32's error (far under a
     # half step): adding the offset of the grid's low end and a half, the truncation is the index.
     # Clamped, so that no value (a NaN, an input not on the grid) reads outside the table.
-    offset = _literal(src.zero_point - src.low + 0.5)
-    scaled = f"convert_float{width}(result) * {_literal(1.0 / src.scale)} + {offset}"
+    offset = literal(src.zero_point - src.low + 0.5)
+    scaled = f"convert_float{width}(result) * {literal(1.0 / src.scale)} + {offset}"
     read = ", ".join(f"{entries}.Read(lut_i.{lane})" for lane in lanes(width))
     return (
         "  {\n"

@@ -42,7 +42,7 @@ class Pool2D(Op):
     codes = (Builtin.AVERAGE_POOL_2D, Builtin.MAX_POOL_2D)
     data_inputs = 1
     code_traits: ClassVar[dict[int, Traits]] = {
-        # TFLite's integer average pooling rounds its sums with the zero point in (quant.qdq_code)
+        # TFLite's integer average pooling rounds its sums with the zero point in (quant_step.qdq_code)
         Builtin.AVERAGE_POOL_2D: replace(MOVES_INTEGERS, rounds_with_zero_point=True),
         Builtin.MAX_POOL_2D: MOVES_INTEGERS,
     }

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..graph import Activation, Carried, Graph, Node
 from ..kernels.common.pieces import activation_code
+from ..quant_step import qdq_code
 from ..quant_table import RealFunction, grid_values
 from .elementwise import UnaryOp, UnarySpec, logistic
 from .traits import Quantization, Traits
@@ -27,9 +28,6 @@ def swish_code(gate_grid: Carried | None, width: int = 4) -> str:
     """Statements turning FLT``width`` ``result`` into result * sigmoid(result): the LOGISTIC's
     code, its output's rounding when carried (FLT4 only), then the MUL's product, each as the
     unfused nodes compute it."""
-    # compiler/quant.py imports the op tables, which import this module
-    from ..quant import qdq_code
-
     gate = qdq_code(gate_grid) if gate_grid is not None else ""
     return (
         f"{{ FLT{width} swish_x = result;\n    "

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ...graph import Carried
 from ...kernel import Piece, PixelOps
+from ...quant_step import qdq_code
 from .gemm_blocks import (
     GEMM_GROUPS,
     GEMM_PIXELS,
@@ -153,9 +154,6 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
     consecutive = bool(spec.order)
     rounding = None
     if spec.gate_grid is not None:
-        # compiler/quant.py imports the op tables, which import this module
-        from ...quant import qdq_code
-
         assert not spec.order, "a rounded gate reads FLT4 slices"
         rounding = {width: qdq_code(spec.gate_grid, width=width) for width in (4, 8, 16)}
     if spec.integer is not None:
