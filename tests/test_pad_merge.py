@@ -220,3 +220,64 @@ def test_channel_pad_read_twice_or_broadcast_keeps_its_kernel():
     ops = [Op(Builtin.PAD, [0, 1], [2]), Op(Builtin.ADD, [2, 3], [4], ("AddOptions", {}))]
     state = check(tensors, ops, [0, 3], [4], [rand(small, rng), rand(wide, rng)])
     assert _kernels(state) == (2, 0)
+
+
+def _conv_pad_pool(activation: int, pads, k: int, stride: int, rng) -> tuple[list, list]:
+    """A 1x1 CONV_2D (fused ``activation``), a zero PAD (height and width by ``pads``), then a VALID
+    k x k MAX_POOL_2D of ``stride``: the stem of ResNet and DenseNet."""
+    src, cout = (1, 9, 10, 5), 6
+    (top, bottom), (left, right) = pads
+    conv_out = (1, 9, 10, cout)
+    padded = (1, 9 + top + bottom, 10 + left + right, cout)
+    out = (1, (padded[1] - k) // stride + 1, (padded[2] - k) // stride + 1, cout)
+    paddings = np.array([[0, 0], [top, bottom], [left, right], [0, 0]], np.int32)
+    conv = {"Padding": VALID, "StrideW": 1, "StrideH": 1, "FusedActivationFunction": activation}
+    pool = {"Padding": VALID, "StrideW": stride, "StrideH": stride, "FilterWidth": k, "FilterHeight": k}
+    tensors = [T(src), T((cout, 1, 1, 5), rand((cout, 1, 1, 5), rng)), T((cout,), rand((cout,), rng)), T(conv_out)]
+    tensors += [T((4, 2), paddings, np.int32), T(padded), T(out)]
+    ops = [
+        Op(Builtin.CONV_2D, [0, 1, 2], [3], ("Conv2DOptions", conv)),
+        Op(Builtin.PAD, [3, 4], [5]),
+        Op(Builtin.MAX_POOL_2D, [5], [6], ("Pool2DOptions", pool)),
+    ]
+    return tensors, ops
+
+
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+@pytest.mark.parametrize(
+    ("pads", "k", "stride"), [(((1, 1), (1, 1)), 3, 2), (((0, 1), (1, 0)), 2, 2), (((2, 1), (1, 2)), 3, 1)]
+)
+@pytest.mark.parametrize("activation", [1, 3])  # RELU, RELU6
+def test_zero_pad_merged_into_max_pooling_of_non_negative_values(precision, pads, k, stride, activation):
+    # the pooling skips cells past its input: the PAD's zeros change no maximum of values >= 0
+    rng = np.random.default_rng(11)
+    tensors, ops = _conv_pad_pool(activation, pads, k, stride, rng)
+    state = check(tensors, ops, [0], [6], [rand((1, 9, 10, 5), rng)], precision)
+    assert state.partitions[0].kernels == 2  # the convolution and the pooling, no PAD
+
+
+@pytest.mark.parametrize(
+    ("case", "pads", "k"),
+    [("no activation", ((1, 1), (1, 1)), 3), ("padding as wide as the window", ((0, 2), (2, 0)), 2)],
+)
+def test_zero_pad_before_max_pooling_that_must_not_merge_keeps_its_kernel(case, pads, k):
+    # values below zero would pool to the PAD's zero at the edges; a window wholly in the padding
+    # holds no input cell to skip to
+    rng = np.random.default_rng(12)
+    tensors, ops = _conv_pad_pool(0 if case == "no activation" else 1, pads, k, 1, rng)
+    state = check(tensors, ops, [0], [6], [rand((1, 9, 10, 5), rng)])
+    assert state.partitions[0].kernels == 3
+
+
+@pytest.mark.parametrize(("zero_point", "merged"), [(-128, True), (7, False)])
+def test_int8_zero_pad_merged_into_max_pooling_on_a_grid_from_zero(zero_point, merged):
+    # an int8 grid whose lowest integer is its zero point holds no value below zero
+    rng = np.random.default_rng(13)
+    src, padded, out = (1, 8, 7, 6), (1, 10, 9, 6), (1, 4, 4, 6)
+    paddings = np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)
+    tensors = [qt(src, 0.04, zero_point), T((4, 2), paddings, np.int32), qt(padded, 0.04, zero_point)]
+    tensors.append(qt(out, 0.04, zero_point))
+    pool = {"Padding": VALID, "StrideW": 2, "StrideH": 2, "FilterWidth": 3, "FilterHeight": 3}
+    ops = [Op(Builtin.PAD, [0, 1], [2]), Op(Builtin.MAX_POOL_2D, [2], [3], ("Pool2DOptions", pool))]
+    state = check_quant(tensors, ops, [0], [3], [qrand(src, rng)], steps=0, exact=1.0)
+    assert state.partitions[0].kernels == (1 if merged else 2)

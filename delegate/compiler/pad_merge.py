@@ -15,6 +15,12 @@ partition at the op's own shape, is dropped too (upstream merges such a PAD into
 reads the PAD's input with the channels past its own as zeros (``zero_extended`` in its params,
 ops/elementwise.py ``read_broadcast``), linked into another kernel or not.
 
+A zero PAD over height and width read only by VALID MAX_POOL_2D nodes is dropped too, where every
+value it pads is at least zero (its producer's activation is a ReLU, or its int8 / uint8 grid
+starts at zero) and no window can lie wholly in the padding: the pooling kernels skip cells past
+the input, and a window's maximum over cells at least zero is the maximum with the PAD's zeros
+too (ResNet's and DenseNet's ZeroPadding2D before their stem's max pooling).
+
 MediaPipe's models export TensorFlow's SAME padding of a stride-2 layer as PAD + VALID (pose
 detection, selfie segmentation), and BlazeFace-style residual blocks add a channel-padded
 shortcut (face detection: 10 such PADs); each of those PADs was a kernel copying the whole tensor.
@@ -26,7 +32,7 @@ import dataclasses
 
 import numpy as np
 
-from .graph import Builtin, Graph, Node
+from .graph import Activation, Builtin, Graph, Node, Padding
 from .ops.elementwise import BINARY
 from .rewrites import Match, Site, replace_nodes
 
@@ -85,6 +91,32 @@ def _takes_padding(reader: Node, tensor: int) -> bool:
     return reader.op in _READERS and reader.inputs[0] == tensor and tensor not in reader.inputs[1:]
 
 
+def _non_negative(tensor: int, site: Site) -> bool:
+    """Is every value of ``tensor`` at least zero? Its producer ends in a ReLU (fused or a node),
+    or it is carried on a grid whose lowest integer is its zero point."""
+    carried = site.graph.tensor(tensor).carried
+    if carried is not None and carried.low >= carried.zero_point:
+        return True
+    producer = site.producer.get(tensor)
+    if producer is None:
+        return False
+    if producer.op in (Builtin.RELU, Builtin.RELU6):
+        return True
+    return producer.params.get("activation") in (Activation.RELU, Activation.RELU6)
+
+
+def _pools_padding(reader: Node, tensor: int, spatial: tuple[int, int, int, int]) -> bool:
+    """Can MAX_POOL_2D ``reader`` read ``tensor``'s spatial zero PAD from the PAD's input (its input
+    known to be at least zero)? VALID padding, and each side's padding shorter than the window,
+    so that every window holds a cell of the input."""
+    if reader.op != Builtin.MAX_POOL_2D or reader.inputs[0] != tensor:
+        return False
+    p = reader.params
+    top, bottom, left, right = spatial
+    fits = max(top, bottom) < p["filter_height"] and max(left, right) < p["filter_width"]
+    return p["padding"] == Padding.VALID and fits
+
+
 def _zero_extends(reader: Node, tensor: int, source: int, graph: Graph) -> bool:
     """Can ``reader`` read ``tensor``, a channel PAD's output, from the PAD's input ``source`` with the
     missing channels as zeros? A binary elementwise op reading it once, at the op's own shape (no
@@ -96,14 +128,18 @@ def _zero_extends(reader: Node, tensor: int, source: int, graph: Graph) -> bool:
     return graph.tensor(tensor).shape == graph.tensor(reader.outputs[0]).shape
 
 
-def _merged_readers(pad: Node, readers: list[Node], graph: Graph) -> list[Node] | None:
+def _merged_readers(pad: Node, readers: list[Node], site: Site) -> list[Node] | None:
     """``readers`` of ``pad``'s output rewritten to read its input, or None when it cannot merge."""
+    graph = site.graph
     out, source = pad.outputs[0], pad.inputs[0]
     pads = _zero_pads(pad, graph)
     if pads is None:
         return None
     spatial = _spatial(pads)
-    if spatial is not None and all(_takes_padding(r, out) for r in readers):
+    pools = (
+        spatial is not None and _non_negative(source, site) and all(_pools_padding(r, out, spatial) for r in readers)
+    )
+    if spatial is not None and (pools or all(_takes_padding(r, out) for r in readers)):
         return [
             dataclasses.replace(r, inputs=(source, *r.inputs[1:]), params={**r.params, "merged_pad": spatial})
             for r in readers
@@ -133,7 +169,7 @@ class PadMerge:
             return None  # a partition output is read outside it too
         if any(_EDITS & r.params.keys() for r in readers):
             return None  # a reader that took a PAD already
-        merged = _merged_readers(pad, readers, site.graph)
+        merged = _merged_readers(pad, readers, site)
         if merged is None:
             return None
         return Match((pad.index,), None, tuple(merged), ((readers[0].index, pad.name),))

@@ -62,13 +62,15 @@ class Pool2D(Op):
         g, p = ctx.graph, node.params
         src, dst = g.tensor(node.inputs[0]).shape, g.tensor(node.outputs[0]).shape
         kh, kw = p["filter_height"], p["filter_width"]
+        # a zero PAD merged into a VALID max pooling (pad_merge.py): its leading rows and columns
+        top, _, left, _ = p.get("merged_pad", (0, 0, 0, 0))
         ints = {
             "kernel_h": kh,
             "kernel_w": kw,
             "stride_h": p["stride_height"],
             "stride_w": p["stride_width"],
-            "pad_h": same_padding(src[1], dst[1], kh, p["stride_height"], 1, p["padding"]),
-            "pad_w": same_padding(src[2], dst[2], kw, p["stride_width"], 1, p["padding"]),
+            "pad_h": same_padding(src[1], dst[1], kh, p["stride_height"], 1, p["padding"]) + top,
+            "pad_w": same_padding(src[2], dst[2], kw, p["stride_width"], 1, p["padding"]) + left,
         }
         if node.op == Builtin.MAX_POOL_2D:
             init, update, finish = "(ACCUM_FLT4)(-INFINITY)", "acc = v > acc ? v : acc;", "acc"
