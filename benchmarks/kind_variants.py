@@ -117,12 +117,7 @@ def convnext_variant() -> Built:
 def yolo_variant() -> Built:
     """A strided Conv/BatchNorm/SiLU backbone on 96x96 to 1/32, a top-down path (UpSampling2D,
     Concatenate, Conv) and a 1x1 head per scale (3 anchors x 7)."""
-
-    def conv(x: Any, width: int, kernel: int = 3, stride: int = 1) -> Any:
-        x = layers.Conv2D(width, kernel, strides=stride, padding="same", use_bias=False)(x)
-        x = layers.BatchNormalization()(x)
-        return layers.Activation("silu")(x)
-
+    conv = make_models.conv_bn_silu
     image = keras.Input((96, 96, 3), batch_size=1, name="image")
     x = conv(image, 12, stride=2)
     p3 = conv(conv(x, 20, stride=2), 20)

@@ -181,15 +181,17 @@ def convnext() -> tuple[Any, list[tf.TensorSpec]]:
     return keras.Model(image, keras.layers.Dense(10)(x)), [tf.TensorSpec((1, 32, 32, 3), tf.float32)]
 
 
+def conv_bn_silu(x: Any, width: int, kernel: int = 3, stride: int = 1) -> Any:
+    """A YOLO-style Conv (no bias, SAME) / BatchNorm / SiLU layer."""
+    x = keras.layers.Conv2D(width, kernel, strides=stride, padding="same", use_bias=False)(x)
+    x = keras.layers.BatchNormalization()(x)
+    return keras.layers.Activation("silu")(x)
+
+
 def yolo_fpn() -> tuple[Any, list[tf.TensorSpec]]:
     """A YOLO/FPN-style detector: a strided Conv/BatchNorm/SiLU backbone to 1/32, a top-down path
     (UpSampling2D, Concatenate, Conv) and a 1x1 head per scale (3 anchors x (5 + 4 classes))."""
-
-    def conv(x: Any, width: int, kernel: int = 3, stride: int = 1) -> Any:
-        x = keras.layers.Conv2D(width, kernel, strides=stride, padding="same", use_bias=False)(x)
-        x = keras.layers.BatchNormalization()(x)
-        return keras.layers.Activation("silu")(x)
-
+    conv = conv_bn_silu
     image = keras.Input((64, 64, 3), batch_size=1, name="image")
     x = conv(image, 8, stride=2)
     p3 = conv(conv(x, 16, stride=2), 16)
