@@ -154,6 +154,36 @@ def test_strided_windows_share_columns_where_taps_overlap(kernel, stride, shared
         assert f"(int16)(u{last}), k)" in code
 
 
+@pytest.mark.parametrize("pixels", [1, 4, 5, 6, 7, 9])
+def test_prefetch_hints_cover_every_line_of_a_slice(pixels):
+    """The hints of a block's consecutive FLT4s (16 bytes each) reach every 64-byte line they span,
+    whatever line the first one starts in."""
+    from delegate.compiler.kernels.cpu.gemm_blocks import PREFETCH_SLICES, slice_prefetches
+
+    hints = slice_prefetches("", pixels)
+    hinted = [int(h.split("PrefetchAt(o")[1].split(" ")[0]) for h in hints]
+    for start in range(4):  # the first pixel's place in its line
+        lines = {(start + p) // 4 for p in range(pixels)}
+        assert lines == {(start + p) // 4 for p in hinted}
+    assert all(f"(s + {PREFETCH_SLICES}) * sstride" in h for h in hints)
+
+
+def test_integer_products_prefetch_their_input_slices():
+    """The flat mode and the rows mode's shared columns hint the input slice ahead of the one they
+    read: the slice planes lie further apart than the hardware prefetchers look."""
+    from delegate.compiler.kernels.cpu.gemm_conv import flat_code, rows_code
+
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 64)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None
+    assert "args.src_tensor.PrefetchAt(o0 + (s + " in "".join(str(p) for p in flat_code(spec))
+    graph, node = _graph(Builtin.CONV_2D, (1, 7, 9, 37), 20, kernel=3)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.shared_columns
+    last = spec.pixels + 1  # (pixels - 1) x 1 + 3 columns
+    assert f"args.src_tensor.PrefetchAt(o{last} + (s + " in "".join(str(p) for p in rows_code(spec))
+
+
 def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():
     graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 20, float_model=True)
     spec = _spec(graph, node, int8_dot=True)

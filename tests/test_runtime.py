@@ -100,6 +100,7 @@ MAIN_FUNCTION($0) {
   if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
   int X = gx / B; int b = gx % B;
   int at = args.src_tensor.Offset(X, Y, S, b);
+  args.src_tensor.PrefetchAt(at + args.src_tensor.Offset(0, 0, 4, 0));
   args.dst_tensor.WriteAt(args.src_tensor.ReadAt(at) * (FLT)(args.scale) + args.bias.Read(S), at);
 }
 """
@@ -108,6 +109,7 @@ MAIN_FUNCTION($0) {
 @pytest.mark.parametrize("precision", [F32, F32_F16], ids=lambda p: p.name)
 @pytest.mark.parametrize("storage", [T.BUFFER, T.IMAGE_BUFFER], ids=lambda s: s.name)
 def test_linear_selectors_on_buffer_storages(storage, precision, cache):
+    """Offset, ReadAt and WriteAt, and PrefetchAt's hint (past the tensor's end here: harmless)."""
     dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
     op = scale_bias_op(3.0, _bias(6).tobytes(), code=_LINEAR_SELECTORS)
     ctx = single_node(op, desc(6, storage, dt, b=2), desc(6, storage, dt, b=2), precision=precision)

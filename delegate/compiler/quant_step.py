@@ -31,11 +31,14 @@ def _rounded_steps(params: Carried, with_zero_point: bool, width: int) -> tuple[
     # A grid whose low end is at or above zero (a ReLU's output, zero point at the type's low end;
     # uint8 counted with its zero point) leaves no negative q after the clamp (NaN and -0 take
     # +0): the half is added as it is, without the sign's two operations (a third of the step).
+    # Else the half takes q's sign by a float comparison, not by q's bits (as_uint): an integer
+    # view of q turns the clamps' selects into integer compare-and-blend pairs, two operations
+    # each, where the float ones are one max / min (same values: -0 and +0 both round to 0, and
+    # the clamp left no NaN).
     if params.low - shift >= 0:
         rounded = f"q + {half}"
     else:
-        sign = f"(uint{width})(0x80000000u)"
-        rounded = f"q + as_float{width}((as_uint{width}(q) & {sign}) | as_uint{width}((float{width})({half})))"
+        rounded = f"q + (q < 0.0f ? (float{width})(-{half}) : (float{width})({half}))"
     statements = f"    float{width} q = {scaled};\n    q = q > {low} ? q : {low};\n    q = q < {high} ? q : {high};\n"
     return statements, rounded
 

@@ -36,11 +36,12 @@ TENSOR_SELECTORS = {
     "ReadAt": (1,),
     "ReadLaneAt": (2,),
     "WriteAt": (2,),
+    "PrefetchAt": (1,),
 }
 #: Selectors that address a tensor's memory linearly: buffer-backed storages only.
-LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt")
+LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt")
 #: selectors whose macro names carry their argument count
-TENSOR_SUFFIXED = ("Read", "ReadFloat", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt")
+TENSOR_SUFFIXED = ("Read", "ReadFloat", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt")
 #: the lane argument of ReadLaneAt: a literal component index
 _LANE = re.compile(r"[0-3]")
 _IMAGE_TYPES = {
@@ -266,6 +267,9 @@ class _Assembler:
             # The tensor starts s6 bytes into its buffer (tensors share one arena).
             m.append(f"#define {name}_ptr ((__global {elem}*)((__global char*){buf} + {p}.s6))")
             buf = f"{name}_ptr"
+            # a hint to bring the cache line of FLT4 i in (clang's builtin: PoCL's CPU targets); no
+            # load, so an index past the tensor is harmless
+            m.append(f"#define {name}_PrefetchAt1(i) __builtin_prefetch({buf} + (i))")
             if st == TensorStorageType.IMAGE_BUFFER:
                 img = f"{name}_img"
                 self.params.append(Param(f"__read_only image1d_buffer_t {img}", "tensor_image", name))

@@ -47,6 +47,7 @@ from .gemm_blocks import (
     lane_accumulators,
     row_pixels,
     slice_loop,
+    slice_prefetches,
     source_names,
     spilled_writes,
 )
@@ -253,6 +254,7 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
             f"  bool in{c} = rin && xc{c} >= 0 && xc{c} < iw;\n  int o{c} = in{c} ? row + xc{c} * B : row;\n"
         )
     parts.append("  for (int s = 0; s < args.src_tensor.Slices(); ++s) {\n")
+    parts += slice_prefetches("    ", columns)
     parts += column_codes("    ", columns, spec.integer)
     for kx in range(kw):
         for g in range(groups):
