@@ -194,6 +194,20 @@ def logistic(x: np.ndarray) -> np.ndarray:
 
 _KEEPS_SMALL = Traits(keeps_small=True)
 
+
+def hard_swish_code(width: int) -> str:
+    """x * relu6(x + 3) / 6 on FLT``width`` ``result`` (ternaries: PoCL calls min and max)."""
+    flt = f"FLT{width}"
+    init = "INIT_FLT4({})" if width == 4 else f"(({flt})({{}}))"
+    zero, three, six, sixth = (init.format(v) for v in ("0.0f", "3.0f", "6.0f", "1.0f / 6.0f"))
+    return (
+        f"{flt} r6 = result + {three};\n"
+        f"  r6 = r6 < {zero} ? {zero} : r6;\n"
+        f"  r6 = r6 > {six} ? {six} : r6;\n"
+        f"  result = result * r6 * {sixth};"
+    )
+
+
 UNARY: dict[int, UnarySpec] = {
     Builtin.LOGISTIC: UnarySpec(
         activation_code(Activation.SIGMOID),
@@ -201,10 +215,25 @@ UNARY: dict[int, UnarySpec] = {
         real=logistic,
         wide=partial(activation_code, Activation.SIGMOID, "result"),
     ),
-    Builtin.RELU: UnarySpec(activation_code(Activation.RELU), _CLAMPS),
-    Builtin.RELU6: UnarySpec(activation_code(Activation.RELU6), replace(_CLAMPS, output_bound=6.0)),
-    Builtin.RELU_N1_TO_1: UnarySpec(activation_code(Activation.RELU_N1_TO_1), replace(_CLAMPS, output_bound=1.0)),
-    Builtin.TANH: UnarySpec(activation_code(Activation.TANH), replace(_REQUANTIZES, output_bound=1.0), real=np.tanh),
+    Builtin.RELU: UnarySpec(
+        activation_code(Activation.RELU), _CLAMPS, wide=partial(activation_code, Activation.RELU, "result")
+    ),
+    Builtin.RELU6: UnarySpec(
+        activation_code(Activation.RELU6),
+        replace(_CLAMPS, output_bound=6.0),
+        wide=partial(activation_code, Activation.RELU6, "result"),
+    ),
+    Builtin.RELU_N1_TO_1: UnarySpec(
+        activation_code(Activation.RELU_N1_TO_1),
+        replace(_CLAMPS, output_bound=1.0),
+        wide=partial(activation_code, Activation.RELU_N1_TO_1, "result"),
+    ),
+    Builtin.TANH: UnarySpec(
+        activation_code(Activation.TANH),
+        replace(_REQUANTIZES, output_bound=1.0),
+        real=np.tanh,
+        wide=partial(activation_code, Activation.TANH, "result"),
+    ),
     Builtin.ABS: UnarySpec("result = fabs(result);", _KEEPS_SMALL),
     Builtin.NEG: UnarySpec("result = -result;", _KEEPS_SMALL),
     Builtin.EXP: UnarySpec(exp_code("result", "convert_float4(result)", 4, "TO_FLT4")),
@@ -222,12 +251,10 @@ UNARY: dict[int, UnarySpec] = {
         + "\n    result = result < INIT_FLT4(0.0f) ? TO_FLT4(elu_e - 1.0f) : result; }"
     ),
     Builtin.HARD_SWISH: UnarySpec(
-        """FLT4 r6 = result + INIT_FLT4(3.0f);
-  r6 = r6 < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : r6;
-  r6 = r6 > INIT_FLT4(6.0f) ? INIT_FLT4(6.0f) : r6;
-  result = result * r6 * INIT_FLT4(1.0f / 6.0f);""",
+        hard_swish_code(4),
         _REQUANTIZES,
         real=lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+        wide=hard_swish_code,
     ),
     Builtin.LEAKY_RELU: UnarySpec(
         "result = result < INIT_FLT4(0.0f) ? result * (FLT)({alpha}) : result;", _REQUANTIZES, (("alpha", 0.2),)
