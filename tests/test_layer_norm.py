@@ -10,6 +10,7 @@ import pytest
 from delegate.compiler.graph import Builtin
 
 from .test_ops import TOLERANCE, run_both
+from .test_swish import _kernel_codes
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
@@ -261,3 +262,34 @@ def test_torch_native_layer_norm(shape, axes, affine, precision):
     beta = rng.uniform(-1, 1, c).astype(np.float32) if affine else None
     x = rng.normal(-1.0, 3.0, shape).astype(np.float32)
     _check(*_torch_native(shape, gamma, beta, 1e-5, axes), x, precision)
+
+
+@pytest.mark.parametrize(
+    ("shape", "block"),
+    [
+        ((1, 64, 128), True),  # MLP-Mixer's: whole blocks of 4 pixels
+        ((2, 5, 10), True),  # 10 pixels (batch 2): the last block moved back, 3 slices, the last half padding
+        ((1, 7, 37), True),  # a last slice of one channel
+        ((1, 3, 12), False),  # fewer pixels than a block: a work-item per pixel
+    ],
+)
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_layer_norm_in_blocks_of_four_pixels(monkeypatch, shape, block, precision):
+    """On buffers (the CPU device's storage) a work-item normalizes 4 consecutive pixels at once,
+    their slices one FLT16, where there are 4 pixels; a residual ADD of a runtime tensor linked
+    after it reads each pixel's own (X, Y, b). TFLite's answer either way."""
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    c = shape[-1]
+    gamma, beta = (rng.uniform(0.5, 1.5, c).astype(np.float32) for _ in range(2))
+    tensors, ops, out = _keras(shape, gamma, beta, 1e-3)
+    tensors += [T(shape), T(shape)]
+    ops.append(Op(Builtin.ADD, [out, len(tensors) - 2], [len(tensors) - 1]))
+    codes = _kernel_codes(monkeypatch)
+    model = build_model(tensors, ops, [0, len(tensors) - 2], [len(tensors) - 1])
+    x, r = (rng.normal(0.5, 2.0, shape).astype(np.float32) for _ in range(2))
+    got, want, state = run_both(model, [x, r], precision)
+    assert len(state.delegated_nodes) == len(ops), state.unsupported
+    assert sum(p.kernels for p in state.partitions) == 1
+    err = float(np.abs(got[0].astype(np.float64) - want[0]).max())
+    assert err <= TOLERANCE[precision] * max(float(np.abs(want[0]).max()), 1.0), err
+    assert any("float16 squares" in code for code in codes) == block, codes

@@ -133,6 +133,30 @@ def test_binary_with_broadcasting(op, pair, seed, constant, act, precision):
         check(tensors, [Op(op, [0, 1], [2], options)], [0, 1], [2], [a, b], precision)
 
 
+@pytest.mark.parametrize("other", [(), (5,), (7, 1), (1, 3, 1, 5), (2, 1, 1, 1), (2, 3, 7, 5)])
+@pytest.mark.parametrize("first", [False, True])
+def test_constant_operands_read_at_their_broadcast_coordinates(monkeypatch, other, first):
+    """A constant operand of any broadcast shape, on either side of a non-commutative op, in a
+    kernel of its own (DIV of a partition input) and linked into a producer's (SUB after an ADD):
+    its broadcast dimensions are written into its read, not tested per element as a runtime
+    operand's are; TFLite's answer."""
+    from .test_swish import _kernel_codes
+
+    out = (2, 3, 7, 5)
+    rng = np.random.default_rng(len(other) + first)
+    c, d = rand(other, rng, 0.5, 2.0), rand(other, rng, 0.5, 2.0)
+    tensors = [T(out), T(out), T(out), T(other, c), T(out), T(other, d), T(out)]
+    ops = [
+        Op(Builtin.ADD, [0, 1], [2], ("AddOptions", {})),
+        Op(Builtin.SUB, [3, 2] if first else [2, 3], [4], ("SubOptions", {})),
+        Op(Builtin.DIV, [5, 0] if first else [0, 5], [6], ("DivOptions", {})),
+    ]
+    codes = _kernel_codes(monkeypatch)
+    check(tensors, ops, [0, 1], [4, 6], [rand(out, rng, 0.5, 2.0), rand(out, rng)])
+    # the runtime operands only: the ADD's two and the DIV's partition input
+    assert sum(code.count("Width() == 1 ? 0 : X") for code in codes) == 3, codes
+
+
 @pytest.mark.parametrize("shape", [(1, 3, 8, 5), (2, 2, 9, 8), (2, 3, 17, 13), (1, 1, 1, 3)])
 @pytest.mark.parametrize("precision", ["F32", "F16"])
 def test_elementwise_kernels_in_runs_of_pixels(shape, precision):

@@ -287,3 +287,29 @@ def test_swish_and_a_residual_add_in_either_order_on_partial_blocks(src, channel
     tensors, ops, inputs = _conv_swish_add(src, channels, kernel, rng, add_first=add_first)
     state = check(tensors, ops, inputs, [5 if add_first else 7], _feeds(tensors, inputs, rng))
     assert _kernels(state) == 1
+
+
+#: each unary op's statements on a whole wide vector (ops/elementwise.py, UnarySpec.wide)
+WIDE_UNARY = {
+    Builtin.HARD_SWISH: re.compile(r"FLT(8|16) r6 = result \+"),
+    Builtin.TANH: re.compile(r"float(8|16) th_x = convert_float(8|16)\(result\)"),
+    Builtin.RELU6: re.compile(r"result = result > \(\(FLT(8|16)\)\(6\.0f\)\)"),
+    Builtin.RELU: re.compile(r"result = result < \(\(FLT(8|16)\)\(0\.0f\)\)"),
+    Builtin.RELU_N1_TO_1: re.compile(r"result = result > \(\(FLT(8|16)\)\(1\.0f\)\)"),
+}
+
+
+@pytest.mark.parametrize("op", list(WIDE_UNARY), ids=lambda o: Builtin(o).name)
+@pytest.mark.parametrize("kind", ["conv1x1", "conv3x3"])
+@pytest.mark.parametrize("precision", ["F32", "F16"])
+def test_linked_activations_run_once_on_each_whole_vector(monkeypatch, op, kind, precision):
+    """A hard swish (MobileNetV3's), tanh or clamp linked after a matrix product runs on its whole
+    FLT8 / FLT16 vectors like the swish, edge blocks and a part-padding last group included."""
+    rng = np.random.default_rng(14)
+    tensors, ops = _layer(kind, 7, 9, 8, 40, rng)
+    tensors.append(T(tensors[3].shape))
+    ops.append(Op(op, [3], [4]))
+    codes = _kernel_codes(monkeypatch)
+    state = check(tensors, ops, [0], [4], _feeds(tensors, [0], rng), precision)
+    assert _kernels(state) == 1
+    assert any(WIDE_UNARY[op].search(code) for code in codes), codes

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..graph import Graph, Node
 from ..kernels.common.pieces import activation_code
 from .base import Link
-from .elementwise import read_broadcast
+from .elementwise import constant_shape, read_broadcast
 
 
 def is_channel_affine(node: Node, graph: Graph) -> bool:
@@ -29,9 +29,12 @@ def is_channel_affine(node: Node, graph: Graph) -> bool:
 def channel_affine_code(node: Node, link: Link) -> str:
     """``result * weights + bias``, per channel, then the fused activation."""
     weights = link.add_operand("w", node.inputs[1])
-    lines = [read_broadcast(weights, indent="    "), f"    result = result * {weights}_v;\n"]
+    graph = link.ctx.graph
+    lines = [read_broadcast(weights, "    ", constant=constant_shape(graph, node.inputs[1]))]
+    lines.append(f"    result = result * {weights}_v;\n")
     if len(node.inputs) > 2 and node.inputs[2] >= 0:
         bias = link.add_operand("b", node.inputs[2])
-        lines += [read_broadcast(bias, indent="    "), f"    result = result + {bias}_v;\n"]
+        lines += [read_broadcast(bias, "    ", constant=constant_shape(graph, node.inputs[2]))]
+        lines.append(f"    result = result + {bias}_v;\n")
     lines.append("    " + activation_code(node.params.get("activation", 0)) + "\n")
     return "".join(lines)

@@ -50,10 +50,13 @@ _INTEGER_FOLDS = {
 }
 
 
-def read_broadcast(name: str, indent: str = "  ", zero_extended: bool = False) -> str:
+def read_broadcast(name: str, indent: str = "  ", zero_extended: bool = False,
+                   constant: tuple[int, int, int, int] | None = None) -> str:  # fmt: skip
     """Read operand ``name`` at the output's coordinates, dimensions of size 1 broadcast; or, when
     ``zero_extended`` (the input of a channel PAD merged into this op, compiler/pad_merge.py), with
-    the channels past its own read as zeros."""
+    the channels past its own read as zeros. ``constant``: the (b, h, w, c) of a constant operand,
+    whose shape no resize changes: its broadcast dimensions are written in, not tested per element
+    (a scalar is one load at a fixed place, which the compiler keeps out of the pixel loop)."""
     a = f"args.{name}"
     if zero_extended:
         zero = "(FLT)(0.0f)"
@@ -63,11 +66,25 @@ def read_broadcast(name: str, indent: str = "  ", zero_extended: bool = False) -
             f"{indent}if ({name}_left < 4) {name}_v = (FLT4)({name}_left > 0 ? {name}_v.x : {zero}, "
             f"{name}_left > 1 ? {name}_v.y : {zero}, {name}_left > 2 ? {name}_v.z : {zero}, {zero});\n"
         )
+    if constant is not None:
+        batch, height, width, channels = constant
+        at = ", ".join(
+            "0" if size == 1 else coordinate
+            for size, coordinate in zip((width, height, layout.slices(channels), batch), "XYSb", strict=True)
+        )
+        read = f"{a}.Read({at})"
+        return f"{indent}FLT4 {name}_v = {f'(FLT4)({read}.x)' if channels == 1 else read};\n"
     return (
         f"{indent}FLT4 {name}_v = {a}.Read({a}.Width() == 1 ? 0 : X, {a}.Height() == 1 ? 0 : Y, "
         f"{a}.Slices() == 1 ? 0 : S, {a}.Batch() == 1 ? 0 : b);\n"
         f"{indent}if ({a}.Channels() == 1) {name}_v = (FLT4)({name}_v.x);\n"
     )
+
+
+def constant_shape(graph: Graph, tensor: int) -> tuple[int, int, int, int] | None:
+    """``read_broadcast``'s ``constant`` for operand ``tensor``: its (b, h, w, c) if a constant."""
+    t = graph.tensor(tensor)
+    return layout.bhwc(t.shape) if t.constant is not None else None
 
 
 class Binary(Op):
@@ -96,10 +113,11 @@ class Binary(Op):
         srcs, objects = operands(["a", "b_in"], list(node.inputs), ctx)
         act = _activation(node, ctx.graph)
         extended = node.params.get("zero_extended", ())
+        a, b = node.inputs
         code = (
             HEAD
-            + read_broadcast("a", zero_extended=node.inputs[0] in extended)
-            + read_broadcast("b_in", zero_extended=node.inputs[1] in extended)
+            + read_broadcast("a", zero_extended=a in extended, constant=constant_shape(ctx.graph, a))
+            + read_broadcast("b_in", zero_extended=b in extended, constant=constant_shape(ctx.graph, b))
             + f"  FLT4 result = {BINARY[node.op][0].format(a='a_v', b='b_in_v')};\n  {act}\n"
         )
         return row_runs(operation(written(code), srcs=srcs, tensor_objects=objects), node, ctx)
@@ -113,7 +131,8 @@ class Binary(Op):
     def link(self, node: Node, fused_input: int, link: Link) -> str:
         other = next(i for i in node.inputs if i != fused_input)
         name = link.add_operand("", other)
-        lines = [read_broadcast(name, indent="    ", zero_extended=other in node.params.get("zero_extended", ()))]
+        extended = other in node.params.get("zero_extended", ())
+        lines = [read_broadcast(name, "    ", extended, constant_shape(link.ctx.graph, other))]
         first, second = ("result", f"{name}_v") if node.inputs[0] == fused_input else (f"{name}_v", "result")
         lines.append(f"    FLT4 {name}_a = {first}; FLT4 {name}_b = {second};\n")
         lines.append(f"    result = {BINARY[node.op][0].format(a=f'{name}_a', b=f'{name}_b')};\n")
@@ -194,6 +213,20 @@ def logistic(x: np.ndarray) -> np.ndarray:
 
 _KEEPS_SMALL = Traits(keeps_small=True)
 
+
+def hard_swish_code(width: int) -> str:
+    """x * relu6(x + 3) / 6 on FLT``width`` ``result`` (ternaries: PoCL calls min and max)."""
+    flt = f"FLT{width}"
+    init = "INIT_FLT4({})" if width == 4 else f"(({flt})({{}}))"
+    zero, three, six, sixth = (init.format(v) for v in ("0.0f", "3.0f", "6.0f", "1.0f / 6.0f"))
+    return (
+        f"{flt} r6 = result + {three};\n"
+        f"  r6 = r6 < {zero} ? {zero} : r6;\n"
+        f"  r6 = r6 > {six} ? {six} : r6;\n"
+        f"  result = result * r6 * {sixth};"
+    )
+
+
 UNARY: dict[int, UnarySpec] = {
     Builtin.LOGISTIC: UnarySpec(
         activation_code(Activation.SIGMOID),
@@ -201,10 +234,25 @@ UNARY: dict[int, UnarySpec] = {
         real=logistic,
         wide=partial(activation_code, Activation.SIGMOID, "result"),
     ),
-    Builtin.RELU: UnarySpec(activation_code(Activation.RELU), _CLAMPS),
-    Builtin.RELU6: UnarySpec(activation_code(Activation.RELU6), replace(_CLAMPS, output_bound=6.0)),
-    Builtin.RELU_N1_TO_1: UnarySpec(activation_code(Activation.RELU_N1_TO_1), replace(_CLAMPS, output_bound=1.0)),
-    Builtin.TANH: UnarySpec(activation_code(Activation.TANH), replace(_REQUANTIZES, output_bound=1.0), real=np.tanh),
+    Builtin.RELU: UnarySpec(
+        activation_code(Activation.RELU), _CLAMPS, wide=partial(activation_code, Activation.RELU, "result")
+    ),
+    Builtin.RELU6: UnarySpec(
+        activation_code(Activation.RELU6),
+        replace(_CLAMPS, output_bound=6.0),
+        wide=partial(activation_code, Activation.RELU6, "result"),
+    ),
+    Builtin.RELU_N1_TO_1: UnarySpec(
+        activation_code(Activation.RELU_N1_TO_1),
+        replace(_CLAMPS, output_bound=1.0),
+        wide=partial(activation_code, Activation.RELU_N1_TO_1, "result"),
+    ),
+    Builtin.TANH: UnarySpec(
+        activation_code(Activation.TANH),
+        replace(_REQUANTIZES, output_bound=1.0),
+        real=np.tanh,
+        wide=partial(activation_code, Activation.TANH, "result"),
+    ),
     Builtin.ABS: UnarySpec("result = fabs(result);", _KEEPS_SMALL),
     Builtin.NEG: UnarySpec("result = -result;", _KEEPS_SMALL),
     Builtin.EXP: UnarySpec(exp_code("result", "convert_float4(result)", 4, "TO_FLT4")),
@@ -222,12 +270,10 @@ UNARY: dict[int, UnarySpec] = {
         + "\n    result = result < INIT_FLT4(0.0f) ? TO_FLT4(elu_e - 1.0f) : result; }"
     ),
     Builtin.HARD_SWISH: UnarySpec(
-        """FLT4 r6 = result + INIT_FLT4(3.0f);
-  r6 = r6 < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : r6;
-  r6 = r6 > INIT_FLT4(6.0f) ? INIT_FLT4(6.0f) : r6;
-  result = result * r6 * INIT_FLT4(1.0f / 6.0f);""",
+        hard_swish_code(4),
         _REQUANTIZES,
         real=lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+        wide=hard_swish_code,
     ),
     Builtin.LEAKY_RELU: UnarySpec(
         "result = result < INIT_FLT4(0.0f) ? result * (FLT)({alpha}) : result;", _REQUANTIZES, (("alpha", 0.2),)

@@ -27,20 +27,30 @@ def _tanh_form(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-# in float, with math_code's arithmetic erf and tanh: PoCL calls erf and tanh one value at a time
-_EXACT = UnarySpec(
-    "{ float4 gelu_x = convert_float4(result), gelu_e;\n    "
-    + erf_code("gelu_e", "gelu_x * 0.70710678f")
-    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_e)); }",
-    real=_exact,
-)
-# x^3 as products: PoCL calls pow (ops/elementwise.py, SQUARE)
-_TANH = UnarySpec(
-    "{ float4 gelu_x = convert_float4(result), gelu_t;\n    "
-    + tanh_code("gelu_t", "0.79788456f * (gelu_x + 0.044715f * gelu_x * gelu_x * gelu_x)")
-    + "\n    result = TO_FLT4(0.5f * gelu_x * (1.0f + gelu_t)); }",
-    real=_tanh_form,
-)
+def _exact_code(width: int = 4) -> str:
+    """The exact form on FLT``width`` ``result``, in float``width``."""
+    return (
+        f"{{ float{width} gelu_x = convert_float{width}(result), gelu_e;\n    "
+        + erf_code("gelu_e", "gelu_x * 0.70710678f", width)
+        + f"\n    result = TO_FLT{width}(0.5f * gelu_x * (1.0f + gelu_e)); }}"
+    )
+
+
+def _tanh_form_code(width: int = 4) -> str:
+    """The tanh form on FLT``width`` ``result``; x^3 as products: PoCL calls pow (ops/elementwise.py,
+    SQUARE)."""
+    return (
+        f"{{ float{width} gelu_x = convert_float{width}(result), gelu_t;\n    "
+        + tanh_code("gelu_t", "0.79788456f * (gelu_x + 0.044715f * gelu_x * gelu_x * gelu_x)", width)
+        + f"\n    result = TO_FLT{width}(0.5f * gelu_x * (1.0f + gelu_t)); }}"
+    )
+
+
+# in float, with math_code's arithmetic erf and tanh: PoCL calls erf and tanh one value at a time;
+# ``wide``: a matrix product's whole FLT16 (FLT8) accumulators take it once per vector (fusion.py),
+# the division and polynomials a quarter (half) as many instructions as per FLT4 slice
+_EXACT = UnarySpec(_exact_code(), real=_exact, wide=_exact_code)
+_TANH = UnarySpec(_tanh_form_code(), real=_tanh_form, wide=_tanh_form_code)
 
 
 class Gelu(UnaryOp):
