@@ -232,7 +232,9 @@ def int_bias(scales: np.ndarray, rng) -> T:
 
 def check_quant(tensors, ops, inputs, outputs, feeds, *, steps: int = 1, exact: float = 0.95):
     """The model through the delegate and TFLite's builtin integer kernels: every op delegated and
-    every output within ``steps`` quantization steps, at least ``exact`` of them exact."""
+    every output within ``steps`` quantization steps, at least ``exact`` of them exact; where
+    ``exact`` is below 1, one output may be off whatever the size (a layer of 12 outputs would
+    otherwise have to match all 12)."""
     model = build_model(tensors, ops, inputs, outputs)
     got, want, state = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
     assert len(state.delegated_nodes) == len(ops), state.unsupported
@@ -244,8 +246,13 @@ def check_quant(tensors, ops, inputs, outputs, feeds, *, steps: int = 1, exact: 
         else:
             diff = np.abs(g.astype(np.int64) - w.astype(np.int64))
         assert float(diff.max()) <= steps + 1e-3, f"{float(diff.max())} steps"
-        off = float(np.mean(diff > 0.5))
-        assert off <= 1 - exact, f"{off:.1%} of the outputs off by a step"
+        # TFLite's integer kernels round twice (the fixed-point multiplier's high product, then the
+        # shift): a value within a few thousandths of a step of a tie can round the other way from
+        # the exact result the delegate's float sum rounds (measured: 2.4965 steps, TFLite 3, the
+        # delegate 2, on a 2x2x3 depthwise output), so a small layer may show one such output
+        off = int(np.count_nonzero(diff > 0.5))
+        allowed = max(1.0, (1 - exact) * diff.size) if exact < 1 else 0.0
+        assert off <= allowed, f"{off} of {diff.size} outputs off by a step"
     return state
 
 
