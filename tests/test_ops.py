@@ -1874,6 +1874,29 @@ def _width_pair_model(src, cout, stride, rng):
     return tensors, ops, [0], [6]
 
 
+def _width_dw_model(src, k, stride, dilation, padding, rng):
+    """A depthwise convolution and the swish after it (EfficientNet's), linked into its kernel."""
+    b, h, w, c = src
+    oh, ow = _out(h, k, stride, dilation, padding), _out(w, k, stride, dilation, padding)
+    tensors = [T(src), T((1, k, k, c), rand((1, k, k, c), rng)), T((c,), rand((c,), rng))]
+    tensors += [T((b, oh, ow, c)), T((b, oh, ow, c)), T((b, oh, ow, c))]
+    params = {
+        "Padding": padding - 1,
+        "StrideW": stride,
+        "StrideH": stride,
+        "DepthMultiplier": 1,
+        "DilationWFactor": dilation,
+        "DilationHFactor": dilation,
+        "FusedActivationFunction": 0,
+    }
+    ops = [
+        Op(Builtin.DEPTHWISE_CONV_2D, [0, 1, 2], [3], ("DepthwiseConv2DOptions", params)),
+        Op(Builtin.LOGISTIC, [3], [4]),
+        Op(Builtin.MUL, [3, 4], [5], ("MulOptions", {"FusedActivationFunction": 0})),
+    ]
+    return tensors, ops, [0], [5]
+
+
 def _fc_model(rows, cin, cout, rng):
     tensors = [T((rows, cin)), T((cout, cin), rand((cout, cin), rng)), T((cout,), rand((cout,), rng)), T((rows, cout))]
     return tensors, [Op(Builtin.FULLY_CONNECTED, [0, 1, 2], [3], ("FullyConnectedOptions", {}))], [0], [3]
@@ -1893,6 +1916,11 @@ _WIDTH_CASES = {
     # depthwise + 1x1 pairs (MIN_ROWS and MIN_WIDTH 14)
     "pair-32": lambda rng: _width_pair_model((1, 16, 17, 24), 32, 1, rng),
     "pair-s2-96": lambda rng: _width_pair_model((1, 30, 29, 40), 96, 2, rng),
+    # depthwise rows (packs of 2 or 4 slices): a last pack of one slice and rows of 7-pixel blocks,
+    # stride 2 with batch 2 and a 5x5 window (6-pixel blocks, a partial slice), a dilated window
+    "dw-3x3-20": lambda rng: _width_dw_model((1, 9, 13, 20), 3, 1, 1, 1, rng),
+    "dw-5x5s2-38": lambda rng: _width_dw_model((2, 11, 12, 38), 5, 2, 1, 1, rng),
+    "dw-3x3d2-16": lambda rng: _width_dw_model((1, 8, 14, 16), 3, 1, 2, 2, rng),
 }
 
 
@@ -1900,9 +1928,9 @@ _WIDTH_CASES = {
 @pytest.mark.parametrize("case", sorted(_WIDTH_CASES))
 @pytest.mark.parametrize("precision", ["F32", "F32_F16"])
 def test_matrix_products_in_both_vector_widths(case, width, precision):
-    """The matrix-product kernels (1x1, windowed, fully connected, depthwise pairs) in groups of 8
-    and of 16 output channels against TFLite; the default picks 16 only where the device compiles
-    for AVX-512, which is also the only place it is allowed."""
+    """The matrix-product kernels (1x1, windowed, fully connected, depthwise pairs) and the depthwise
+    row kernel in groups of 8 and of 16 output channels against TFLite; the default picks 16 only
+    where the device compiles for AVX-512, which is also the only place it is allowed."""
     if width == 16 and _device_vector_floats() != 16:
         pytest.skip("16-channel groups are built only for CPU devices compiling for AVX-512 (this one does not)")
     rng = np.random.default_rng(len(case) * 7 + width)

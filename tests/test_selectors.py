@@ -210,8 +210,16 @@ def test_depthwise_choices():
 
     assert pick(CPU, multiplier=2).variant is Variant.DEPTHWISE_MULTIPLIER
     assert pick(GPU, multiplier=2).variant is Variant.DEPTHWISE_MULTIPLIER
-    # 8 pixels x 2 slices per work-item, a column of row blocks per work-group
-    assert pick(CPU) == KernelSpec(Variant.DEPTHWISE_ROWS, grid=(2, 14, 4), work_group=(1, 14, 1))
+    # 7 pixels (two blocks fill a 14-pixel row) x 2 slices per work-item, a column of row blocks
+    # per work-group
+    rows = KernelSpec(Variant.DEPTHWISE_ROWS, grid=(2, 14, 4), work_group=(1, 14, 1), pack=8, rows=7)
+    assert pick(CPU) == rows
+    # 4 slices (FLT16) where the device is 16 wide; a pair where 8 channels are all there is
+    wide = CompileOptions(vector_width=16)
+    assert pick(wide) == KernelSpec(Variant.DEPTHWISE_ROWS, grid=(2, 14, 2), work_group=(1, 14, 1), pack=16, rows=7)
+    assert pick(wide, (1, 14, 14, 8)).pack == 8
+    # pixels per work-item: blocks that overhang the row least, the largest of equals
+    assert [pick(CPU, (1, 6, w, 32)).rows for w in (4, 7, 10, 12, 16, 17, 64)] == [4, 7, 5, 6, 8, 6, 8]
     assert pick(CPU, kernel=7).variant is Variant.DEPTHWISE_ROWS  # 49 taps: the most it unrolls
     assert pick(CPU, kernel=9).variant is Variant.PLAIN
     assert pick(TEXTURE).variant is Variant.PLAIN

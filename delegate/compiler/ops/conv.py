@@ -14,7 +14,7 @@ from ..kernel import Kernel
 from ..kernels.common.conv_blocked import blocked_conv_code
 from ..kernels.common.conv_plain import CONV, DEPTHWISE, DEPTHWISE_MULTIPLIER, FULLY_CONNECTED, GROUPED, TRANSPOSE_CONV
 from ..kernels.common.pieces import activation_code, buffer_object, operation, written
-from ..kernels.cpu.depthwise_rows import depthwise_code, pack_depthwise_weights
+from ..kernels.cpu.depthwise_rows import DEPTHWISE_PIXELS, depthwise_code, pack_depthwise_weights
 from ..kernels.cpu.gemm_blocks import pack_gemm_biases
 from ..selectors.conv import select_conv, select_depthwise, select_fully_connected, select_transpose_conv
 from ..selectors.spec import KernelSpec, Variant
@@ -134,19 +134,24 @@ class DepthwiseConv2D(Op):
 
     def _rows(self, spec: KernelSpec, node: Node, ctx: EmitContext, filters: np.ndarray, ints: dict[str, int],
               biases: bytes) -> Kernel:  # fmt: skip
+        pack = spec.pack or 8
         code = depthwise_code(
             node.params["activation"],
             kernel=(ints["kernel_h"], ints["kernel_w"]),
             stride=(ints["stride_h"], ints["stride_w"]),
             dilation=(ints["dilation_h"], ints["dilation_w"]),
             pad=(ints["pad_h"], ints["pad_w"]),
+            pixels=spec.rows or DEPTHWISE_PIXELS,
+            width=pack,
         )
         kernel = operation(
             code,
             srcs=["src_tensor"],
             buffer_objects=[
-                buffer_object("weights", pack_depthwise_weights(filters, ctx.dtype), ctx.dtype, element_size=8),
-                buffer_object("biases", pack_gemm_biases(biases, ctx.dtype), ctx.dtype, element_size=8),
+                buffer_object(
+                    "weights", pack_depthwise_weights(filters, ctx.dtype, pack), ctx.dtype, element_size=pack
+                ),
+                buffer_object("biases", pack_gemm_biases(biases, ctx.dtype, pack), ctx.dtype, element_size=pack),
             ],
         )
         return launched(kernel, spec)

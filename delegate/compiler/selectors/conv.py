@@ -20,7 +20,7 @@ from .. import layout
 from ..graph import Builtin, Graph, Node
 from ..kernels.common.conv_blocked import PIXELS as BLOCKED_PIXELS
 from ..kernels.common.conv_blocked import SLICES as BLOCKED_SLICES
-from ..kernels.cpu.depthwise_rows import DEPTHWISE_PIXELS
+from ..kernels.cpu.depthwise_rows import depthwise_pixels, dw_width
 from ..options import CompileOptions, ConvKernels, KernelFamily
 from ..window import conv_window, transpose_window, unit_window
 from .gemm import select_gemm
@@ -72,10 +72,12 @@ def select_depthwise(node: Node, graph: Graph, options: CompileOptions) -> Kerne
         return select_gpu_depthwise(dst, options.gpu_work_group)
     if options.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
         b, h, w, c = dst
-        grid = (-(-w // DEPTHWISE_PIXELS) * b, h, -(-layout.slices(c) // 2))
+        pack = dw_width(c, options.vector_width)
+        pixels = depthwise_pixels(w)
+        grid = (-(-w // pixels) * b, h, -(-layout.slices(c) // (pack // 4)))
         # a column of row blocks: the small outputs' grids are only 1-2 blocks wide
         # (benchmarks/RESULTS.md, "Kernel choices")
-        return KernelSpec(Variant.DEPTHWISE_ROWS, grid=grid, work_group=(1, h, 1))
+        return KernelSpec(Variant.DEPTHWISE_ROWS, grid=grid, work_group=(1, h, 1), pack=pack, rows=pixels)
     return KernelSpec(Variant.PLAIN)
 
 

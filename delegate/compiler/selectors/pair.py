@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..graph import Builtin, Graph, Node
 from ..kernels.cpu.conv_pair import PairSpec, mid_row_bytes
+from ..kernels.cpu.depthwise_rows import dw_width
 from ..kernels.cpu.gemm_blocks import gemm_groups
 from ..options import CompileOptions
 from ..window import conv_window
@@ -21,12 +22,6 @@ MIN_WIDTH = 14
 #: Local memory the plugin lets a pair kernel hold on a CPU device: about one core's L1 data
 #: cache (MobileNetV2's largest row, 56 pixels x 144 channels, takes 31.5 KiB).
 PAIR_LOCAL_BYTES = 32 * 1024
-
-
-def dw_width(channels: int, vector_width: int) -> int:
-    """Channels per depthwise item of a pair kernel: 16 (four slices, FLT16) when the device
-    wants 16-wide vectors and there are more than 8 channels, else 8 (a pair of slices)."""
-    return 16 if vector_width >= 16 and channels > 8 else 8
 
 
 def select_pair(dw: Node, conv: Node, graph: Graph, options: CompileOptions) -> PairSpec | None:

@@ -71,6 +71,8 @@ class KernelSpec:
     gemm: GemmSpec | None = None
     #: GPU_DIRECT: the work-item's and the weight tile's blocking
     tile: GpuTile | None = None
-    #: BATCH_ROWS, BATCH_SLICE_ROWS: output rows per work-item; ROW_RUNS, POOL_ROWS: output pixels
-    #: of a row per work-item
+    #: BATCH_ROWS, BATCH_SLICE_ROWS: output rows per work-item; ROW_RUNS, POOL_ROWS,
+    #: DEPTHWISE_ROWS: output pixels of a row per work-item
     rows: int | None = None
+    #: DEPTHWISE_ROWS: channels per work-item (8: a pair of slices, 16: four)
+    pack: int | None = None

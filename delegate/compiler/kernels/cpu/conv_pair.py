@@ -52,7 +52,7 @@ WORK_GROUP = RequiredWorkGroup((LOCAL, 1, 1), serial=True)
 
 def mid_row_bytes(width: int, channels: int, dw_width: int = 8) -> int:
     """Local memory of a pair kernel whose depthwise row has ``width`` pixels of ``channels``
-    (float, padded to a whole number of ``selectors/pair.dw_width`` / 4 slices: pairs, or fours)."""
+    (float, padded to a whole number of ``depthwise_rows.dw_width`` / 4 slices: pairs, or fours)."""
     per = dw_width // 4
     return width * -(-layout.slices(channels) // per) * per * 4 * 4
 
@@ -67,7 +67,7 @@ class PairSpec:
     one group of ``width`` channels: a second group would be a copy of the first). Its local row
     holds ``local_bytes`` (``select_pair`` admits only rows that fit). ``width``: output channels per
     1x1 group (selectors/gemm.gemm_width); ``dw``: channels per depthwise item, 8 (a pair of
-    slices) or 16 (four: ``selectors/pair.dw_width``).
+    slices) or 16 (four: ``depthwise_rows.dw_width``).
     """
 
     dw_act: int

@@ -1,11 +1,12 @@
 """DEPTHWISE_CONV_2D with depth multiplier 1 for buffer-backed tensors, the window unrolled.
 
-A work-item computes ``pixels`` consecutive output pixels of one row for a pair of slices (FLT8),
-loading each input column the window needs once per row. Window size, strides, dilations and
-padding are literals, so the compiler unrolls the window completely. A work-item whose pixels lie
-wholly inside the output writes them at linear indices (``WRITE_AT``); edge blocks take the
-masked write (``WRITE``): elementwise ops link in front of both, or run on the FLT8 pixels
-before either (kernel.WideOps).
+A work-item computes consecutive output pixels of one row (``depthwise_pixels``) for a pack of
+slices (a pair in FLT8, or four in FLT16 on 16-wide devices: ``dw_width``), loading each input
+column the window needs once per row and multiplying it into the pixels it feeds at once. Window
+size, strides, dilations and padding are literals, so the compiler unrolls the window completely.
+A work-item whose pixels lie wholly inside the output writes them at linear indices
+(``WRITE_AT``); edge blocks take the masked write (``WRITE``): elementwise ops link in front of
+both, or run on the wide pixels before either (kernel.WideOps).
 """
 
 from __future__ import annotations
@@ -15,10 +16,26 @@ import numpy as np
 from ... import layout
 from ...kernel import LANE_MASK, WRITE_AT_WIDE, WRITE_WIDE, Piece, WideOps
 from ..common.pieces import activation_code
-from ..common.row_blocks import row_block_head, window_row_loads
+from ..common.row_blocks import row_block_head, streamed_row_loads
 
-#: Output pixels per work-item of the depthwise kernel.
+#: Most output pixels per work-item of the depthwise kernel (depthwise_pixels), and fewest.
 DEPTHWISE_PIXELS = 8
+MIN_PIXELS = 4
+
+
+def depthwise_pixels(width: int) -> int:
+    """Output pixels per work-item for an output row of ``width`` pixels: the count from
+    DEPTHWISE_PIXELS down to MIN_PIXELS whose blocks overhang the row least (the largest of
+    equals). A block past the row's end computes pixels it drops and takes the masked write: on
+    4-pixel rows, blocks of 4 halved the time of blocks of 8 (EfficientNet's last stage)."""
+    return min(range(DEPTHWISE_PIXELS, MIN_PIXELS - 1, -1), key=lambda p: -(-width // p) * p)
+
+
+def dw_width(channels: int, vector_width: int) -> int:
+    """Channels per depthwise work-item (this kernel's, and a pair kernel's items): 16 (four
+    slices, FLT16) when the device wants 16-wide vectors and there are more than 8 channels, else
+    8 (a pair of slices)."""
+    return 16 if vector_width >= 16 and channels > 8 else 8
 
 
 def pack_depthwise_weights(filters: np.ndarray, dtype: np.dtype, width: int = 8) -> bytes:
@@ -53,68 +70,69 @@ def slice_pack_load(j: int, width: int) -> str:
     return f"(ACCUM_FLT{width})({parts})"
 
 
-def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
-                   pad: tuple[int, int], pixels: int = DEPTHWISE_PIXELS) -> list[Piece]:  # fmt: skip
-    """Depth multiplier 1 depthwise convolution over a pair of slices, the window unrolled.
+#: The FLT4 parts of a pack of ``width`` channels, slice by slice.
+PACK_PARTS = {8: ("lo", "hi"), 16: ("s0123", "s4567", "s89ab", "scdef")}
 
-    A work-item computes ``pixels`` consecutive output pixels of one row for slices S and S + 1 in
-    FLT8 accumulators (one AVX register each, rather than one slice in FLT4).
-    ``weights``: pack_depthwise_weights; ``biases``: FLT8 per pair (pack_gemm_biases). Grid:
-    (ceil(W / pixels) * B, H, ceil(slices / 2)).
+
+def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
+                   pad: tuple[int, int], pixels: int = DEPTHWISE_PIXELS, width: int = 8) -> list[Piece]:  # fmt: skip
+    """Depth multiplier 1 depthwise convolution over a pack of slices, the window unrolled.
+
+    A work-item computes ``pixels`` consecutive output pixels of one row for slices S0 ..
+    S0 + ``width`` / 4 - 1 in FLT``width`` accumulators (a pair in FLT8: one AVX register; four in
+    FLT16: one AVX-512 register). ``weights``: pack_depthwise_weights of the same ``width``;
+    ``biases``: one FLT``width`` per pack (pack_gemm_biases). Grid:
+    (ceil(W / pixels) * B, H, ceil(slices / (width / 4))).
     """
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, pad
-    parts: list[Piece] = [
-        row_block_head(pixels, sw, pw, "S0", "GLOBAL_ID_2 * 2") + "  bool pair = S0 + 1 < args.dst_tensor.Slices();\n"
-    ]
-    parts += slice_offsets(8, "pair")
-    parts.append("  ACCUM_FLT8 bias = TO_ACCUM_FLT8(args.biases.Read(S0 / 2));\n")
+    q, vt, parts_of = width // 4, f"ACCUM_FLT{width}", PACK_PARTS[width]
+    parts: list[Piece] = [row_block_head(pixels, sw, pw, "S0", f"GLOBAL_ID_2 * {q}")]
+    parts += [f"  bool has{k} = S0 + {k} < args.dst_tensor.Slices();\n" for k in range(1, q)]
+    parts += slice_offsets(width, "has{k}")
+    parts.append(f"  {vt} bias = TO_{vt}(args.biases.Read(S0 / {q}));\n")
     for p in range(pixels):
-        parts.append(f"  ACCUM_FLT8 a{p} = bias;\n")
+        parts.append(f"  {vt} a{p} = bias;\n")
     columns = sorted({p * sw + kx * dw for p in range(pixels) for kx in range(kw)})
 
     for ky in range(kh):
         parts.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         parts.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n      long rb = row + xi * B;\n")
-        parts += window_row_loads(columns, lambda j: slice_pack_load(j, 8), "ACCUM_FLT8", "(ACCUM_FLT8)(0.0f)")
         for kx in range(kw):
-            parts.append(
-                f"      ACCUM_FLT8 k{kx} = TO_ACCUM_FLT8(args.weights.Read((S0 / 2 * {kh} + {ky}) * {kw} + {kx}));\n"
-            )
-        for p in range(pixels):
-            for kx in range(kw):
-                parts.append(f"      a{p} += r{p * sw + kx * dw} * k{kx};\n")
+            parts.append(f"      {vt} k{kx} = TO_{vt}(args.weights.Read((S0 / {q} * {kh} + {ky}) * {kw} + {kx}));\n")
+        taps = {
+            j: [(p, (j - p * sw) // dw) for p in range(pixels) if j - p * sw in range(0, kw * dw, dw)] for j in columns
+        }
+        parts += streamed_row_loads(columns, lambda j: slice_pack_load(j, width), vt, taps)
         parts.append("    }\n  }\n")
     for p in range(pixels):
-        parts.append(f"  FLT8 o{p} = TO_FLT8(a{p});\n")
-        activation = activation_code(act, f"o{p}", width=8)
+        parts.append(f"  FLT{width} o{p} = TO_FLT{width}(a{p});\n")
+        activation = activation_code(act, f"o{p}", width=width)
         if activation:
             parts.append(f"  {activation}\n")
-        parts.append(WideOps(f"o{p}", 8))
+        parts.append(WideOps(f"o{p}", width))
     # A whole row of pixels inside the tensor: written at linear indices, straight from the registers.
     parts.append(
         f"  if (X0 + {pixels - 1} < W) {{\n    int at0 = args.dst_tensor.Offset(X0, Y, S0, b);\n"
         "    int dstride = args.dst_tensor.Offset(0, 0, 1, 0);\n"
     )
     for p in range(pixels):
-        parts += [
-            f"  {{\n    int X = X0 + {p};\n    int S = S0;\n    int at = at0 + {p} * B;\n    FLT4 result = o{p}.lo;\n"
-        ]
-        parts.append(WRITE_AT_WIDE)
-        parts.append(
-            f"  if (pair) {{\n    int X = X0 + {p};\n    int S = S0 + 1;\n    int at = at0 + {p} * B + dstride;\n"
-            f"    FLT4 result = o{p}.hi;\n"
-        )
-        parts.append(WRITE_AT_WIDE)
+        for k, part in enumerate(parts_of):
+            guard = f"if (has{k}) " if k else ""
+            parts.append(
+                f"  {guard}{{\n    int X = X0 + {p};\n    int S = S0 + {k};\n"
+                f"    int at = at0 + {p} * B + {k} * dstride;\n    FLT4 result = o{p}.{part};\n"
+            )
+            parts.append(WRITE_AT_WIDE)
     parts.append("    return;\n  }\n")
-    parts.append(f"  FLT4 outs[{2 * pixels}];\n")
+    parts.append(f"  FLT4 outs[{q * pixels}];\n")
     for p in range(pixels):
-        parts.append(f"  outs[{2 * p}] = o{p}.lo; outs[{2 * p + 1}] = o{p}.hi;\n")
+        parts.append("  " + " ".join(f"outs[{q * p + k}] = o{p}.{part};" for k, part in enumerate(parts_of)) + "\n")
     parts.append(
-        f"""  for (int i = 0; i < {2 * pixels}; ++i) {{
-    int X = X0 + i / 2;
+        f"""  for (int i = 0; i < {q * pixels}; ++i) {{
+    int X = X0 + i / {q};
     if (X >= W) break;
-    if (i % 2 == 1 && !pair) continue;
-    int S = S0 + i % 2;
+    int S = S0 + i % {q};
+    if (S >= args.dst_tensor.Slices()) continue;
     FLT4 result = outs[i];
 """
     )
