@@ -115,19 +115,8 @@ def convnext_variant() -> Built:
 
 
 def yolo_variant() -> Built:
-    """A strided Conv/BatchNorm/SiLU backbone on 96x96 to 1/32, a top-down path (UpSampling2D,
-    Concatenate, Conv) and a 1x1 head per scale (3 anchors x 7)."""
-    conv = make_models.conv_bn_silu
-    image = keras.Input((96, 96, 3), batch_size=1, name="image")
-    x = conv(image, 12, stride=2)
-    p3 = conv(conv(x, 20, stride=2), 20)
-    p4 = conv(p3, 28, stride=2)
-    p5 = conv(p4, 40, stride=2)
-    top = conv(p5, 28, kernel=1)
-    mid = conv(layers.Concatenate()([layers.UpSampling2D()(top), p4]), 28)
-    low = conv(layers.Concatenate()([layers.UpSampling2D()(conv(mid, 20, 1)), p3]), 20)
-    heads = [layers.Conv2D(3 * 7, 1, name=f"head_{i}")(f) for i, f in enumerate((low, mid, top))]
-    return keras.Model(image, heads), [tf.TensorSpec((1, 96, 96, 3), tf.float32)]
+    """make_models.yolo_fpn on 96x96, wider (12, 20, 28, 40), 7 values per anchor."""
+    return make_models.yolo_fpn(96, (12, 20, 28, 40), 7)
 
 
 def stacked_lstm_keras3() -> Built:

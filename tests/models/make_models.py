@@ -188,20 +188,24 @@ def conv_bn_silu(x: Any, width: int, kernel: int = 3, stride: int = 1) -> Any:
     return keras.layers.Activation("silu")(x)
 
 
-def yolo_fpn() -> tuple[Any, list[tf.TensorSpec]]:
-    """A YOLO/FPN-style detector: a strided Conv/BatchNorm/SiLU backbone to 1/32, a top-down path
-    (UpSampling2D, Concatenate, Conv) and a 1x1 head per scale (3 anchors x (5 + 4 classes))."""
+def yolo_fpn(
+    size: int = 64, widths: tuple[int, int, int, int] = (8, 16, 24, 32), values: int = 9
+) -> tuple[Any, list[tf.TensorSpec]]:
+    """A YOLO/FPN-style detector on a ``size`` square image: a strided Conv/BatchNorm/SiLU backbone
+    (``widths`` at the 1/2, 1/4, 1/8 and 1/16 scales), a top-down path (UpSampling2D, Concatenate,
+    Conv) and a 1x1 head per scale (3 anchors x ``values``: 5 + the classes)."""
     conv = conv_bn_silu
-    image = keras.Input((64, 64, 3), batch_size=1, name="image")
-    x = conv(image, 8, stride=2)
-    p3 = conv(conv(x, 16, stride=2), 16)
-    p4 = conv(p3, 24, stride=2)
-    p5 = conv(p4, 32, stride=2)
-    top = conv(p5, 24, kernel=1)
-    mid = conv(keras.layers.Concatenate()([keras.layers.UpSampling2D()(top), p4]), 24)
-    low = conv(keras.layers.Concatenate()([keras.layers.UpSampling2D()(conv(mid, 16, 1)), p3]), 16)
-    heads = [keras.layers.Conv2D(3 * 9, 1, name=f"head_{i}")(f) for i, f in enumerate((low, mid, top))]
-    return keras.Model(image, heads), [tf.TensorSpec((1, 64, 64, 3), tf.float32)]
+    w2, w4, w8, w32 = widths
+    image = keras.Input((size, size, 3), batch_size=1, name="image")
+    x = conv(image, w2, stride=2)
+    p3 = conv(conv(x, w4, stride=2), w4)
+    p4 = conv(p3, w8, stride=2)
+    p5 = conv(p4, w32, stride=2)
+    top = conv(p5, w8, kernel=1)
+    mid = conv(keras.layers.Concatenate()([keras.layers.UpSampling2D()(top), p4]), w8)
+    low = conv(keras.layers.Concatenate()([keras.layers.UpSampling2D()(conv(mid, w4, 1)), p3]), w4)
+    heads = [keras.layers.Conv2D(3 * values, 1, name=f"head_{i}")(f) for i, f in enumerate((low, mid, top))]
+    return keras.Model(image, heads), [tf.TensorSpec((1, size, size, 3), tf.float32)]
 
 
 def _sequence_input(frames: int = 12, features: int = 8) -> tuple[Any, list[tf.TensorSpec]]:
