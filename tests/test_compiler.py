@@ -3,6 +3,7 @@ and the context that comes out is checked (kernels, names, fusion, schedule, ren
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,9 +82,15 @@ def test_an_elementwise_chain_links_into_its_producer():
     assert node.gpu_op.linkable_count == 2
     assert kernel_names.fused_ops(node.name) == 2
     assert [t.key for t in node.gpu_op.arguments.tensor_objects] == ["link2"]
-    # the linked code runs in front of every write of the matrix-product kernel
+    # the linked code runs in front of every write of the matrix-product kernel: the ADD per FLT4
+    # slice written, the ReLU once per whole FLT8 accumulator of the blocks' writes (kernel.WideOps)
+    # and per slice in the general write loop
     code = node.gpu_op.code
-    assert code.count("result = result < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : result;") == code.count(MASKED_WRITE[:40])
+    writes = code.count(MASKED_WRITE[:40])
+    assert code.count("link2_v = args.link2.Read") == writes
+    wide = len(re.findall(r"FLT8 r\d+ = TO_FLT8", code))
+    assert wide > 0 and code.count("result = result < ((FLT8)(0.0f)) ? ((FLT8)(0.0f)) : result;") == wide
+    assert code.count("result = result < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : result;") == 1
     assert {t.id for t in ctx.tensors} == {x, z}  # the intermediate tensors are never written
     assert schedule_violation(ctx) is None
     serialize_context(ctx)

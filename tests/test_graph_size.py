@@ -142,10 +142,15 @@ def test_a_long_chain_is_split_into_kernels_the_runtime_accepts():
 
 def test_links_stop_before_the_source_budget(monkeypatch):
     # A budget of a few links' worth: the kernel must stop growing before it could pass it.
-    monkeypatch.setattr(bounds, "NODE_SOURCE_BUDGET", 3 * bounds.LINK_SOURCE_BOUND)
     graph, out = _chain(40)
+    unbounded = compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
+    per_kernel = bounds.MAX_LINKS + 1
+    assert len(unbounded.nodes) == -(-40 // per_kernel)  # MAX_LINKS alone: 2 kernels
+    # the first kernel's source with half its links: the budget binds before MAX_LINKS does
+    first = len(unbounded.nodes[0].gpu_op.code)
+    monkeypatch.setattr(bounds, "NODE_SOURCE_BUDGET", first // 2 + bounds.LINK_SOURCE_BOUND)
     ctx = compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
-    assert len(ctx.nodes) >= 4  # about ten ops per kernel, where MAX_LINKS alone makes 2 kernels
+    assert len(ctx.nodes) > len(unbounded.nodes)
     assert all(len(n.gpu_op.code) <= bounds.NODE_SOURCE_BUDGET for n in ctx.nodes)
 
 
@@ -158,12 +163,17 @@ def test_links_stop_before_the_source_budget(monkeypatch):
     ],
 )
 def test_a_partition_over_a_context_bound_names_where_it_stops_fitting(monkeypatch, bound, value, message):
-    monkeypatch.setattr(context_bounds, bound, value)
     graph, out = _chain(200)
+    # the chain's kernels' source, each counted as the bound counts it, before any bound is lowered
+    unbounded = compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
+    sizes = [len(n.gpu_op.code.encode()) + len((n.gpu_op.elementwise_code or "").encode()) for n in unbounded.nodes]
+    within = sum(1 for k in range(len(sizes)) if sum(sizes[: k + 1]) <= value)
+    monkeypatch.setattr(context_bounds, bound, value)
     with pytest.raises(PartitionTooLargeError, match=message) as info:
         compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
     per_kernel = bounds.MAX_LINKS + 1
-    kernels_that_fit = {"MAX_NODES": 3, "MAX_TOTAL_SOURCE_BYTES": 2, "MAX_TENSORS": 2}[bound]
+    kernels_that_fit = {"MAX_NODES": 3, "MAX_TOTAL_SOURCE_BYTES": within, "MAX_TENSORS": 2}[bound]
+    assert 0 < kernels_that_fit < len(unbounded.nodes)
     assert info.value.node == kernels_that_fit * per_kernel  # the first op of the first kernel that does not fit
     assert "split here" in info.value.reason
 
