@@ -29,8 +29,6 @@ for checks on files the repository does not hold).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -160,20 +158,11 @@ if make_models.tf_keras is not None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder written (default: {DEFAULT_OUT})")
-    parser.add_argument("--only", nargs="*", choices=sorted(MODELS), help="these models only")
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     if make_models.tf_keras is None:
         print("tf_keras is not installed: stacked_lstm_tf_keras is skipped", file=sys.stderr)
-    for name in args.only or MODELS:
-        make_models._seed(name)
-        data = MODELS[name](name)
-        (args.out / f"{name}.tflite").write_bytes(data)
-        print(f"{name}.tflite: {len(data) / 1024:.1f} KiB", file=sys.stderr, flush=True)
-    (args.out / "manifest.json").write_text(json.dumps({"versions": make_models.versions()}, indent=1) + "\n")
-    return 0
+    return make_models.write_set(
+        argv, __doc__.splitlines()[0], DEFAULT_OUT, sorted(MODELS), lambda name: MODELS[name](name)
+    )
 
 
 if __name__ == "__main__":

@@ -34,13 +34,10 @@ not committed); benchmarks/vision_regression.py measures that folder.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -170,8 +167,7 @@ NAMES = [*BUILDERS, *(f"{name}_int8" for name in INT8)]
 
 
 def build(name: str) -> bytes:
-    """The .tflite bytes of ``name`` (seeded by its float model's name, so both hold one set of weights)."""
-    make_models._seed(name)
+    """The .tflite bytes of ``name``; ``write_set`` seeds it by its float model's name (one set of weights)."""
     model, specs = BUILDERS[name.removesuffix("_int8")]()
     configure = make_models.full_integer(specs, name, int8_io=True) if name.endswith("_int8") else None
     with contextlib.redirect_stdout(io.StringIO()):  # Keras' export prints every traced signature
@@ -179,23 +175,7 @@ def build(name: str) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder written (default {DEFAULT_OUT})")
-    parser.add_argument("--only", nargs="*", choices=NAMES, help="these models only")
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    versions = make_models.versions()
-    print(" ".join(f"{k} {v}" for k, v in versions.items()), file=sys.stderr)
-    manifest_path = args.out / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"models": {}}
-    for name in args.only or NAMES:
-        start = time.perf_counter()
-        data = build(name)
-        (args.out / f"{name}.tflite").write_bytes(data)
-        manifest["models"][name] = {"bytes": len(data), "versions": versions}
-        print(f"{name}.tflite: {len(data) / 1024:.0f} KiB, {time.perf_counter() - start:.0f} s", file=sys.stderr)
-        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    return 0
+    return make_models.write_set(argv, __doc__.splitlines()[0], DEFAULT_OUT, NAMES, build)
 
 
 if __name__ == "__main__":

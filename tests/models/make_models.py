@@ -15,8 +15,10 @@ versions the committed files were made with.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -329,6 +331,38 @@ def versions() -> dict[str, str]:
     if tf_keras is not None:
         found["tf_keras"] = tf_keras.__version__
     return found
+
+
+def write_set(
+    argv: list[str] | None, description: str, default_out: Path, names: list[str], build: Callable[[str], bytes]
+) -> int:
+    """The command line of a model set kept outside the repository (benchmarks/vision_models.py and
+    the like): ``--out DIR`` and ``--only NAME ...``; each model is seeded by its name, built, written
+    as ``NAME.tflite`` and entered in the folder's ``manifest.json`` with its size and the versions
+    that made it (a manifest already there keeps the entries of models not rebuilt)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=default_out, help=f"folder written (default {default_out})")
+    parser.add_argument("--only", nargs="*", choices=names, help="these models only")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    found = versions()
+    print(" ".join(f"{k} {v}" for k, v in found.items()), file=sys.stderr)
+    manifest_path = args.out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    entries = manifest.get("models", {})
+    for name in args.only or names:
+        start = time.perf_counter()
+        _seed(name)
+        data = build(name)
+        (args.out / f"{name}.tflite").write_bytes(data)
+        entries[name] = {"bytes": len(data), "versions": found}
+        print(
+            f"{name}.tflite: {len(data) / 1024:.1f} KiB, {time.perf_counter() - start:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        manifest_path.write_text(json.dumps({"models": entries}, indent=1, sort_keys=True) + "\n")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
