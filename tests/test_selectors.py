@@ -397,6 +397,25 @@ def test_windowed_products_in_16_wide_groups_take_lane_order_blocks():
     assert _gemm((1, 8, 8, 16), 16, wide, kernel=3).order == ""
 
 
+def test_flat_products_over_many_slices_prefetch_their_input_slices():
+    """The 1x1 products reading FLT4 slices hint the slice PREFETCH_SLICES ahead of the one they
+    read (the planes lie further apart than the hardware prefetchers look); an input of no more
+    slices than that, a windowed product and the lane-order blocks have no hints."""
+    from delegate.compiler.kernels.cpu.gemm_blocks import PREFETCH_SLICES
+    from delegate.compiler.kernels.cpu.gemm_conv import flat_code, rows_code
+
+    wide = CompileOptions(vector_width=16)
+    hint = f"args.src_tensor.PrefetchAt(o0 + (s + {PREFETCH_SLICES}) * sstride)"
+    projection = _gemm((1, 10, 10, 384), 64, wide)
+    assert projection.prefetch and hint in "".join(str(p) for p in flat_code(projection))
+    thin = _gemm((1, 10, 10, 4 * PREFETCH_SLICES), 64, wide)
+    assert not thin.prefetch and "PrefetchAt" not in "".join(str(p) for p in flat_code(thin))
+    assert _gemm((1, 10, 10, 4 * PREFETCH_SLICES + 1), 64, wide).prefetch
+    windowed = _gemm((1, 10, 10, 384), 64, wide, kernel=3)
+    assert not windowed.prefetch and "PrefetchAt" not in "".join(str(p) for p in rows_code(windowed))
+    assert not _gemm((1, 8, 8, 384), 16).prefetch  # lane order (8-wide groups)
+
+
 @pytest.mark.parametrize("width", [8, 16])
 def test_small_windowed_grids_are_split_for_every_core(width):
     # 8 rows of 2 blocks, one column of groups: 4 work-groups of (2, 2), not 2 of (2, 4)

@@ -268,8 +268,12 @@ class _Assembler:
             m.append(f"#define {name}_ptr ((__global {elem}*)((__global char*){buf} + {p}.s6))")
             buf = f"{name}_ptr"
             # a hint to bring the cache line of FLT4 i in (clang's builtin: PoCL's CPU targets); no
-            # load, so an index past the tensor is harmless
-            m.append(f"#define {name}_PrefetchAt1(i) __builtin_prefetch({buf} + (i))")
+            # load, so an index past the tensor is harmless. Compilers that are not clang (a GPU's,
+            # given the cpu kernel family) get no hint rather than an unknown builtin.
+            m.append(
+                f"#if defined(__clang__)\n#define {name}_PrefetchAt1(i) __builtin_prefetch({buf} + (i))\n"
+                f"#else\n#define {name}_PrefetchAt1(i)\n#endif"
+            )
             if st == TensorStorageType.IMAGE_BUFFER:
                 img = f"{name}_img"
                 self.params.append(Param(f"__read_only image1d_buffer_t {img}", "tensor_image", name))

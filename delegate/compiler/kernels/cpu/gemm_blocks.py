@@ -145,7 +145,8 @@ def source_names(sources: int) -> list[str]:
 
 def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
                width: int = 8, dot: int = 0, order: str = "", consecutive: bool = False,
-               gate: bool = False, gate_rounding: dict[int, str] | None = None) -> list[str]:  # fmt: skip
+               gate: bool = False, gate_rounding: dict[int, str] | None = None,
+               prefetch: bool = False) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets). ``lanes`` < 4:
     a single input of one slice, read without a loop (its bound is a run-time value the compiler
@@ -159,7 +160,8 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
     ``gate_rounding`` (with ``gate``, FLT4 slices only: no ``order``): per width 4, 8 and 16,
     statements rounding FLT``width`` ``result`` onto the grid of the product x * g (a carried
     MUL's output, compiler/quant.py): each input slice is multiplied and rounded as the MUL's
-    kernel would write it, then read (``rounded_slices``)."""
+    kernel would write it, then read (``rounded_slices``). ``prefetch`` (one input ``src_tensor``,
+    FLT4 slices): hint the slices ``slice_prefetches`` ahead."""
     mask = " * m{p}" if masked else ""
     if lanes < 4:
         (name,) = names
@@ -173,6 +175,8 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
         if order:
             parts.append(f"{indent}#pragma unroll 1\n")
         parts.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
+        if prefetch and not order:
+            parts += slice_prefetches(f"{indent}  ", pixels)
         if gate:
             parts.append(f"{indent}  FLT4 gs = args.gate.Read(0, 0, s, 0);\n")
         if order:

@@ -100,6 +100,9 @@ class GemmSpec:
     #: stride along the row, whose (``pixels`` - 1) x stride + KW input columns of a window row are
     #: converted to codes once, for all its taps (0: each tap converts its own)
     shared_columns: int = 0
+    #: flat mode over FLT4 slices: hint the input slice ``gemm_blocks.PREFETCH_SLICES`` ahead of
+    #: the one read (``slice_prefetches``), for inputs of more slices than that
+    prefetch: bool = False
 
     @property
     def per(self) -> int:
@@ -162,7 +165,7 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
     else:
         parts += slice_loop(
             "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive,
-            spec.gate, rounding,
+            spec.gate, rounding, prefetch=spec.prefetch,
         )  # fmt: skip
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
