@@ -106,7 +106,8 @@ def block_write(act: int, pixels: int, groups: int, full: str, setup: str, step:
     """Write a whole block (every pixel and output slice of the work-item inside the tensor: the
     condition ``full``) at linear indices, straight from the accumulators, the activation applied
     to each FLT8, which spares the wide layers the spill through ``outs``; linked ops that run on
-    whole vectors (kernel.WideOps) run there too.
+    whole vectors (kernel.WideOps) run there too, those reading an operand at the pixel's slices
+    (a residual ADD) included.
     ``setup`` defines ``at0`` (index of the first pixel's first slice) and (X, Y, b); pixels are
     ``step`` indices apart and ``next_pixel`` advances (X, Y, b), which stay defined for linked
     ops; the compiler drops them when nothing reads them. ``width``: channels per group. ``leave``
@@ -124,7 +125,7 @@ def block_write(act: int, pixels: int, groups: int, full: str, setup: str, step:
             activation = activation_code(act, f"r{g}{p}", width=width)
             if activation:
                 pieces.append(f"    {activation}\n")
-            pieces.append(WideOps(f"r{g}{p}", width))
+            pieces.append(WideOps(f"r{g}{p}", width, f"g0 * {per} + {per * g}"))
             for h, half in enumerate(parts):
                 j = per * g + h
                 pieces.append(
