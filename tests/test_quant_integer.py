@@ -70,6 +70,33 @@ def test_packed_codes_give_the_real_products(dtype, zero, taps):
     assert not np.concatenate(got)[cout:].any()
 
 
+@pytest.mark.parametrize("dtype, zero", [(INT8, -3), (UINT8, 131)])
+def test_row_sums_stand_for_a_row_of_padding(dtype, zero):
+    """pack_integer_weights' ``rows`` sums: a window row outside the input, skipped with its sum
+    added (gemm_blocks.skipped_row), gives the int32 sums of reading that row as padding (every
+    input code the real zero's, offset to unsigned), row by row of a 3x3 window; the scales and
+    corrections stay first in each group's params."""
+    rng = np.random.default_rng(6)
+    cout, cin = 20, 37
+    low, high = (-128, 127) if dtype == INT8 else (0, 255)
+    grid = Carried(0.05, zero, low, high, dtype)
+    values = rng.integers(-127, 128, size=(cout, 3, 3, cin)).astype(np.int8)
+    scales = rng.uniform(0.002, 0.02, size=cout)
+    weights, params = pack_integer_weights(values, scales, grid, rows=True)
+    _, plain = pack_integer_weights(values, scales, grid)
+    table = np.frombuffer(params, np.int32).reshape(2, 5, 16)
+    assert table[:, :2].tobytes() == np.frombuffer(plain, np.int32).reshape(2, 2, 16).tobytes()
+    codes = np.frombuffer(weights, np.int32).reshape(2, 3, 3, 10, 16)
+    padding = np.full(40, zero - low, np.int64).astype(np.uint8).view(np.int32)
+    for g in range(2):
+        for ky in range(3):
+            acc = np.zeros(16, np.int64)
+            for kx in range(3):
+                for s in range(10):
+                    acc = _vpdpbusd(acc, int(padding[s]), codes[g, ky, kx, s])
+            np.testing.assert_array_equal(table[g, 2 + ky], acc)
+
+
 def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, per_channel: bool = True,
            float_model: bool = False, kernel: int = 1, stride: int = 1) -> tuple[Graph, Node]:  # fmt: skip
     """One CONV_2D (1x1) or FULLY_CONNECTED node over a quantized input, as read from a model, with

@@ -46,6 +46,7 @@ from .gemm_blocks import (
     integer_sums,
     lane_accumulators,
     row_pixels,
+    skipped_row,
     slice_loop,
     slice_prefetches,
     source_names,
@@ -215,8 +216,8 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
     parts += integer_accumulators(pixels, groups, kh * kw)
     if spec.shared_columns:
-        return parts + _shared_columns(spec) + integer_sums(pixels, groups) + _row_closing(spec)
-    parts.append(_integer_window_row(kh))
+        return parts + _shared_columns(spec) + integer_sums(pixels, groups, kh) + _row_closing(spec)
+    parts.append(_integer_window_row(kh, pixels, groups))
     parts.append(f"  for (int kx = 0; kx < {kw}; ++kx) {{\n    int t = (ky * {kw} + kx) * src_slices;\n")
     for p in range(pixels):
         parts.append(
@@ -225,18 +226,20 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
         )
     parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True)
     parts.append("  }\n  }\n")
-    return parts + integer_sums(pixels, groups) + _row_closing(spec)
+    return parts + integer_sums(pixels, groups, kh) + _row_closing(spec)
 
 
-def _integer_window_row(kh: int) -> str:
+def _integer_window_row(kh: int, pixels: int, groups: int) -> str:
     """Open the integer rows mode's loop over window rows: ``row`` is the input row's linear
-    offset, ``rin`` whether it lies inside the input (a row outside is read at row 0 and masked,
-    not skipped: the correction counts every tap)."""
-    return f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+    offset, ``rin`` whether it lies inside the input. The correction counts every tap, so a row
+    outside adds the sums its padding would (``skipped_row``) where the window has several rows;
+    a window of one row is never outside (no padding along it)."""
+    opening = f"""  for (int ky = 0; ky < {kh}; ++ky) {{
   int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
   bool rin = yc >= 0 && yc < ih;
-  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
 """
+    skip = skipped_row(pixels, groups, kh) if kh > 1 else ""
+    return opening + skip + "  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);\n"
 
 
 def _shared_columns(spec: GemmSpec) -> list[Piece]:
@@ -247,7 +250,7 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, stride = spec.kernel, spec.pixels, spec.groups, spec.shared_columns
     assert spec.integer is not None
     columns = (pixels - 1) * stride + kw
-    parts: list[Piece] = [_integer_window_row(kh) + f"  int t = ky * {kw} * src_slices;\n"]
+    parts: list[Piece] = [_integer_window_row(kh, pixels, groups) + f"  int t = ky * {kw} * src_slices;\n"]
     for c in range(columns):
         parts.append(
             f"  int xc{c} = X0 * {stride} + {c} - args.pad_w;\n"
