@@ -196,8 +196,9 @@ def test_prefetch_hints_cover_every_line_of_a_slice(pixels):
 
 
 def test_integer_products_prefetch_their_input_slices():
-    """The flat mode and the rows mode's shared columns hint the input slice ahead of the one they
-    read: the slice planes lie further apart than the hardware prefetchers look."""
+    """The flat mode, the rows mode's shared columns and a strided 1x1 layer (rows mode, one tap)
+    hint the input slice ahead of the one they read: the slice planes lie further apart than the
+    hardware prefetchers look."""
     from delegate.compiler.kernels.cpu.gemm_conv import flat_code, rows_code
 
     graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 64)
@@ -209,6 +210,11 @@ def test_integer_products_prefetch_their_input_slices():
     assert spec is not None and spec.shared_columns
     last = spec.pixels + 1  # (pixels - 1) x 1 + 3 columns
     assert f"args.src_tensor.PrefetchAt(o{last} + (s + " in "".join(str(p) for p in rows_code(spec))
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 64, stride=2)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None and spec.kernel == (1, 1)
+    code = "".join(str(p) for p in rows_code(spec))
+    assert f"args.src_tensor.PrefetchAt(o{spec.pixels - 1} + (s + " in code
 
 
 def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():

@@ -364,15 +364,16 @@ def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
 
 
 def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = "  ", tap: str = "",
-                       masked: bool = False) -> list[str]:  # fmt: skip
+                       masked: bool = False, prefetch: bool = False) -> list[str]:  # fmt: skip
     """Every input slice of pixels at offsets o0.. times the codes of the work-item's groups, in
     integers: a pixel's FLT4 (real values on ``grid``) back to its four codes, made unsigned
     (``pack_integer_weights``) and packed into one int, then per group one AVX512-VNNI dot product
     (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
     int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
-    ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding)."""
+    ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding);
+    ``prefetch``: hint the slices ahead with a ``tap`` too (a window of one tap)."""
     parts = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
-    if not tap:
+    if not tap or prefetch:
         parts += slice_prefetches(f"{indent}  ", pixels)
     parts += column_codes(f"{indent}  ", pixels, grid, masked)
     at = f" + {tap}" if tap else ""

@@ -224,7 +224,8 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
             f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
             f"    bool in{p} = rin && xc{p} >= 0 && xc{p} < iw;\n    int o{p} = in{p} ? row + xc{p} * B : row;\n"
         )
-    parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True)
+    # a strided 1x1 layer reads each slice once, as the flat mode does: its slices are hinted too
+    parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True, prefetch=kh * kw == 1)
     parts.append("  }\n  }\n")
     return parts + integer_sums(pixels, groups, kh) + _row_closing(spec)
 
