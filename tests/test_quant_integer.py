@@ -217,6 +217,20 @@ def test_integer_products_prefetch_their_input_slices():
     assert f"args.src_tensor.PrefetchAt(o{spec.pixels - 1} + (s + " in code
 
 
+def test_integer_flat_blocks_all_take_the_whole_vector_writes():
+    """The flat mode's last block of pixels moves back to end on the last pixel (the device cases'
+    99 pixels in blocks of 6 check the values), so that no block of a layer whose pixels are not a
+    multiple of the block's falls to the FLT4 writes."""
+    from delegate.compiler.kernels.cpu.gemm_conv import flat_code
+
+    graph, node = _graph(Builtin.CONV_2D, (1, 4, 4, 32), 64)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None and 16 % spec.pixels
+    code = "".join(str(p) for p in flat_code(spec))
+    moved = f"if (npix >= {spec.pixels}) p0 = p0 + {spec.pixels} <= npix ? p0 : npix - {spec.pixels};"
+    assert code.index(moved) < code.index("int o0 =")
+
+
 def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():
     graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 20, float_model=True)
     spec = _spec(graph, node, int8_dot=True)

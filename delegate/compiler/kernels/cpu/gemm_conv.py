@@ -149,6 +149,10 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         parts.append(f"  p0 = p0 + {pixels} <= npix ? p0 : npix - {pixels};\n  long o0 = p0;\n")
     elif spec.integer is not None:
         parts += integer_accumulators(pixels, groups)
+        # the last block moved back to end on the last pixel, as the lane order's, so that every
+        # block takes the whole-vector writes (a 4x4 layer's third block of 6 took the FLT4 writes);
+        # the pixels it shares with the block before are written twice, with the same values
+        parts.append(f"  if (npix >= {pixels}) p0 = p0 + {pixels} <= npix ? p0 : npix - {pixels};\n")
         parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
     else:
         parts += accumulators(pixels, groups, width, dot=spec.dot)
