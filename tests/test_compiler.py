@@ -82,14 +82,15 @@ def test_an_elementwise_chain_links_into_its_producer():
     assert node.gpu_op.linkable_count == 2
     assert kernel_names.fused_ops(node.name) == 2
     assert [t.key for t in node.gpu_op.arguments.tensor_objects] == ["link2"]
-    # the linked code runs in front of every write of the matrix-product kernel: the ADD per FLT4
-    # slice written, the ReLU once per whole FLT8 accumulator of the blocks' writes (kernel.WideOps)
-    # and per slice in the general write loop
+    # the linked code runs in front of every write of the matrix-product kernel: the ReLU and the
+    # ADD once per whole FLT8 accumulator of the blocks' writes (kernel.WideOps; the ADD's operand
+    # read as two FLT4 slices), and per slice in the general write loop
     code = node.gpu_op.code
     writes = code.count(MASKED_WRITE[:40])
-    assert code.count("link2_v = args.link2.Read") == writes
     wide = len(re.findall(r"FLT8 r\d+ = TO_FLT8", code))
     assert wide > 0 and code.count("result = result < ((FLT8)(0.0f)) ? ((FLT8)(0.0f)) : result;") == wide
+    assert code.count("FLT8 link2_w;") == wide and code.count("link2_v = args.link2.Read") == 2 * wide + 1
+    assert writes == 2 * wide + 1  # the wide writes run no ADD of their own
     assert code.count("result = result < INIT_FLT4(0.0f) ? INIT_FLT4(0.0f) : result;") == 1
     assert {t.id for t in ctx.tensors} == {x, z}  # the intermediate tensors are never written
     assert schedule_violation(ctx) is None
@@ -230,6 +231,16 @@ def test_wide_links_run_at_the_wide_point_and_the_rest_at_each_write():
     wide = "  { FLT8 result = r;\n  one8();\n  r = result; }\n"
     text = k.render()
     assert text == "v\n" + wide + "part\n  two();\n" + MASKED_WRITE + "edge\n  one();\n  two();\n" + MASKED_WRITE
+    assert k.source_size() == len(text)
+    # a point naming its first slice offers it to links reading an operand there
+    point = WideOps("r", 8, "g0 * 2 + 2")
+    k = operation(["v\n", point, "part\n", WRITE_WIDE], srcs=[])
+    assert k.wide_coordinates and not operation([WideOps("r", 8), WRITE_WIDE], srcs=[]).wide_coordinates
+    k.linked.append("  one();\n")
+    k.wide_linked.append({8: "  one8(wide_s);\n"})
+    k.wide_reads = True
+    text = k.render()
+    assert "  { FLT8 result = r;\n  int wide_s = g0 * 2 + 2;\n  one8(wide_s);\n  r = result; }\n" in text
     assert k.source_size() == len(text)
 
 

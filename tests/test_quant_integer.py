@@ -70,6 +70,33 @@ def test_packed_codes_give_the_real_products(dtype, zero, taps):
     assert not np.concatenate(got)[cout:].any()
 
 
+@pytest.mark.parametrize("dtype, zero", [(INT8, -3), (UINT8, 131)])
+def test_row_sums_stand_for_a_row_of_padding(dtype, zero):
+    """pack_integer_weights' ``rows`` sums: a window row outside the input, skipped with its sum
+    added (gemm_blocks.skipped_row), gives the int32 sums of reading that row as padding (every
+    input code the real zero's, offset to unsigned), row by row of a 3x3 window; the scales and
+    corrections stay first in each group's params."""
+    rng = np.random.default_rng(6)
+    cout, cin = 20, 37
+    low, high = (-128, 127) if dtype == INT8 else (0, 255)
+    grid = Carried(0.05, zero, low, high, dtype)
+    values = rng.integers(-127, 128, size=(cout, 3, 3, cin)).astype(np.int8)
+    scales = rng.uniform(0.002, 0.02, size=cout)
+    weights, params = pack_integer_weights(values, scales, grid, rows=True)
+    _, plain = pack_integer_weights(values, scales, grid)
+    table = np.frombuffer(params, np.int32).reshape(2, 5, 16)
+    assert table[:, :2].tobytes() == np.frombuffer(plain, np.int32).reshape(2, 2, 16).tobytes()
+    codes = np.frombuffer(weights, np.int32).reshape(2, 3, 3, 10, 16)
+    padding = np.full(40, zero - low, np.int64).astype(np.uint8).view(np.int32)
+    for g in range(2):
+        for ky in range(3):
+            acc = np.zeros(16, np.int64)
+            for kx in range(3):
+                for s in range(10):
+                    acc = _vpdpbusd(acc, int(padding[s]), codes[g, ky, kx, s])
+            np.testing.assert_array_equal(table[g, 2 + ky], acc)
+
+
 def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, per_channel: bool = True,
            float_model: bool = False, kernel: int = 1, stride: int = 1) -> tuple[Graph, Node]:  # fmt: skip
     """One CONV_2D (1x1) or FULLY_CONNECTED node over a quantized input, as read from a model, with
@@ -169,8 +196,9 @@ def test_prefetch_hints_cover_every_line_of_a_slice(pixels):
 
 
 def test_integer_products_prefetch_their_input_slices():
-    """The flat mode and the rows mode's shared columns hint the input slice ahead of the one they
-    read: the slice planes lie further apart than the hardware prefetchers look."""
+    """The flat mode, the rows mode's shared columns and a strided 1x1 layer (rows mode, one tap)
+    hint the input slice ahead of the one they read: the slice planes lie further apart than the
+    hardware prefetchers look."""
     from delegate.compiler.kernels.cpu.gemm_conv import flat_code, rows_code
 
     graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 64)
@@ -182,6 +210,25 @@ def test_integer_products_prefetch_their_input_slices():
     assert spec is not None and spec.shared_columns
     last = spec.pixels + 1  # (pixels - 1) x 1 + 3 columns
     assert f"args.src_tensor.PrefetchAt(o{last} + (s + " in "".join(str(p) for p in rows_code(spec))
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 64, stride=2)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None and spec.kernel == (1, 1)
+    code = "".join(str(p) for p in rows_code(spec))
+    assert f"args.src_tensor.PrefetchAt(o{spec.pixels - 1} + (s + " in code
+
+
+def test_integer_flat_blocks_all_take_the_whole_vector_writes():
+    """The flat mode's last block of pixels moves back to end on the last pixel (the device cases'
+    99 pixels in blocks of 6 check the values), so that no block of a layer whose pixels are not a
+    multiple of the block's falls to the FLT4 writes."""
+    from delegate.compiler.kernels.cpu.gemm_conv import flat_code
+
+    graph, node = _graph(Builtin.CONV_2D, (1, 4, 4, 32), 64)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None and 16 % spec.pixels
+    code = "".join(str(p) for p in flat_code(spec))
+    moved = f"if (npix >= {spec.pixels}) p0 = p0 + {spec.pixels} <= npix ? p0 : npix - {spec.pixels};"
+    assert code.index(moved) < code.index("int o0 =")
 
 
 def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():

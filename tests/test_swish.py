@@ -207,14 +207,15 @@ def test_swish_runs_once_on_each_whole_vector(monkeypatch, kind, shape, precisio
 
 
 def test_an_op_linked_before_the_swish_keeps_it_on_each_write(monkeypatch):
-    """y + c, then its swish: the sum runs at each FLT4 write, so the swish runs there too, after it."""
+    """y / c, then its swish: the quotient runs at each FLT4 write (DIV has no whole-vector code,
+    ops/elementwise.py ``_WIDE_BINARY``), so the swish runs there too, after it."""
     rng = np.random.default_rng(11)
     tensors, ops = _layer("conv1x1", 7, 9, 8, 16, rng)
     y = tensors[3].shape
-    c = rand((16,), rng)
+    c = rand((16,), rng, 0.5, 2.0)
     tensors += [T((16,), data=c), T(y), T(y), T(y)]
     ops += [
-        Op(Builtin.ADD, [3, 4], [5], ("AddOptions", {})),
+        Op(Builtin.DIV, [3, 4], [5], ("DivOptions", {})),
         Op(Builtin.LOGISTIC, [5], [6]),
         Op(Builtin.MUL, [5, 6], [7], ("MulOptions", {})),
     ]

@@ -92,21 +92,30 @@ def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -
         if found is not None:
             _link_table(kernel, place, *found)
         else:
+            code = "  {\n" + op.link(node, fused_input, place) + "  }\n"
             wide = {width: op.wide_link(node, ctx.graph, width) for width in kernel.wide_widths}
-            _append_link(kernel, "  {\n" + op.link(node, fused_input, place) + "  }\n", wide)
+            reads = False
+            if kernel.wide_coordinates and not all(c is not None for c in wide.values()):
+                # an op reading an operand at the vector's slices (after ``link`` added the operand)
+                wide = {width: op.wide_operand_link(node, fused_input, place, width) for width in kernel.wide_widths}
+                reads = True
+            if _append_link(kernel, code, wide) and reads:
+                kernel.wide_reads = True
     producer.output_ids = list(node.outputs)
     producer.nodes += node.params.get("fused_names", [node.name])  # a rewrite's node carries its nodes' names
 
 
-def _append_link(kernel: Kernel, code: str, wide: dict[int, str | None]) -> None:
+def _append_link(kernel: Kernel, code: str, wide: dict[int, str | None]) -> bool:
     """Link ``code`` into ``kernel`` in front of its writes, and at its wider vectors (``wide``,
     per width of its kernel.WideOps points) when every link before it runs there and it has
-    code for each width."""
+    code for each width. Whether it runs there."""
     kernel.linked.append(code)
     kernel.rounds_onto = None
     if len(kernel.wide_linked) == len(kernel.linked) - 1:  # every op before it ran wide
         if wide and all(c is not None for c in wide.values()):
             kernel.wide_linked.append({width: f"  {{\n{c}  }}\n" for width, c in wide.items() if c is not None})
+            return True
+    return False
 
 
 def _link_table(kernel: Kernel, place: Link, src: Carried, values: np.ndarray) -> None:

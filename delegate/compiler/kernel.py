@@ -10,6 +10,8 @@ code) and its body, OpenCL text with typed pieces at the points other ops may jo
   that the write hooks after it marked ``wide`` write in FLT4 parts. Linked ops that are a
   function of each lane alone (``Op.wide_link``: a swish) run there once on the whole vector
   rather than on each part: on a CPU device the part takes as many instructions as the whole.
+  A point that names the vector's first slice (and has its pixel's X, Y, b) also takes ops
+  reading an operand there (``Op.wide_operand_link``: a residual ADD).
 - ``PixelOps``: a point of a matrix-product kernel where a work-item holds every channel of its
   pixels in accumulators; a softmax linked there (ops/pixel_softmax.py) runs on them. Unused, it
   renders as a comment naming its parameters.
@@ -72,20 +74,29 @@ WRITE_WIDE = WriteHook(MASKED_WRITE, wide=True)
 WRITE_AT_WIDE = WriteHook(MASKED_WRITE_AT, wide=True)
 
 
+#: the name of a WideOps point's first slice in the wide links' code (``WideOps.first_slice``)
+WIDE_SLICE = "wide_s"
+
+
 @dataclass(frozen=True)
 class WideOps:
     """Where a kernel holds FLT``width`` ``var``, one pixel's consecutive channels, which only
-    ``wide`` write hooks write: the wide links run on it there."""
+    ``wide`` write hooks write: the wide links run on it there. ``first_slice``: the expression
+    of the vector's first output slice where the pixel's (X, Y, b) are defined and every slice of
+    the vector lies inside the output ("": the point offers no coordinates)."""
 
     var: str
     width: int
+    first_slice: str = ""
 
-    def code(self, wide_linked: list[dict[int, str]]) -> str:
-        """The wide links' code on ``var`` (in the namespace their statements use: ``result``)."""
+    def code(self, wide_linked: list[dict[int, str]], reads: bool = False) -> str:
+        """The wide links' code on ``var`` (in the namespace their statements use: ``result``);
+        ``reads``: some link reads an operand at the vector's slices (``WIDE_SLICE``)."""
         if not wide_linked:
             return ""
         body = "".join(codes[self.width] for codes in wide_linked)
-        return f"  {{ FLT{self.width} result = {self.var};\n{body}  {self.var} = result; }}\n"
+        at = f"  int {WIDE_SLICE} = {self.first_slice};\n" if reads else ""
+        return f"  {{ FLT{self.width} result = {self.var};\n{at}{body}  {self.var} = result; }}\n"
 
 
 @dataclass(frozen=True)
@@ -147,6 +158,8 @@ class Kernel:
     #: the first of ``linked`` (a prefix: linked order holds) as code on a wider ``result``, per
     #: width of the kernel's ``WideOps`` points; ``wide`` write hooks run only the rest
     wide_linked: list[dict[int, str]] = field(default_factory=list)
+    #: one of ``wide_linked`` reads an operand at the vector's slices (``WideOps.first_slice``)
+    wide_reads: bool = False
     #: the grid the last of ``linked`` rounds ``result`` onto (the rounding step of a carried
     #: output, quant_step.qdq_code), which a table read next may fold into its index (fusion.py)
     rounds_onto: Carried | None = None
@@ -155,6 +168,12 @@ class Kernel:
     def accepts_links(self) -> bool:
         """Does the kernel declare the writes of its ``result`` (so linked ops can run there)?"""
         return any(isinstance(piece, WriteHook) for piece in self.body)
+
+    @property
+    def wide_coordinates(self) -> bool:
+        """Does every ``WideOps`` point of the kernel name its vector's slices (and it has one)?"""
+        points = [piece for piece in self.body if isinstance(piece, WideOps)]
+        return bool(points) and all(piece.first_slice for piece in points)
 
     @property
     def wide_widths(self) -> set[int]:
@@ -183,7 +202,7 @@ class Kernel:
             elif isinstance(piece, WriteHook):
                 size += len(self.hook_links(piece)) + len(piece.text)
             elif isinstance(piece, WideOps):
-                size += len(piece.code(self.wide_linked))
+                size += len(piece.code(self.wide_linked, self.wide_reads))
             elif isinstance(piece, PixelOps):
                 size += len(piece.marker() if self.pixel_code is None else self.pixel_code)
             else:
@@ -199,7 +218,7 @@ class Kernel:
             elif isinstance(piece, WriteHook):
                 out.append(self.hook_links(piece) + piece.text)
             elif isinstance(piece, WideOps):
-                out.append(piece.code(self.wide_linked))
+                out.append(piece.code(self.wide_linked, self.wide_reads))
             elif isinstance(piece, PixelOps):
                 out.append(piece.marker() if self.pixel_code is None else self.pixel_code)
             else:

@@ -170,6 +170,12 @@ class Op:
         is a function of each lane alone, with no arguments; None where it runs only as ``link``."""
         return None
 
+    def wide_operand_link(self, node: Node, fused_input: int, link: Link, width: int) -> str | None:
+        """The node's code on a FLT``width`` ``result`` at a kernel.WideOps point naming its first
+        slice (``kernel.WIDE_SLICE``), the pixel at (X, Y, b), when it reads operands there: called
+        after ``link`` added them in ``link``'s namespace. None where it runs only as ``link``."""
+        return None
+
     def lookup(self, node: Node, graph: Graph) -> tuple[Carried, np.ndarray] | None:
         """(its input's grid, its table) when the node runs as a table of its input's integers
         (quant_table.py); None otherwise."""

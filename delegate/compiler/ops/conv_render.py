@@ -117,7 +117,7 @@ def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, window: d
     cout = codes.values.shape[0]
     values = codes.values.reshape(cout, 1, 1, -1) if codes.values.ndim == 2 else codes.values  # FULLY_CONNECTED's
     scales = np.broadcast_to(np.asarray(codes.scales, np.float64), (cout,))
-    weights, params = pack_integer_weights(values, scales, gemm.integer, gemm.width)
+    weights, params = pack_integer_weights(values, scales, gemm.integer, gemm.width, rows=values.shape[1] > 1)
     kernel = operation(
         _GEMM_CODE[spec.variant](gemm),
         srcs=["src_tensor"],

@@ -106,7 +106,8 @@ def block_write(act: int, pixels: int, groups: int, full: str, setup: str, step:
     """Write a whole block (every pixel and output slice of the work-item inside the tensor: the
     condition ``full``) at linear indices, straight from the accumulators, the activation applied
     to each FLT8, which spares the wide layers the spill through ``outs``; linked ops that run on
-    whole vectors (kernel.WideOps) run there too.
+    whole vectors (kernel.WideOps) run there too, those reading an operand at the pixel's slices
+    (a residual ADD) included.
     ``setup`` defines ``at0`` (index of the first pixel's first slice) and (X, Y, b); pixels are
     ``step`` indices apart and ``next_pixel`` advances (X, Y, b), which stay defined for linked
     ops; the compiler drops them when nothing reads them. ``width``: channels per group. ``leave``
@@ -124,7 +125,7 @@ def block_write(act: int, pixels: int, groups: int, full: str, setup: str, step:
             activation = activation_code(act, f"r{g}{p}", width=width)
             if activation:
                 pieces.append(f"    {activation}\n")
-            pieces.append(WideOps(f"r{g}{p}", width))
+            pieces.append(WideOps(f"r{g}{p}", width, f"g0 * {per} + {per * g}"))
             for h, half in enumerate(parts):
                 j = per * g + h
                 pieces.append(
@@ -324,7 +325,8 @@ def accumulators(pixels: int, groups: int, width: int, after_group: str = "", do
     return parts
 
 
-def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, width: int = 16) -> tuple[bytes, bytes]:
+def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, width: int = 16,
+                         rows: bool = False) -> tuple[bytes, bytes]:  # fmt: skip
     """The integer product's objects (``integer_slice_loop``) for OHWI int8 ``values`` with
     per-output-channel weight ``scales``, over an input on ``grid``: ``weights``, per group of
     ``width`` output channels, tap (ky, kx) and input slice, the group's codes of the slice's 4
@@ -333,7 +335,9 @@ def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, 
     channels' real scale (input scale x weight scale, float32) then their integer correction
     (int32): the input's codes are offset by ``zero_point - low`` to make them unsigned (a padded
     input pixel reads as that offset, the real zero), which adds that times the sum of a channel's
-    codes to its sum."""
+    codes to its sum. ``rows`` (a window of several rows): then per window row ky the sum a row of
+    padding adds, that offset times the sum of the row's codes (int32), which a work-item adds in
+    place of reading a row outside the input (``skipped_row``)."""
     cout, kh, kw, cin = values.shape
     q = values.reshape(cout, kh * kw, cin).astype(np.int8)
     q = np.pad(q, ((0, (-cout) % width), (0, 0), (0, (-cin) % 4)))
@@ -343,7 +347,11 @@ def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, 
     real = np.zeros(q.shape[0], np.float32)
     real[:cout] = (np.float64(grid.scale) * np.asarray(scales, np.float64)).astype(np.float32)
     correction = (-offset * q.astype(np.int64).sum(axis=(1, 2))).astype(np.int32)
-    params = np.concatenate([real.reshape(groups, width).view(np.int32), correction.reshape(groups, width)], axis=1)
+    blocks = [real.reshape(groups, width).view(np.int32), correction.reshape(groups, width)]
+    if rows:
+        per_row = q.astype(np.int64).reshape(q.shape[0], kh, kw * q.shape[2]).sum(axis=2)  # (o, ky)
+        blocks += [(offset * per_row[:, ky]).astype(np.int32).reshape(groups, width) for ky in range(kh)]
+    params = np.concatenate(blocks, axis=1)
     return np.ascontiguousarray(codes).tobytes(), np.ascontiguousarray(params).tobytes()
 
 
@@ -360,15 +368,16 @@ def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
 
 
 def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = "  ", tap: str = "",
-                       masked: bool = False) -> list[str]:  # fmt: skip
+                       masked: bool = False, prefetch: bool = False) -> list[str]:  # fmt: skip
     """Every input slice of pixels at offsets o0.. times the codes of the work-item's groups, in
     integers: a pixel's FLT4 (real values on ``grid``) back to its four codes, made unsigned
     (``pack_integer_weights``) and packed into one int, then per group one AVX512-VNNI dot product
     (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
     int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
-    ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding)."""
+    ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding);
+    ``prefetch``: hint the slices ahead with a ``tap`` too (a window of one tap)."""
     parts = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
-    if not tap:
+    if not tap or prefetch:
         parts += slice_prefetches(f"{indent}  ", pixels)
     parts += column_codes(f"{indent}  ", pixels, grid, masked)
     at = f" + {tap}" if tap else ""
@@ -414,13 +423,34 @@ def column_codes(indent: str, count: int, grid: Carried, masked: bool = True) ->
     return parts
 
 
-def integer_sums(pixels: int, groups: int) -> list[str]:
+def integer_params(rows: int) -> int:
+    """Vectors of ``params`` per group (``pack_integer_weights``): scales and corrections, then one
+    per window row where the rows' sums are there (``rows`` > 1)."""
+    return 2 + (rows if rows > 1 else 0)
+
+
+def skipped_row(pixels: int, groups: int, rows: int) -> str:
+    """In a window-row loop over ``rows`` rows (``ky``) with ``rin`` (the row lies inside the
+    input): a row outside adds the sums its padding would (``pack_integer_weights``, ``rows``) and
+    is not read, the same int32 sums for less work (a 4x4-pixel 3x3 layer reads 2 rows of 12 so)."""
+    step = integer_params(rows)
+    parts = ["  if (!rin) {\n    __global const int16* rq = (__global const int16*)args.params.GetPtr();\n"]
+    for g in range(groups):
+        parts.append(f"    {{ int16 r = rq[{step} * n{g} + 2 + ky];")
+        parts.append("".join(f" i{g}{p} += r;" for p in range(pixels)) + " }\n")
+    parts.append("    continue;\n  }\n")
+    return "".join(parts)
+
+
+def integer_sums(pixels: int, groups: int, rows: int = 1) -> list[str]:
     """The float accumulators ``a{g}{p}`` the writes take, from the integer sums: corrected
-    (``pack_integer_weights``), times the channels' real scales, plus the biases."""
+    (``pack_integer_weights``; ``rows``: the window's, which sets where each group's are), times
+    the channels' real scales, plus the biases."""
+    step = integer_params(rows)
     parts = ["  __global const int16* qp = (__global const int16*)args.params.GetPtr();\n"]
     for g in range(groups):
         parts.append(
-            f"  float16 scale{g} = as_float16(qp[2 * n{g}]);\n  int16 corr{g} = qp[2 * n{g} + 1];\n"
+            f"  float16 scale{g} = as_float16(qp[{step} * n{g}]);\n  int16 corr{g} = qp[{step} * n{g} + 1];\n"
             f"  ACCUM_FLT16 bias{g} = TO_ACCUM_FLT16(args.biases.Read(n{g}));\n"
         )
         parts += [

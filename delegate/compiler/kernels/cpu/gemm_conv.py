@@ -46,6 +46,7 @@ from .gemm_blocks import (
     integer_sums,
     lane_accumulators,
     row_pixels,
+    skipped_row,
     slice_loop,
     slice_prefetches,
     source_names,
@@ -151,6 +152,10 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         parts.append(f"  p0 = p0 + {pixels} <= npix ? p0 : npix - {pixels};\n  long o0 = p0;\n")
     elif spec.integer is not None:
         parts += integer_accumulators(pixels, groups)
+        # the last block moved back to end on the last pixel, as the lane order's, so that every
+        # block takes the whole-vector writes (a 4x4 layer's third block of 6 took the FLT4 writes);
+        # the pixels it shares with the block before are written twice, with the same values
+        parts.append(f"  if (npix >= {pixels}) p0 = p0 + {pixels} <= npix ? p0 : npix - {pixels};\n")
         parts += [f"  int o{p} = p0 + {p} < npix ? p0 + {p} : npix - 1;\n" for p in range(pixels)]
     else:
         parts += accumulators(pixels, groups, width, dot=spec.dot)
@@ -218,28 +223,31 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
     parts += integer_accumulators(pixels, groups, kh * kw)
     if spec.shared_columns:
-        return parts + _shared_columns(spec) + integer_sums(pixels, groups) + _row_closing(spec)
-    parts.append(_integer_window_row(kh))
+        return parts + _shared_columns(spec) + integer_sums(pixels, groups, kh) + _row_closing(spec)
+    parts.append(_integer_window_row(kh, pixels, groups))
     parts.append(f"  for (int kx = 0; kx < {kw}; ++kx) {{\n    int t = (ky * {kw} + kx) * src_slices;\n")
     for p in range(pixels):
         parts.append(
             f"    int xc{p} = (X0 + {p}) * args.stride_w + kx * args.dilation_w - args.pad_w;\n"
             f"    bool in{p} = rin && xc{p} >= 0 && xc{p} < iw;\n    int o{p} = in{p} ? row + xc{p} * B : row;\n"
         )
-    parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True)
+    # a strided 1x1 layer reads each slice once, as the flat mode does: its slices are hinted too
+    parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True, prefetch=kh * kw == 1)
     parts.append("  }\n  }\n")
-    return parts + integer_sums(pixels, groups) + _row_closing(spec)
+    return parts + integer_sums(pixels, groups, kh) + _row_closing(spec)
 
 
-def _integer_window_row(kh: int) -> str:
+def _integer_window_row(kh: int, pixels: int, groups: int) -> str:
     """Open the integer rows mode's loop over window rows: ``row`` is the input row's linear
-    offset, ``rin`` whether it lies inside the input (a row outside is read at row 0 and masked,
-    not skipped: the correction counts every tap)."""
-    return f"""  for (int ky = 0; ky < {kh}; ++ky) {{
+    offset, ``rin`` whether it lies inside the input. The correction counts every tap, so a row
+    outside adds the sums its padding would (``skipped_row``) where the window has several rows;
+    a window of one row is never outside (no padding along it)."""
+    opening = f"""  for (int ky = 0; ky < {kh}; ++ky) {{
   int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
   bool rin = yc >= 0 && yc < ih;
-  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);
 """
+    skip = skipped_row(pixels, groups, kh) if kh > 1 else ""
+    return opening + skip + "  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);\n"
 
 
 def _shared_columns(spec: GemmSpec) -> list[Piece]:
@@ -250,7 +258,7 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups, stride = spec.kernel, spec.pixels, spec.groups, spec.shared_columns
     assert spec.integer is not None
     columns = (pixels - 1) * stride + kw
-    parts: list[Piece] = [_integer_window_row(kh) + f"  int t = ky * {kw} * src_slices;\n"]
+    parts: list[Piece] = [_integer_window_row(kh, pixels, groups) + f"  int t = ky * {kw} * src_slices;\n"]
     for c in range(columns):
         parts.append(
             f"  int xc{c} = X0 * {stride} + {c} - args.pad_w;\n"
