@@ -28,6 +28,7 @@ from delegate.compiler.selectors.conv import (
 from delegate.compiler.selectors.gemm import (
     FLAT_GROUPS,
     FLAT_PIXELS,
+    ITEM_WEIGHT_BYTES,
     MIN_WORK_GROUPS,
     VECTOR_REGISTERS,
     WIDE_ROW_MAX_PIXELS,
@@ -395,6 +396,19 @@ def test_windowed_products_in_16_wide_groups_take_lane_order_blocks():
     assert (rows.pixels, rows.groups, rows.order) == row_blocking(32, 2, 16) == (4, 2, WEIGHTS_FIRST)
     # one group of 16 keeps the FLT4-per-pixel kernel
     assert _gemm((1, 8, 8, 16), 16, wide, kernel=3).order == ""
+
+
+def test_windowed_products_with_large_weights_take_groups_whose_weights_fit_the_cache():
+    wide = CompileOptions(vector_width=16)
+    # 3x3 taps over 1280 channels: 0.7 MiB of weights per group of 16 channels; the row's block
+    # of 4 groups (2.8 MiB) would be read from beyond the L2 cache once per output row
+    assert row_blocking(5, 8, 16)[1] == 4
+    heavy = _gemm((1, 5, 5, 1280), 126, wide, kernel=3)
+    assert (heavy.pixels, heavy.groups) == row_blocking(5, 8, 16, 2)[:2] == (5, 2)
+    assert heavy.groups * 9 * 320 * 4 * 16 * 4 <= ITEM_WEIGHT_BYTES
+    # weights that fit keep the row's block
+    light = _gemm((1, 5, 5, 256), 126, wide, kernel=3)
+    assert (light.pixels, light.groups) == row_blocking(5, 8, 16)[:2]
 
 
 def test_flat_products_over_many_slices_prefetch_their_input_slices():

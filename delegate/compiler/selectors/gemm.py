@@ -109,7 +109,7 @@ def lane_registers(pixels: int, groups: int) -> int:
     return pixels * groups + min(pixels, groups) + 1
 
 
-def row_blocking(row: int, groups: int, width: int = 8) -> tuple[int, int, str]:
+def row_blocking(row: int, groups: int, width: int = 8, most_groups: int = 0) -> tuple[int, int, str]:
     """Pixels, groups (of ``width`` channels) and ``lane_step`` order of a work-item of the
     lane-order row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
     VECTOR_REGISTERS and ROW_MAX_PIXELS (WIDE_... for 16-wide groups), the one with the least
@@ -119,13 +119,13 @@ def row_blocking(row: int, groups: int, width: int = 8) -> tuple[int, int, str]:
     pixels x 4 groups measured faster than 4 x 2), plus a block's setup and write, about one
     product's worth per output vector. Blocks of one pixel load a weight vector per product and
     measured slower than blocks of two (the weights of many groups leave the L1 cache), so they
-    serve rows of one pixel only. The layers measured are in benchmarks/RESULTS.md, "Lane-order
-    matrix products"."""
+    serve rows of one pixel only. ``most_groups`` (0: no limit) caps the groups (``cached_groups``).
+    The layers measured are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
     wide = width == 16
     registers = WIDE_VECTOR_REGISTERS if wide else VECTOR_REGISTERS
     most = WIDE_ROW_MAX_PIXELS if wide else ROW_MAX_PIXELS
     best: tuple[float, int, int] | None = None
-    for g in range(1, groups + 1):
+    for g in range(1, (most_groups or groups) + 1):
         for p in range(min(2, row), min(row, most) + 1):
             if lane_registers(p, g) > registers:
                 continue
@@ -135,6 +135,21 @@ def row_blocking(row: int, groups: int, width: int = 8) -> tuple[int, int, str]:
                 best = (cost, p, g)
     assert best is not None  # a block of one group fits
     return best[1], best[2], lane_order(best[1], best[2])
+
+
+#: Bytes of weights a work-item of the lane-order rows mode may read (``cached_groups``): three
+#: quarters of a core's 2 MiB L2 cache, the rest left to the input rows. Blocks of 2 groups of 16
+#: (1.4 MiB) measured 0.8-0.97x the time of 4 (2.8 MiB; median 0.93) on a 5x5 output from 1280
+#: channels through 3x3 taps; 1 group (0.7 MiB) 1.1-1.3x: a weight load per 5 products is too many.
+ITEM_WEIGHT_BYTES = 3 << 19
+
+
+def cached_groups(kernel: tuple[int, int], slices: int, width: int) -> int:
+    """The most groups of ``width`` float channels a rows-mode work-item may take so that its
+    weights (every tap and input slice) fit ITEM_WEIGHT_BYTES: the work-items of a work-group,
+    which run one after another on one core, then read them from the L2 cache for each output row
+    after the first, instead of from beyond it (at least 1)."""
+    return max(1, ITEM_WEIGHT_BYTES // (kernel[0] * kernel[1] * slices * 4 * width * 4))
 
 
 def integer_row_pixels(row: int) -> int:
@@ -198,6 +213,9 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
             shared_columns = window["stride_w"]
     elif rows and width > 4 and not dot and groups > 1:
         pixels, per_item, order = row_blocking(w, groups, width)
+        most = cached_groups(kernel, layout.slices(cin), width)
+        if per_item > most:
+            pixels, per_item, order = row_blocking(w, groups, width, most)
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
         pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     # the slice planes lie a plane apart, further than the hardware prefetchers look: hints
