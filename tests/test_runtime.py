@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -117,6 +120,29 @@ def test_linear_selectors_on_buffer_storages(storage, precision, cache):
         x = np.random.default_rng(4).standard_normal(rt.input_shapes[0]).astype(np.float32)
         (y,) = rt.run([x])
     np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
+
+
+@pytest.mark.skipif(shutil.which("cpp") is None, reason="no C preprocessor (cpp) on this machine")
+@pytest.mark.parametrize("clang", [True, False], ids=["clang", "other"])
+def test_prefetch_hint_is_clang_only(clang):
+    """PrefetchAt is clang's ``__builtin_prefetch`` where the kernel compiler is clang (PoCL), and
+    nothing elsewhere (a GPU driver's compiler given the cpu kernel family): the assembled
+    macros, run through a C preprocessor with and without ``__clang__``."""
+    from delegate.runtime.device import DeviceInfo
+    from delegate.runtime.source import assemble
+
+    info = DeviceInfo("p", "d", "v", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
+                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+    op = scale_bias_op(3.0, _bias(6).tobytes(), code=_LINEAR_SELECTORS)
+    tensors = {"src_tensor": desc(6, T.BUFFER), "dst_tensor": desc(6, T.BUFFER)}
+    text = assemble(op, tensors, info, F32).text
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "src_tensor_PrefetchAt1" in line) - 1
+    block = "\n".join(lines[start : start + 5]) + "\nHINT: src_tensor_PrefetchAt1(7);\n"
+    flags = ["-D__clang__=1"] if clang else ["-U__clang__"]
+    out = subprocess.run(["cpp", "-P", *flags], input=block, capture_output=True, text=True, check=True).stdout
+    hint = next(line for line in out.splitlines() if line.startswith("HINT:"))
+    assert ("__builtin_prefetch" in hint) == clang, hint
 
 
 # Lanes read one at a time and written back in reverse order (w, z, y, x).
