@@ -212,10 +212,7 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         if rows and window["dilation_w"] == 1 and kernel[1] > window["stride_w"]:
             shared_columns = window["stride_w"]
     elif rows and width > 4 and not dot and groups > 1:
-        pixels, per_item, order = row_blocking(w, groups, width)
-        most = cached_groups(kernel, layout.slices(cin), width)
-        if per_item > most:
-            pixels, per_item, order = row_blocking(w, groups, width, most)
+        pixels, per_item, order = row_blocking(w, groups, width, cached_groups(kernel, layout.slices(cin), width))
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
         pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     # the slice planes lie a plane apart, further than the hardware prefetchers look: hints
