@@ -15,6 +15,8 @@ code) and its body, OpenCL text with typed pieces at the points other ops may jo
 - ``PixelOps``: a point of a matrix-product kernel where a work-item holds every channel of its
   pixels in accumulators; a softmax linked there (ops/pixel_softmax.py) runs on them. Unused, it
   renders as a comment naming its parameters.
+- ``CodesRead``: where an integer matrix product takes its input's codes: converted from the
+  carried floats, or loaded where the input carries codes (``Kernel.reads_codes``, codes.py).
 - ``ENTRY``: the kernel's entry line, with the ``reqd_work_group_size`` of its
   ``RequiredWorkGroup`` and the runtime's ``SERIAL_MARKER`` when the work-group is serial.
 
@@ -65,6 +67,15 @@ class WriteHook:
 
     text: str
     wide: bool = False
+
+    def codes_text(self, grid: Carried) -> str:
+        """``text`` writing the codes of ``result`` on ``grid`` instead (a tensor carrying codes,
+        codes.py): after the lane mask, so that a padding lane holds the real zero's code."""
+        from .quant_step import codes_code  # kernel code imports this module
+
+        value = "(result, "
+        assert self.text.count(value) == 1, "a write hook writes result once"
+        return self.text.replace(value, f"({codes_code('convert_float4(result)', grid)}, ")
 
 
 WRITE = WriteHook(MASKED_WRITE)
@@ -141,7 +152,16 @@ class RequiredWorkGroup:
         return line
 
 
-Piece = str | WriteHook | WideOps | PixelOps | Entry
+@dataclass(frozen=True)
+class CodesRead:
+    """Statements setting an integer matrix product's input codes: ``converted`` from the carried
+    float values, or ``loaded`` from a tensor that carries them (``Kernel.reads_codes``)."""
+
+    converted: str
+    loaded: str
+
+
+Piece = str | WriteHook | WideOps | PixelOps | CodesRead | Entry
 
 
 @dataclass(eq=False)
@@ -163,6 +183,15 @@ class Kernel:
     #: the grid the last of ``linked`` rounds ``result`` onto (the rounding step of a carried
     #: output, quant_step.qdq_code), which a table read next may fold into its index (fusion.py)
     rounds_onto: Carried | None = None
+    #: the grid of ``src_tensor`` where every read of it is a ``CodesRead`` (an integer matrix
+    #: product, which may read the tensor as codes, codes.py); None: it reads values
+    codes_input: Carried | None = None
+    #: its ``dst_tensor`` is written only through its write hooks, which may write codes (codes.py)
+    codes_writer: bool = False
+    #: ``src_tensor`` carries codes: the ``CodesRead`` pieces load them (set by codes.py)
+    reads_codes: bool = False
+    #: ``dst_tensor`` carries codes on this grid: the write hooks write them (set by codes.py)
+    writes_codes: Carried | None = None
 
     @property
     def accepts_links(self) -> bool:
@@ -200,7 +229,9 @@ class Kernel:
             if isinstance(piece, str):
                 size += len(piece)
             elif isinstance(piece, WriteHook):
-                size += len(self.hook_links(piece)) + len(piece.text)
+                size += len(self.hook_links(piece)) + len(self._hook_text(piece))
+            elif isinstance(piece, CodesRead):
+                size += len(piece.loaded if self.reads_codes else piece.converted)
             elif isinstance(piece, WideOps):
                 size += len(piece.code(self.wide_linked, self.wide_reads))
             elif isinstance(piece, PixelOps):
@@ -209,6 +240,9 @@ class Kernel:
                 size += len(self.work_group.entry() if self.work_group else "MAIN_FUNCTION($0) {\n")
         return size
 
+    def _hook_text(self, hook: WriteHook) -> str:
+        return hook.text if self.writes_codes is None else hook.codes_text(self.writes_codes)
+
     def render(self) -> str:
         """The kernel's OpenCL text."""
         out = []
@@ -216,7 +250,9 @@ class Kernel:
             if isinstance(piece, str):
                 out.append(piece)
             elif isinstance(piece, WriteHook):
-                out.append(self.hook_links(piece) + piece.text)
+                out.append(self.hook_links(piece) + self._hook_text(piece))
+            elif isinstance(piece, CodesRead):
+                out.append(piece.loaded if self.reads_codes else piece.converted)
             elif isinstance(piece, WideOps):
                 out.append(piece.code(self.wide_linked, self.wide_reads))
             elif isinstance(piece, PixelOps):

@@ -7,6 +7,7 @@ from ..context.model import CalculationsPrecision, TensorStorageType
 from . import layout
 from .attention import AttentionRewrite
 from .bounds import check_bounds
+from .codes import carry_codes
 from .fusion import FUSIONS, UNFUSED, check_rounded
 from .graph import BOOL, FLOAT32, INT32, INT64, Graph, Node
 from .kernel import KernelNode
@@ -92,6 +93,8 @@ def compile_partition(
     uses = sorted((u for k in kernels for u in k.uses), key=lambda u: u[0])
     used = list(dict.fromkeys(i for _, tensors in uses for i in tensors))
     ctx = model.InferenceContext(precision=options.precision, storage_type=options.storage)
+    # tensors only integer matrix products read, stored as their int8 codes (codes.py)
+    codes = carry_codes(kernels, graph, {*inputs, *outputs})
     ctx.nodes = [k.render(options.precision) for k in kernels]
     # Tensors only ever written by a kernel that fused their reader away are not runtime tensors.
     written = {i for n in ctx.nodes for i in n.output_ids}
@@ -117,6 +120,8 @@ def compile_partition(
         precision = CalculationsPrecision.F32 if i in wide else options.precision
         storage = TensorStorageType.BUFFER if i in states else options.storage
         desc = layout.tensor_descriptor(graph.tensor(i).shape, precision, storage)
+        if i in codes:
+            desc = model.codes_descriptor(desc)
         ctx.tensors.append(model.TensorDescWithId(desc, i))
     ctx.input_ids = [i for i in inputs if i in used]
     ctx.output_ids = list(outputs)

@@ -5,8 +5,23 @@ kernels import it, and it imports neither them nor quant.py's graph passes."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .graph import Carried
 from .quant_table import TIE, lanes, literal
+
+
+def codes_code(real: str, grid: Carried) -> str:
+    """An int4 expression: the codes of float4 ``real`` (values on ``grid``), offset by
+    ``zero_point - low`` to make them unsigned (kernels/cpu/gemm_blocks.pack_integer_weights); each
+    lane's low byte is its code (convert_uchar4 keeps it), and a padding lane's 0 meets the real
+    zero's. The integer matrix products take their input's codes so, and a tensor carrying codes
+    (codes.py) is written so: the same arithmetic, so the same codes."""
+    inverse = f"{float(np.float32(1.0 / grid.scale))!r}f"
+    # the code is a whole number within float rounding: the half added, the truncating conversion
+    # rounds it (saturating, rounding conversions are library calls on PoCL: 6x the kernel's time)
+    offset = f"{float(grid.zero_point - grid.low) + 0.5!r}f"
+    return f"convert_int4({real} * {inverse} + {offset})"
 
 
 def _rounded_steps(params: Carried, with_zero_point: bool, width: int) -> tuple[str, str]:

@@ -235,6 +235,29 @@ class TensorDescriptor:
     data: ByteData = b""
 
 
+#: The mark (a state variable of its ``base_obj``) of a runtime tensor holding int8 codes
+#: (compiler/codes.py): one uchar4 word, a slice's four codes, per slice element, in BUFFER
+#: storage. Its ``data_type`` is UNKNOWN: the schema's DataType has no 8-bit type, and a runtime
+#: that does not know the mark refuses an UNKNOWN tensor rather than reading the words as floats.
+CODES = StateVariable("codes", "uchar4")
+
+
+def holds_codes(desc: TensorDescriptor) -> bool:
+    """Does ``desc`` carry the CODES mark?"""
+    return desc.base_obj is not None and CODES in desc.base_obj.state_vars
+
+
+def codes_descriptor(desc: TensorDescriptor) -> TensorDescriptor:
+    """``desc``'s tensor holding codes instead (CODES)."""
+    return TensorDescriptor(
+        base_obj=GPUObjectDescriptor(state_vars=[CODES]),
+        data_type=DataType.UNKNOWN,
+        storage_type=TensorStorageType.BUFFER,
+        layout=desc.layout,
+        shape=desc.shape,
+    )
+
+
 @dataclass
 class BufferDescriptorMapValue:
     """A named BufferDescriptor of a kernel's arguments."""

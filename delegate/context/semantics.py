@@ -21,7 +21,18 @@ from typing import Any
 
 from ..errors import ContextFormatError
 from .fields import Kind, field_specs
-from .model import BHWDC, Arguments, CLNode, GPUOperation, InferenceContext, TensorToGrid
+from .model import (
+    BHWDC,
+    Arguments,
+    CLNode,
+    DataType,
+    GPUOperation,
+    InferenceContext,
+    TensorDescriptor,
+    TensorStorageType,
+    TensorToGrid,
+    holds_codes,
+)
 
 #: the dimensions of a tensor shape, each a size
 _DIMS = ("b", "h", "w", "d", "c")
@@ -118,7 +129,20 @@ def _check_tensors(ctx: InferenceContext) -> set[int]:
         if t.desc is None:
             raise _refuse(f"tensor {t.id}", "desc", "absent", "every tensor needs a descriptor")
         _check_shape(f"tensor {t.id}", "desc.shape", t.desc.shape)
+        _check_codes(f"tensor {t.id}", t.desc)
     return set(declared)
+
+
+def _check_codes(where: str, desc: TensorDescriptor) -> None:
+    """A tensor marked as holding codes (model.CODES) is an UNKNOWN-typed BUFFER."""
+    if not holds_codes(desc):
+        return
+    if desc.data_type != DataType.UNKNOWN:
+        rule = "a tensor holding codes (state variable codes=uchar4) has data type UNKNOWN"
+        raise _refuse(where, "desc.data_type", DataType(desc.data_type).name, rule)
+    if desc.storage_type != TensorStorageType.BUFFER:
+        rule = "a tensor holding codes (state variable codes=uchar4) is a BUFFER"
+        raise _refuse(where, "desc.storage_type", TensorStorageType(desc.storage_type).name, rule)
 
 
 def _check_ids(where: str, field: str, ids: Iterable[int], declared: set[int], *, distinct: bool) -> None:
@@ -136,6 +160,9 @@ def _check_objects(where: str, args: Arguments) -> None:
     for e in args.tensor_objects:
         if e.value is not None:
             _check_shape(where, f"gpu_op.arguments.tensor_objects[{e.key!r}].shape", e.value.shape)
+            if holds_codes(e.value):
+                field = f"gpu_op.arguments.tensor_objects[{e.key!r}].base_obj.state_vars"
+                raise _refuse(where, field, "codes=uchar4", "codes are a runtime tensor's, never an object's")
     for e in args.texture2d_objects:
         if e.value is not None and e.value.size is not None:
             for axis in ("x", "y"):
@@ -197,6 +224,13 @@ def _check_root(ctx: InferenceContext, declared: set[int]) -> None:
         raise _refuse("", "flush_period", ctx.flush_period, rule)
     _check_ids("", "input_ids", ctx.input_ids, declared, distinct=True)
     _check_ids("", "output_ids", ctx.output_ids, declared, distinct=True)
+    codes = {t.id for t in ctx.tensors if t.desc is not None and holds_codes(t.desc)}
+    edges = ("input_ids", ctx.input_ids), ("output_ids", ctx.output_ids)
+    for field, ids in (*edges, ("variable_ids_and_refs", [pair.first for pair in ctx.variable_ids_and_refs])):
+        for i, value in enumerate(ids):
+            if value in codes:
+                rule = "a tensor holding codes is internal: the runtime converts floats at the edges"
+                raise _refuse("", f"{field}[{i}]", value, rule)
     variables: dict[int, int] = {}
     for index, pair in enumerate(ctx.variable_ids_and_refs):
         where = f"variable_ids_and_refs[{index}]"

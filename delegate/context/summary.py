@@ -13,6 +13,7 @@ from .model import (
     Int3,
     TensorDescriptor,
     TensorStorageType,
+    holds_codes,
 )
 from .walk import data_bytes
 
@@ -32,7 +33,7 @@ def kernel_name(code: str | None) -> str | None:
 
 def tensor_bytes(desc: TensorDescriptor) -> int | None:
     """Bytes of device memory a tensor takes: channels padded to slices of 4, except single textures."""
-    element = _ELEMENT_BYTES.get(desc.data_type)
+    element = 1 if holds_codes(desc) else _ELEMENT_BYTES.get(desc.data_type)
     if element is None or desc.shape is None:
         return None
     s = desc.shape
@@ -83,7 +84,7 @@ def summarize(context: InferenceContext, *, file_bytes: int | None = None) -> di
             {
                 "id": t.id,
                 "shape": _shape(desc.shape),
-                "data_type": desc.data_type.name,
+                "data_type": "codes" if holds_codes(desc) else desc.data_type.name,
                 "storage_type": desc.storage_type.name,
                 "layout": desc.layout.name,
                 "bytes": tensor_bytes(desc),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..context.model import DataType, TensorDescriptor, TensorStorageType
+from ..context.model import DataType, TensorDescriptor, TensorStorageType, holds_codes
 
 _ELEMENT_BYTES = {DataType.FLOAT32: 4, DataType.FLOAT16: 2}
 BUFFER_BACKED = (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER)
@@ -42,6 +42,9 @@ class Shape:
 
 
 def element_bytes(desc: TensorDescriptor) -> int:
+    """Bytes per channel: a tensor holding codes (model.CODES) has a slice's four in one word."""
+    if holds_codes(desc):
+        return 1
     if desc.data_type not in _ELEMENT_BYTES:
         raise ValueError(f"data type {DataType(desc.data_type).name} is not FLOAT32 or FLOAT16")
     return _ELEMENT_BYTES[DataType(desc.data_type)]

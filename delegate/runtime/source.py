@@ -37,11 +37,19 @@ TENSOR_SELECTORS = {
     "ReadLaneAt": (2,),
     "WriteAt": (2,),
     "PrefetchAt": (1,),
+    "CodesAt": (1,),
 }
 #: Selectors that address a tensor's memory linearly: buffer-backed storages only.
-LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt")
+LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt", "CodesAt")
 #: selectors whose macro names carry their argument count
-TENSOR_SUFFIXED = ("Read", "ReadFloat", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt")
+TENSOR_SUFFIXED = (
+    "Read", "ReadFloat", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt", "CodesAt"
+)  # fmt: skip
+#: The selectors of a tensor holding codes (model.CODES: four 8-bit codes per slice element,
+#: compiler/codes.py): its codes as one int (``CodesAt``), written from an int4 of codes
+#: (``Write``, ``WriteAt``); no float reads.
+CODES_SELECTORS = ("CodesAt", "Write", "WriteAt", "PrefetchAt", "Offset", "Width", "Height", "Depth", "Slices",
+                   "Batch", "Channels")  # fmt: skip
 #: the lane argument of ReadLaneAt: a literal component index
 _LANE = re.compile(r"[0-3]")
 _IMAGE_TYPES = {
@@ -242,6 +250,8 @@ class _Assembler:
                 f"tensor {name!r} uses {', '.join(sorted(linear_use))}, which need BUFFER or IMAGE_BUFFER "
                 f"storage, but it is {st.name}"
             )
+        if "CodesAt" in usage and not model.holds_codes(desc):
+            raise SourceError(f"tensor {name!r} holds no codes (CodesAt)")
         p = f"{name}_shape"
         m = self.macros
         m.append(f"#define {name}_Width() ({p}.s0)")
@@ -260,7 +270,9 @@ class _Assembler:
         m.append(f"#define {name}_Offset5(x, y, z, s, b) {linear}")
         m.append(f"#define {name}_Offset4(x, y, s, b) {name}_Offset5(x, y, 0, s, b)")
         xb = f"((x) * {p}.s4 + (b))"
-        if st in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
+        if model.holds_codes(desc):
+            self._codes_tensor(name, desc, usage, linear)
+        elif st in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
             elem, load, store = self._storage_type(desc.data_type, 4)
             buf = f"{name}_buf"
             self.params.append(Param(f"__global {elem}* {buf}", "tensor_buffer", name))
@@ -308,6 +320,29 @@ class _Assembler:
             m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) read_imagef({img}, smp_none, {coord})")
             m.append(f"#define {name}_Write6(v, x, y, z, s, b) write_imagef({img}, {coord}, convert_float4(v))")
         self.params.append(Param(f"int8 {p}", "tensor_shape", name))
+
+    def _codes_tensor(self, name: str, desc: model.TensorDescriptor, usage: set[str], linear: str) -> None:
+        """The accessors of a tensor holding codes (CODES_SELECTORS): a uchar4 per slice element, in
+        a buffer."""
+        if desc.storage_type != TensorStorageType.BUFFER:
+            st = TensorStorageType(desc.storage_type).name
+            raise SourceError(f"tensor {name!r} holds codes, which need BUFFER storage, but it is {st}")
+        other = sorted(usage.difference(CODES_SELECTORS))
+        if other:
+            raise SourceError(f"tensor {name!r} holds codes, which {', '.join(other)} cannot read")
+        p = f"{name}_shape"
+        buf = f"{name}_buf"
+        self.params.append(Param(f"__global uchar4* {buf}", "tensor_buffer", name))
+        ptr = f"((__global uchar4*)((__global char*){buf} + {p}.s6))"
+        m = self.macros
+        m.append(f"#define {name}_CodesAt1(i) as_int({ptr}[(i)])")
+        # an int4 of codes, each kept to its low byte (convert_uchar4, not saturating)
+        m.append(f"#define {name}_Write6(v, x, y, z, s, b) ({ptr}[{linear}] = convert_uchar4(v))")
+        m.append(f"#define {name}_WriteAt2(v, i) ({ptr}[(i)] = convert_uchar4(v))")
+        m.append(
+            f"#if defined(__clang__)\n#define {name}_PrefetchAt1(i) __builtin_prefetch({ptr} + (i))\n"
+            f"#else\n#define {name}_PrefetchAt1(i)\n#endif"
+        )
 
     # ------------------------------------------------------------ objects
 

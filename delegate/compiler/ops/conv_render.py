@@ -102,6 +102,8 @@ def _gemm_operation(spec: KernelSpec, ctx: EmitContext, filters: np.ndarray, win
                           element_size=gemm.width),
         ],
     )  # fmt: skip
+    # its output is written only through its write hooks: it may carry codes (compiler/codes.py)
+    kernel.codes_writer = True
     return launched(kernel, spec)
 
 
@@ -128,6 +130,9 @@ def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, window: d
             buffer_object("biases", pack_gemm_biases(biases, ctx.dtype, gemm.width), ctx.dtype, gemm.width),
         ],
     )
+    # its input is read only as codes and its output written only through its write hooks:
+    # either may carry codes (compiler/codes.py)
+    kernel.codes_input, kernel.codes_writer = gemm.integer, True
     return launched(kernel, spec)
 
 

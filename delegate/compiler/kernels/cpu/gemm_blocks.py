@@ -16,7 +16,8 @@ import numpy as np
 
 from ... import layout
 from ...graph import Carried
-from ...kernel import WRITE, WRITE_AT_WIDE, Piece, WideOps
+from ...kernel import WRITE, WRITE_AT_WIDE, CodesRead, Piece, WideOps
+from ...quant_step import codes_code
 from ..common.pieces import activation_code
 
 #: Default blocking of the matrix-product kernel: 6 (or 5, see selectors/gemm.gemm_pixels) pixels x 2 groups of 8
@@ -368,7 +369,7 @@ def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
 
 
 def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = "  ", tap: str = "",
-                       masked: bool = False, prefetch: bool = False) -> list[str]:  # fmt: skip
+                       masked: bool = False, prefetch: bool = False) -> list[Piece]:  # fmt: skip
     """Every input slice of pixels at offsets o0.. times the codes of the work-item's groups, in
     integers: a pixel's FLT4 (real values on ``grid``) back to its four codes, made unsigned
     (``pack_integer_weights``) and packed into one int, then per group one AVX512-VNNI dot product
@@ -376,7 +377,7 @@ def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = " 
     int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
     ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding);
     ``prefetch``: hint the slices ahead with a ``tap`` too (a window of one tap)."""
-    parts = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
+    parts: list[Piece] = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
     if not tap or prefetch:
         parts += slice_prefetches(f"{indent}  ", pixels)
     parts += column_codes(f"{indent}  ", pixels, grid, masked)
@@ -404,23 +405,20 @@ def slice_prefetches(indent: str, pixels: int) -> list[str]:
     return [f"{indent}args.src_tensor.PrefetchAt(o{p} + (s + {PREFETCH_SLICES}) * sstride);\n" for p in hinted]
 
 
-def column_codes(indent: str, count: int, grid: Carried, masked: bool = True) -> list[str]:
+def column_codes(indent: str, count: int, grid: Carried, masked: bool = True) -> list[Piece]:
     """``u0``.. ``u{count - 1}``: the codes of input slice ``s`` at offsets ``o0``.. (real values on
-    ``grid``), made unsigned and packed four to an int (``pack_integer_weights``); ``masked``: a
-    pixel whose ``in{c}`` is false reads the real zero's codes (padding)."""
-    inverse = f"{float(np.float32(1.0 / grid.scale))!r}f"
-    # the code is a whole number within float rounding: the half added, the truncating conversion
-    # rounds it (saturating, rounding conversions are library calls on PoCL: 6x the kernel's time);
-    # the low byte of each lane is the code, and a padding lane's value meets zero codes
-    offset = f"{float(grid.zero_point - grid.low) + 0.5!r}f"
+    ``grid``), made unsigned and packed four to an int (``pack_integer_weights``): converted from
+    the carried floats, or loaded where the input carries codes (kernel.CodesRead, codes.py);
+    ``masked``: a pixel whose ``in{c}`` is false reads the real zero's codes (padding)."""
     zero = (grid.zero_point - grid.low) * 0x01010101
-    parts = []
+    converted, loaded, masks = [], [], []
     for c in range(count):
         real = f"convert_float4(args.src_tensor.ReadAt(o{c} + s * sstride))"
-        parts.append(f"{indent}int u{c} = as_int(convert_uchar4(convert_int4({real} * {inverse} + {offset})));\n")
+        converted.append(f"{indent}int u{c} = as_int(convert_uchar4({codes_code(real, grid)}));\n")
+        loaded.append(f"{indent}int u{c} = args.src_tensor.CodesAt(o{c} + s * sstride);\n")
         if masked:
-            parts.append(f"{indent}u{c} = in{c} ? u{c} : {zero};\n")
-    return parts
+            masks.append(f"{indent}u{c} = in{c} ? u{c} : {zero};\n")
+    return [CodesRead("".join(converted), "".join(loaded)), *masks]
 
 
 def integer_params(rows: int) -> int:

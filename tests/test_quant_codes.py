@@ -1,0 +1,221 @@
+"""Tensors carrying int8 codes between integer matrix products (compiler/codes.py).
+
+A carried tensor (compiler/quant.py) written by a matrix product and read only by integer
+products on its grid is stored as its codes (marked model.CODES): the writer converts once, the
+readers load the words. The device tests check which tensors carry codes in a compiled context and
+that the outputs are TFLite's integer kernels' and, bit for bit, the ones the float tensors give;
+the context tests check that a codes tensor survives the native parser and that the runtime
+refuses one it could not run.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+
+from delegate import ContextFile, ContextFormatError, serialize_context
+from delegate.compiler.graph import Builtin
+from delegate.compiler.options import CompileOptions
+from delegate.context import model
+from delegate.context.model import DataType, TensorStorageType
+from delegate.context.semantics import check_semantics
+
+from .helpers import delegate_and_builtin
+from .test_ops import PROGRAM_CACHE
+from .test_quant import check_quant, int_bias, int_weights, qrand, qt
+from .test_quant_integer import VNNI, _device_int8_dot
+from .tflite_builder import Op, T, build_model
+
+_SRC = (1, 9, 11, 37)
+
+
+def _conv(src: int, dst: int, k: int, stride: int = 1) -> Op:
+    window = {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 0}
+    return Op(Builtin.CONV_2D, [src, src + 1, src + 2], [dst], ("Conv2DOptions", window), version=3)
+
+
+def _layer(tensors: list[T], src: int, cin: int, cout: int, k: int, shape: tuple[int, ...], scale: float,
+           zero: int, rng: np.random.Generator) -> None:  # fmt: skip
+    """Append a convolution's weights, biases and output (``shape``) reading tensor ``src``."""
+    weights, scales = int_weights((cout, k, k, cin), 0, rng)
+    in_scale = tensors[src].quant[0][0]
+    tensors += [weights, int_bias(scales * np.float32(in_scale), rng), qt(shape, scale, zero)]
+
+
+def chain(rng: np.random.Generator) -> tuple[list[T], list[Op]]:
+    """conv 1x1 (37 -> 40) -> conv 3x3 (40 -> 24) -> conv 3x3 stride 2 (24 -> 20): tensors 3 and 6
+    lie between integer products; 9 is the output."""
+    tensors = [qt(_SRC, 0.05, -7)]
+    _layer(tensors, 0, 37, 40, 1, (1, 9, 11, 40), 0.09, 3, rng)
+    _layer(tensors, 3, 40, 24, 3, (1, 9, 11, 24), 0.3, -5, rng)
+    _layer(tensors, 6, 24, 20, 3, (1, 5, 6, 20), 0.8, 2, rng)
+    return tensors, [_conv(0, 3, 1), _conv(3, 6, 3), _conv(6, 9, 3, 2)]
+
+
+def residual(rng: np.random.Generator) -> tuple[list[T], list[Op]]:
+    """conv 1x1 (37 -> 40) -> conv 3x3 (40 -> 40), then ADD of the two: tensor 3 has a float
+    reader (the ADD, linked into the second convolution's kernel or its own)."""
+    tensors = [qt(_SRC, 0.05, -7)]
+    _layer(tensors, 0, 37, 40, 1, (1, 9, 11, 40), 0.09, 3, rng)
+    _layer(tensors, 3, 40, 40, 3, (1, 9, 11, 40), 0.3, -5, rng)
+    tensors.append(qt((1, 9, 11, 40), 0.35, 1))
+    return tensors, [_conv(0, 3, 1), _conv(3, 6, 3), Op(Builtin.ADD, [6, 3], [7], ("AddOptions", {}), version=2)]
+
+
+def _contexts(monkeypatch: pytest.MonkeyPatch) -> list[model.InferenceContext]:
+    """The contexts compiled from now on (the list fills as partitions compile)."""
+    from delegate.plugin.registry import REGISTRY
+    from tests.plugin_testing import inject
+
+    contexts: list[model.InferenceContext] = []
+    real = REGISTRY.plan.loader.compiler.compile
+
+    def spied(graph: Any, nodes: list[int], inputs: Any, outputs: Any, options: CompileOptions) -> Any:
+        ctx = real(graph, nodes, inputs, outputs, options)
+        contexts.append(ctx)
+        return ctx
+
+    inject(monkeypatch, compile=spied)
+    return contexts
+
+
+def _codes_tensors(contexts: list[model.InferenceContext]) -> set[int]:
+    return {t.id for ctx in contexts for t in ctx.tensors if model.holds_codes(t.desc)}
+
+
+def _needs_int8_dot() -> None:
+    if not _device_int8_dot():
+        pytest.skip("the device does not compile AVX512-VNNI's dot product (a GPU, or a CPU model without it)")
+
+
+@pytest.mark.opencl
+def test_a_chain_of_integer_products_carries_codes_with_tflites_values(monkeypatch):
+    """Tensors 3 and 6 carry codes (the 1x1 product writes them, the 3x3 products load them), the
+    input and output stay float; the outputs are TFLite's, and the bytes the float tensors give."""
+    _needs_int8_dot()
+    rng = np.random.default_rng(3)
+    tensors, ops = chain(rng)
+    feeds = [qrand(_SRC, rng)]
+    contexts = _contexts(monkeypatch)
+    # a step off at a tie in one layer (TFLite's double rounding, test_quant.check_quant) moves
+    # the next layer's sums: three layers deep, outputs within two steps
+    check_quant(tensors, ops, [0], [9], feeds, steps=2, exact=0.85)
+    assert _codes_tensors(contexts) == {3, 6}
+    codes = [n.gpu_op.code for ctx in contexts for n in ctx.nodes if n.gpu_op is not None]
+    assert sum("src_tensor.CodesAt(" in c for c in codes) == 2 and all(VNNI in c for c in codes)
+    with_codes, _, _ = delegate_and_builtin(build_model(tensors, ops, [0], [9]), feeds, PROGRAM_CACHE)
+
+    monkeypatch.setattr("delegate.compiler.partition.carry_codes", lambda *args: set())
+    del contexts[:]
+    floats, _, _ = delegate_and_builtin(build_model(tensors, ops, [0], [9]), feeds, PROGRAM_CACHE)
+    assert contexts and not _codes_tensors(contexts)
+    assert with_codes[0].tobytes() == floats[0].tobytes()
+
+
+@pytest.mark.opencl
+def test_a_tensor_with_a_float_reader_stays_float(monkeypatch):
+    """Tensor 3 is read by the 3x3 product and by the ADD: it stays float, as does the partition's
+    output; the values are TFLite's."""
+    _needs_int8_dot()
+    rng = np.random.default_rng(4)
+    tensors, ops = residual(rng)
+    contexts = _contexts(monkeypatch)
+    check_quant(tensors, ops, [0], [7], [qrand(_SRC, rng)], steps=2, exact=0.85)  # two layers deep, as above
+    assert contexts and not _codes_tensors(contexts)
+    assert {t.id for ctx in contexts for t in ctx.tensors} >= {0, 3, 7}
+
+
+# ---------------------------------------------------------------- the context format
+
+
+def _descriptor(codes: bool) -> model.TensorDescriptor:
+    desc = model.TensorDescriptor(data_type=DataType.FLOAT32, storage_type=TensorStorageType.BUFFER,
+                                  layout=model.Layout.BHWC, shape=model.BHWDC(1, 2, 3, 1, 8))  # fmt: skip
+    return model.codes_descriptor(desc) if codes else desc
+
+
+def _codes_context() -> model.InferenceContext:
+    """Tensor 1, between two nodes, holds codes."""
+    op = model.GPUOperation(code="MAIN_FUNCTION($0) { }", grid_size=model.Int3(1, 1, 1),
+                            work_group_size=model.Int3(1, 1, 1), src_tensors_names=["src_tensor"],
+                            dst_tensors_names=["dst_tensor"])  # fmt: skip
+    return model.InferenceContext(
+        nodes=[
+            model.CLNode(gpu_op=op, input_ids=[0], output_ids=[1], name="n"),
+            model.CLNode(gpu_op=copy.deepcopy(op), input_ids=[1], output_ids=[2], name="m"),
+        ],
+        tensors=[model.TensorDescWithId(_descriptor(codes), i) for i, codes in enumerate((False, True, False))],
+        input_ids=[0],
+        output_ids=[2],
+    )
+
+
+def test_a_codes_tensor_round_trips_through_the_native_parser():
+    """The mark (a state variable of the descriptor, model.CODES) is read back from the file, and
+    the runtime's element size follows it: one byte per channel, a word per slice element."""
+    from delegate.runtime.memory import storage_bytes
+
+    ctx = _codes_context()
+    check_semantics(ctx)
+    back = ContextFile(serialize_context(ctx)).to_model()
+    check_semantics(back)
+    assert [model.holds_codes(t.desc) for t in back.tensors] == [False, True, False]
+    assert storage_bytes(back.tensors[1].desc) * 4 == storage_bytes(back.tensors[0].desc) == 6 * 8 * 4
+
+
+def _refused(ctx: model.InferenceContext, match: str) -> None:
+    """``ctx`` refused as built and as read back from its file (the runtime checks both so)."""
+    with pytest.raises(ContextFormatError, match=match):
+        check_semantics(ctx)
+    with pytest.raises(ContextFormatError, match=match):
+        check_semantics(ContextFile(serialize_context(ctx, check_schedule=False)).to_model())
+
+
+def test_malformed_codes_tensors_are_rejected():
+    """A codes tensor typed as floats, in another storage than BUFFER, at the context's edges or as
+    a constant object is refused; a data type past the schema's never parses."""
+    ctx = _codes_context()
+    ctx.tensors[1].desc.data_type = DataType.FLOAT32
+    _refused(ctx, r"tensor 1: desc.data_type is FLOAT32; a tensor holding codes .* has data type UNKNOWN")
+    ctx = _codes_context()
+    ctx.tensors[1].desc.storage_type = TensorStorageType.IMAGE_BUFFER
+    _refused(ctx, r"tensor 1: desc.storage_type is IMAGE_BUFFER; a tensor holding codes .* is a BUFFER")
+    ctx = _codes_context()
+    ctx.output_ids = [1, 2]
+    _refused(ctx, r"output_ids\[0\] is 1; a tensor holding codes is internal")
+    ctx = _codes_context()
+    ctx.nodes[0].gpu_op.arguments = model.Arguments(
+        tensor_objects=[model.TensorDescriptorMapValue("w", _descriptor(True))]
+    )
+    _refused(ctx, r"never an object's")
+    ctx = _codes_context()
+    ctx.tensors[1].desc.data_type = 3  # type: ignore[assignment]
+    with pytest.raises(ContextFormatError, match=r"data_type: enum value 3"):
+        ContextFile(serialize_context(ctx, check_schedule=False))
+
+
+def _assembled(code: str, codes: bool) -> str:
+    from delegate.runtime.device import DeviceInfo
+    from delegate.runtime.source import assemble
+
+    info = DeviceInfo("p", "d", "v", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
+                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+    tensors = {"src_tensor": _descriptor(codes), "dst_tensor": _descriptor(False)}
+    op = model.GPUOperation(code=code, src_tensors_names=["src_tensor"], dst_tensors_names=["dst_tensor"])
+    return assemble(op, tensors, info, model.CalculationsPrecision.F32).text
+
+
+def test_a_codes_tensor_is_read_as_codes_only():
+    """A codes tensor's words are read as one int each (CodesAt); a float read of it, or CodesAt
+    of a float tensor, is refused when the kernel is assembled, before any compiler sees it."""
+    from delegate.runtime.source import SourceError
+
+    codes = "MAIN_FUNCTION($0) {\n  int u = args.src_tensor.CodesAt(3);\n}\n"
+    assert "as_int(((__global uchar4*)" in _assembled(codes, True)
+    with pytest.raises(SourceError, match="holds no codes"):
+        _assembled(codes, False)
+    with pytest.raises(SourceError, match="holds codes, which ReadAt cannot read"):
+        _assembled("MAIN_FUNCTION($0) {\n  FLT4 v = args.src_tensor.ReadAt(3);\n}\n", True)
