@@ -29,6 +29,7 @@ from delegate.compiler.selectors.gemm import (
     FLAT_GROUPS,
     FLAT_PIXELS,
     ITEM_WEIGHT_BYTES,
+    LANES_ROW_MAX_PIXELS,
     MIN_WORK_GROUPS,
     VECTOR_REGISTERS,
     WIDE_ROW_MAX_PIXELS,
@@ -196,6 +197,12 @@ def test_narrow_outputs_and_thin_inputs():
     # an image's 3 channels: the padding lane is not multiplied, the slice loop runs once
     image = _gemm((1, 8, 8, 3), 16, kernel=3, stride=2)
     assert (image.lanes, image.one_slice) == (3, True)
+    # an image's first layer in 16-wide groups: blocks of at most LANES_ROW_MAX_PIXELS pixels
+    # (rows of 112 would take 6 otherwise)
+    wide = CompileOptions(vector_width=16)
+    stem = _gemm((1, 224, 224, 3), 24, wide, kernel=3, stride=2)
+    assert (stem.lanes, stem.pixels, stem.groups) == (3, LANES_ROW_MAX_PIXELS, 2)
+    assert row_blocking(112, 2, 16)[0] == 6
 
 
 def test_a_concatenated_input_is_read_through_its_sources():
