@@ -264,11 +264,15 @@ def test_depthwise_conv_2d(family, case, seed, multiplier, precision):
 
 
 @families
-@pytest.mark.parametrize(("out_w", "stride", "padding"), [(7, 1, 1), (14, 2, 1), (21, 1, 2), (28, 2, 2), (15, 1, 1)])
+@pytest.mark.parametrize(
+    ("out_w", "stride", "padding"),
+    [(7, 1, 1), (14, 2, 1), (21, 1, 2), (28, 2, 2), (15, 1, 1), (10, 1, 1), (17, 1, 2), (30, 1, 1), (19, 1, 1)],
+)
 def test_depthwise_conv_2d_pixel_blocks(family, out_w, stride, padding):
     # MobileNetV2's row widths (7 to 28) and 15, with strides and both paddings: the depthwise
     # kernel's blocks of 8 pixels end partial on each of them, its left and right work-items take
-    # the edge loads. Batch 2 and 10 channels (a partial slice pair) on top.
+    # the edge loads; at stride 1, rows of 10 and 30 (whole blocks of 10), 17 (blocks of 9, the
+    # last partial) and 19 (10, partial). Batch 2 and 10 channels (a partial slice pair) on top.
     rng = np.random.default_rng(out_w * 10 + stride)
     b, h, c = 2, 4, 10
     w = out_w * stride if padding == 1 else (out_w - 1) * stride + 3  # SAME / VALID

@@ -29,6 +29,7 @@ from delegate.compiler.selectors.gemm import (
     FLAT_GROUPS,
     FLAT_PIXELS,
     ITEM_WEIGHT_BYTES,
+    LANES_ROW_MAX_PIXELS,
     MIN_WORK_GROUPS,
     VECTOR_REGISTERS,
     WIDE_ROW_MAX_PIXELS,
@@ -82,13 +83,14 @@ class _Graph:
         return self.node(Builtin.CONV_2D, [self.tensor(src), filters, self.tensor((cout,), True)], out, **params)
 
     def depthwise(self, src: tuple[int, int, int, int], kernel: int = 3, multiplier: int = 1,
-                  on: int | None = None) -> Node:  # fmt: skip
+                  on: int | None = None, stride: int = 1) -> Node:  # fmt: skip
         b, h, w, c = src
         filters = self.tensor((1, kernel, kernel, c * multiplier), constant=True)
-        params = {"stride_height": 1, "stride_width": 1, "padding": Padding.SAME, "activation": 3}
+        params = {"stride_height": stride, "stride_width": stride, "padding": Padding.SAME, "activation": 3}
         x = self.tensor(src) if on is None else on
+        dst = (b, -(-h // stride), -(-w // stride), c * multiplier)
         return self.node(Builtin.DEPTHWISE_CONV_2D, [x, filters, self.tensor((c * multiplier,), True)],
-                         (b, h, w, c * multiplier), depth_multiplier=multiplier, **params)  # fmt: skip
+                         dst, depth_multiplier=multiplier, **params)  # fmt: skip
 
     def fully_connected(self, rows: int, depth: int, units: int) -> Node:
         inputs = [self.tensor((rows, depth)), self.tensor((units, depth), True), self.tensor((units,), True)]
@@ -195,6 +197,12 @@ def test_narrow_outputs_and_thin_inputs():
     # an image's 3 channels: the padding lane is not multiplied, the slice loop runs once
     image = _gemm((1, 8, 8, 3), 16, kernel=3, stride=2)
     assert (image.lanes, image.one_slice) == (3, True)
+    # an image's first layer in 16-wide groups: blocks of at most LANES_ROW_MAX_PIXELS pixels
+    # (rows of 112 would take 6 otherwise)
+    wide = CompileOptions(vector_width=16)
+    stem = _gemm((1, 224, 224, 3), 24, wide, kernel=3, stride=2)
+    assert (stem.lanes, stem.pixels, stem.groups) == (3, LANES_ROW_MAX_PIXELS, 2)
+    assert row_blocking(112, 2, 16)[0] == 6
 
 
 def test_a_concatenated_input_is_read_through_its_sources():
@@ -219,8 +227,10 @@ def test_depthwise_choices():
     wide = CompileOptions(vector_width=16)
     assert pick(wide) == KernelSpec(Variant.DEPTHWISE_ROWS, grid=(2, 14, 2), work_group=(1, 14, 1), pack=16, rows=7)
     assert pick(wide, (1, 14, 14, 8)).pack == 8
-    # pixels per work-item: blocks that overhang the row least, the largest of equals
-    assert [pick(CPU, (1, 6, w, 32)).rows for w in (4, 7, 10, 12, 16, 17, 64)] == [4, 7, 5, 6, 8, 6, 8]
+    # pixels per work-item: blocks that overhang the row least, the largest of equals; up to 10
+    # at stride 1, up to 8 at stride 2
+    assert [pick(CPU, (1, 6, w, 32)).rows for w in (4, 7, 10, 12, 16, 17, 20, 40, 64)] == [4, 7, 10, 6, 8, 9, 10, 10, 8]
+    assert [pick(CPU, (1, 6, 2 * w, 32), stride=2).rows for w in (10, 20, 40)] == [5, 5, 8]
     assert pick(CPU, kernel=7).variant is Variant.DEPTHWISE_ROWS  # 49 taps: the most it unrolls
     assert pick(CPU, kernel=9).variant is Variant.PLAIN
     assert pick(TEXTURE).variant is Variant.PLAIN

@@ -73,7 +73,7 @@ def select_depthwise(node: Node, graph: Graph, options: CompileOptions) -> Kerne
     if options.linear_storage and kh * kw <= DEPTHWISE_MAX_TAPS:
         b, h, w, c = dst
         pack = dw_width(c, options.vector_width)
-        pixels = depthwise_pixels(w)
+        pixels = depthwise_pixels(w, conv_window(node, graph)["stride_w"])
         grid = (-(-w // pixels) * b, h, -(-layout.slices(c) // (pack // 4)))
         # a column of row blocks: the small outputs' grids are only 1-2 blocks wide
         # (benchmarks/RESULTS.md, "Kernel choices")

@@ -88,6 +88,11 @@ ROW_MAX_PIXELS = 8
 #: alike); blocks of 8 pixels x 2 groups measured 1.2x the time of 4 x 2 there (DenseNet121's
 #: 3x3 layers, 128 -> 32 channels over rows of 32 and of 16 pixels).
 WIDE_VECTOR_REGISTERS, WIDE_ROW_MAX_PIXELS = 31, 6
+#: The most pixels a lane-order block takes over an input of fewer than 4 channels (an image's
+#: first layer, whose taps are a few products per pixel): blocks of 4 measured 0.93-0.97x the time
+#: of 6 (3x3, stride 2, 224 -> 112 x 24 channels: one-layer model, conversions included), the
+#: same as 5 or 6 elsewhere (160 -> 80 x 32; 7x7, 128 -> 64 x 64); 8 and 10 1.25-1.45x of 5.
+LANES_ROW_MAX_PIXELS = 4
 
 
 #: The lane-order block of a 1x1 convolution over the flat pixel order: 6 pixels x 2 groups,
@@ -109,10 +114,12 @@ def lane_registers(pixels: int, groups: int) -> int:
     return pixels * groups + min(pixels, groups) + 1
 
 
-def row_blocking(row: int, groups: int, width: int = 8, most_groups: int = 0) -> tuple[int, int, str]:
+def row_blocking(row: int, groups: int, width: int = 8, most_groups: int = 0,
+                 most_pixels: int = 0) -> tuple[int, int, str]:  # fmt: skip
     """Pixels, groups (of ``width`` channels) and ``lane_step`` order of a work-item of the
     lane-order row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
-    VECTOR_REGISTERS and ROW_MAX_PIXELS (WIDE_... for 16-wide groups), the one with the least
+    VECTOR_REGISTERS and ROW_MAX_PIXELS (WIDE_... for 16-wide groups; ``most_pixels`` where it is
+    not 0), the one with the least
     estimated time. The estimate counts the products a block computes, padding included (a last
     block past the row, groups past the output), each with its share of the loads: an input
     broadcast per ``groups`` products, weighed half again a weight vector per ``pixels`` products (2
@@ -123,7 +130,7 @@ def row_blocking(row: int, groups: int, width: int = 8, most_groups: int = 0) ->
     The layers measured are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
     wide = width == 16
     registers = WIDE_VECTOR_REGISTERS if wide else VECTOR_REGISTERS
-    most = WIDE_ROW_MAX_PIXELS if wide else ROW_MAX_PIXELS
+    most = most_pixels or (WIDE_ROW_MAX_PIXELS if wide else ROW_MAX_PIXELS)
     best: tuple[float, int, int] | None = None
     for g in range(1, (most_groups or groups) + 1):
         for p in range(min(2, row), min(row, most) + 1):
@@ -212,7 +219,9 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         if rows and window["dilation_w"] == 1 and kernel[1] > window["stride_w"]:
             shared_columns = window["stride_w"]
     elif rows and width > 4 and not dot and groups > 1:
-        pixels, per_item, order = row_blocking(w, groups, width, cached_groups(kernel, layout.slices(cin), width))
+        most_pixels = LANES_ROW_MAX_PIXELS if lanes < 4 else 0
+        most_groups = cached_groups(kernel, layout.slices(cin), width)
+        pixels, per_item, order = row_blocking(w, groups, width, most_groups, most_pixels)
     elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
         pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     # the slice planes lie a plane apart, further than the hardware prefetchers look: hints
