@@ -122,6 +122,37 @@ def test_linear_selectors_on_buffer_storages(storage, precision, cache):
     np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
 
 
+# each element read through a handle two FLT4s before it (one slice plane before it in
+# the first slices): the handle's step and the read's offset both count in FLT4s
+_HANDLE_SELECTORS = """
+MAIN_FUNCTION($0) {
+  int gx = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
+  int B = args.dst_tensor.Batch();
+  if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
+  int X = gx / B; int b = gx % B;
+  int at = args.src_tensor.Offset(X, Y, S, b);
+  int back = S > 0 ? args.src_tensor.Offset(0, 0, 1, 0) : 2;
+  args.src_tensor.Handle() h = args.src_tensor.HandleAt(at - back);
+  FLT4 v = S > 0 ? args.src_tensor.ReadFrom(h, args.src_tensor.Offset(0, 0, 1, 0)) : args.src_tensor.ReadFrom(h, 2);
+  args.dst_tensor.WriteAt(v * (FLT)(args.scale) + args.bias.Read(S), at);
+}
+"""
+
+
+@pytest.mark.parametrize("precision", [F32, F32_F16], ids=lambda p: p.name)
+@pytest.mark.parametrize("storage", [T.BUFFER, T.IMAGE_BUFFER], ids=lambda s: s.name)
+def test_handle_selectors_on_buffer_storages(storage, precision, cache):
+    """HandleAt and ReadFrom address the same FLT4s as ReadAt: pointers on buffers (half ones
+    under vload_half four halves a step), indices on image buffers."""
+    dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
+    op = scale_bias_op(3.0, _bias(6).tobytes(), code=_HANDLE_SELECTORS)
+    ctx = single_node(op, desc(6, storage, dt, b=2), desc(6, storage, dt, b=2), precision=precision)
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.random.default_rng(5).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
+
+
 @pytest.mark.skipif(shutil.which("cpp") is None, reason="no C preprocessor (cpp) on this machine")
 @pytest.mark.parametrize("clang", [True, False], ids=["clang", "other"])
 def test_prefetch_hint_is_clang_only(clang):

@@ -38,12 +38,17 @@ TENSOR_SELECTORS = {
     "WriteAt": (2,),
     "PrefetchAt": (1,),
     "CodesAt": (1,),
+    "Handle": (0,),
+    "HandleAt": (1,),
+    "ReadFrom": (2,),
 }
 #: Selectors that address a tensor's memory linearly: buffer-backed storages only.
-LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt", "CodesAt")
+LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt", "CodesAt", "Handle", "HandleAt",
+                    "ReadFrom")  # fmt: skip
 #: selectors whose macro names carry their argument count
 TENSOR_SUFFIXED = (
-    "Read", "ReadFloat", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt", "CodesAt"
+    "Read", "ReadFloat", "Write", "Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt", "CodesAt", "HandleAt",
+    "ReadFrom"
 )  # fmt: skip
 #: The selectors of a tensor holding codes (model.CODES: four 8-bit codes per slice element,
 #: compiler/codes.py): its codes as one int (``CodesAt``), written from an int4 of codes
@@ -243,7 +248,7 @@ class _Assembler:
         if st != TensorStorageType.BUFFER and st != TensorStorageType.IMAGE_BUFFER and not self.device.images:
             raise SourceError(f"tensor {name!r} uses {st.name}, but the device has no image support")
         writes = "Write" in usage or "WriteAt" in usage
-        reads = bool(usage.intersection(("Read", "ReadFloat", "ReadAt", "ReadLaneAt")))
+        reads = bool(usage.intersection(("Read", "ReadFloat", "ReadAt", "ReadLaneAt", "ReadFrom")))
         linear_use = usage.intersection(LINEAR_SELECTORS)
         if linear_use and st not in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
             raise SourceError(
@@ -293,6 +298,10 @@ class _Assembler:
                 m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) read_imagef({img}, {linear})")
                 m.append(f"#define {name}_ReadAt1(i) TO_FLT4(read_imagef({img}, (i)))")
                 m.append(f"#define {name}_ReadLaneAt2(i, l) TO_FLT(read_imagef({img}, (i)).s##l)")
+                # an image has no pointers: the handle is the index itself
+                m.append(f"#define {name}_Handle() long")
+                m.append(f"#define {name}_HandleAt1(i) ((long)(i))")
+                m.append(f"#define {name}_ReadFrom2(h, j) TO_FLT4(read_imagef({img}, (int)((h) + (j))))")
             else:
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4({load.format(i=linear, p=buf)})")
                 m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) convert_float4({load.format(i=linear, p=buf)})")
@@ -302,6 +311,14 @@ class _Assembler:
                 scalar, scalar_load, _ = self._storage_type(desc.data_type, 1)
                 lane = scalar_load.format(i="(i) * 4 + (l)", p=f"((__global {scalar}*){buf})")
                 m.append(f"#define {name}_ReadLaneAt2(i, l) TO_FLT({lane})")
+                # A handle on FLT4 i (``HandleAt``, of type ``Handle()``) and FLT4 j after it
+                # (``ReadFrom``): a pointer, so a literal j is a displacement of the load's
+                # address; 16-byte elements are past x86's index scales, and an index from the
+                # tensor's base costs a shift and an add per load.
+                step = "4 * " if elem == "half" else ""
+                m.append(f"#define {name}_Handle() __global const {elem}*")
+                m.append(f"#define {name}_HandleAt1(i) ({buf} + {step}(i))")
+                m.append(f"#define {name}_ReadFrom2(h, j) TO_FLT4({load.format(i='(j)', p='(h)')})")
             m.append(f"#define {name}_Write6(v, x, y, z, s, b) {store.format(i=linear, p=buf, v='v')}")
             m.append(f"#define {name}_WriteAt2(v, i) {store.format(i='(i)', p=buf, v='v')}")
         else:

@@ -143,6 +143,7 @@ class DepthwiseConv2D(Op):
             pad=(ints["pad_h"], ints["pad_w"]),
             pixels=spec.rows or DEPTHWISE_PIXELS,
             width=pack,
+            batch=ctx.graph.tensor(node.outputs[0]).shape[0],
         )
         kernel = operation(
             code,

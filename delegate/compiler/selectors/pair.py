@@ -60,5 +60,5 @@ def select_pair(dw: Node, conv: Node, graph: Graph, options: CompileOptions) -> 
     return PairSpec(
         dw_act=dw.params["activation"], act=conv.params["activation"], local_bytes=local_bytes,
         kernel=(kh, kw), stride=(ints["stride_h"], ints["stride_w"]), pad=(ints["pad_h"], ints["pad_w"]),
-        thirds=odd_thirds(groups), width=width, dw=dw_vector, single_group=groups == 1,
+        thirds=odd_thirds(groups), width=width, dw=dw_vector, single_group=groups == 1, batch=b,
     )  # fmt: skip

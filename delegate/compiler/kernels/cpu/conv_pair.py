@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ... import layout
 from ...kernel import ENTRY, LANE_MASK, Piece, RequiredWorkGroup
 from ..common.pieces import activation_code
-from .depthwise_rows import slice_offsets, slice_pack_load
+from .depthwise_rows import slice_handles, slice_offsets, slice_pack_load
 from .gemm_blocks import (
     SLICE_PARTS,
     THIRDS_GROUPS,
@@ -67,7 +67,8 @@ class PairSpec:
     one group of ``width`` channels: a second group would be a copy of the first). Its local row
     holds ``local_bytes`` (``select_pair`` admits only rows that fit). ``width``: output channels per
     1x1 group (selectors/gemm.gemm_width); ``dw``: channels per depthwise item, 8 (a pair of
-    slices) or 16 (four: ``depthwise_rows.dw_width``).
+    slices) or 16 (four: ``depthwise_rows.dw_width``). ``batch``: the output's batch (0: read at
+    run time); 1 reads the input columns through per-row handles (``depthwise_rows.slice_handles``).
     """
 
     dw_act: int
@@ -80,6 +81,7 @@ class PairSpec:
     width: int = 8
     dw: int = 8
     single_group: bool = False
+    batch: int = 0
 
     @property
     def block(self) -> tuple[int, int]:
@@ -152,7 +154,7 @@ def _depthwise_window(spec: PairSpec) -> list[str]:
     def window_row(checked: bool) -> list[str]:
         out = []
         for j in columns:
-            value = slice_pack_load(j, dw)
+            value = slice_pack_load(j, dw, spec.batch)
             if checked:
                 value = f"((xi + {j} >= 0 && xi + {j} < iw) ? {value} : (ACCUM_FLT{dw})(0.0f))"
             out.append(f"        {{\n        ACCUM_FLT{dw} r = {value};\n")
@@ -167,6 +169,8 @@ def _depthwise_window(spec: PairSpec) -> list[str]:
     for ky in range(kh):
         lines.append(f"    {{\n    int yi = Y * {sh} + {ky - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         lines.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n      long rb = row + xi * B;\n")
+        if spec.batch == 1:
+            lines += slice_handles(dw)
         for kx in range(kw):
             lines.append(
                 f"      ACCUM_FLT{dw} k{kx} = "

@@ -66,16 +66,27 @@ def slice_offsets(width: int, present: str) -> list[str]:
     ]
 
 
-def slice_pack_load(j: int, width: int) -> str:
+def slice_pack_load(j: int, width: int, batch: int = 0) -> str:
     """Input column ``xi + j`` of the window row starting at ``rb`` (``row + xi * B``) for slices
     S0 .. S0 + ``width`` / 4 - 1 (a pair: FLT8, or four: FLT16) as one vector, slice k at
-    ``off{k}`` (``slice_offsets``). The column is a constant step from ``rb``, which the
-    compiler folds into the load's address."""
-    at = f"rb + {j} * B"
-    parts = ", ".join(
-        f"TO_ACCUM_FLT4(args.src_tensor.ReadAt({at}{f' + off{k}' if k else ''}))" for k in range(width // 4)
-    )
-    return f"(ACCUM_FLT{width})({parts})"
+    ``off{k}`` (``slice_offsets``). ``batch`` 1 (the batch known to be 1): the column is read
+    through the row's handles ``h{k}`` (``slice_handles``) at the literal step j, a displacement
+    of the load's address; otherwise (0: the batch read at run time) at ``rb + j * B``."""
+    if batch == 1:
+        reads = [f"args.src_tensor.ReadFrom(h{k}, {j})" for k in range(width // 4)]
+    else:
+        at = f"rb + {j} * B"
+        reads = [f"args.src_tensor.ReadAt({at}{f' + off{k}' if k else ''})" for k in range(width // 4)]
+    return f"(ACCUM_FLT{width})({', '.join(f'TO_ACCUM_FLT4({r})' for r in reads)})"
+
+
+def slice_handles(width: int) -> list[str]:
+    """Declare the handles ``h{k}`` on the window row's first column (``rb``) in slice k of the
+    pack, for ``slice_pack_load`` at batch 1."""
+    return [
+        f"      args.src_tensor.Handle() h{k} = args.src_tensor.HandleAt(rb{f' + off{k}' if k else ''});\n"
+        for k in range(width // 4)
+    ]
 
 
 #: The FLT4 parts of a pack of ``width`` channels, slice by slice.
@@ -83,14 +94,16 @@ PACK_PARTS = {8: ("lo", "hi"), 16: ("s0123", "s4567", "s89ab", "scdef")}
 
 
 def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
-                   pad: tuple[int, int], pixels: int = DEPTHWISE_PIXELS, width: int = 8) -> list[Piece]:  # fmt: skip
+                   pad: tuple[int, int], pixels: int = DEPTHWISE_PIXELS, width: int = 8,
+                   batch: int = 0) -> list[Piece]:  # fmt: skip
     """Depth multiplier 1 depthwise convolution over a pack of slices, the window unrolled.
 
     A work-item computes ``pixels`` consecutive output pixels of one row for slices S0 ..
     S0 + ``width`` / 4 - 1 in FLT``width`` accumulators (a pair in FLT8: one AVX register; four in
     FLT16: one AVX-512 register). ``weights``: pack_depthwise_weights of the same ``width``;
     ``biases``: one FLT``width`` per pack (pack_gemm_biases). Grid:
-    (ceil(W / pixels) * B, H, ceil(slices / (width / 4))).
+    (ceil(W / pixels) * B, H, ceil(slices / (width / 4))). ``batch``: the output's batch when
+    the compiler knows it (0: read at run time); 1 puts the input columns at constant steps.
     """
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = kernel, stride, dilation, pad
     q, vt, parts_of = width // 4, f"ACCUM_FLT{width}", PACK_PARTS[width]
@@ -105,12 +118,14 @@ def depthwise_code(act: int, *, kernel: tuple[int, int], stride: tuple[int, int]
     for ky in range(kh):
         parts.append(f"  {{\n    int yi = Y * {sh} + {ky * dh - ph};\n    if (yi >= 0 && yi < ih) {{\n")
         parts.append("      long row = args.src_tensor.Offset(0, yi, S0, b);\n      long rb = row + xi * B;\n")
+        if batch == 1:
+            parts += slice_handles(width)
         for kx in range(kw):
             parts.append(f"      {vt} k{kx} = TO_{vt}(args.weights.Read((S0 / {q} * {kh} + {ky}) * {kw} + {kx}));\n")
         taps = {
             j: [(p, (j - p * sw) // dw) for p in range(pixels) if j - p * sw in range(0, kw * dw, dw)] for j in columns
         }
-        parts += streamed_row_loads(columns, lambda j: slice_pack_load(j, width), vt, taps)
+        parts += streamed_row_loads(columns, lambda j: slice_pack_load(j, width, batch), vt, taps)
         parts.append("    }\n  }\n")
     for p in range(pixels):
         parts.append(f"  FLT{width} o{p} = TO_FLT{width}(a{p});\n")
