@@ -42,6 +42,8 @@ TENSOR_SELECTORS = {
     "HandleAt": (1,),
     "ReadFrom": (2,),
 }
+#: Selectors of a handle on a tensor's element and the reads from it (buffer-backed storages).
+HANDLE_SELECTORS = ("Handle", "HandleAt", "ReadFrom")
 #: Selectors that address a tensor's memory linearly: buffer-backed storages only.
 LINEAR_SELECTORS = ("Offset", "ReadAt", "ReadLaneAt", "WriteAt", "PrefetchAt", "CodesAt", "Handle", "HandleAt",
                     "ReadFrom")  # fmt: skip
@@ -250,6 +252,8 @@ class _Assembler:
         writes = "Write" in usage or "WriteAt" in usage
         reads = bool(usage.intersection(("Read", "ReadFloat", "ReadAt", "ReadLaneAt", "ReadFrom")))
         linear_use = usage.intersection(LINEAR_SELECTORS)
+        # only where used: the macros are text every program that names the tensor compiles
+        handles = bool(usage.intersection(HANDLE_SELECTORS))
         if linear_use and st not in (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER):
             raise SourceError(
                 f"tensor {name!r} uses {', '.join(sorted(linear_use))}, which need BUFFER or IMAGE_BUFFER "
@@ -298,10 +302,10 @@ class _Assembler:
                 m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) read_imagef({img}, {linear})")
                 m.append(f"#define {name}_ReadAt1(i) TO_FLT4(read_imagef({img}, (i)))")
                 m.append(f"#define {name}_ReadLaneAt2(i, l) TO_FLT(read_imagef({img}, (i)).s##l)")
-                # an image has no pointers: the handle is the index itself
-                m.append(f"#define {name}_Handle() long")
-                m.append(f"#define {name}_HandleAt1(i) ((long)(i))")
-                m.append(f"#define {name}_ReadFrom2(h, j) TO_FLT4(read_imagef({img}, (int)((h) + (j))))")
+                if handles:  # an image has no pointers: the handle is the index itself
+                    m.append(f"#define {name}_Handle() long")
+                    m.append(f"#define {name}_HandleAt1(i) ((long)(i))")
+                    m.append(f"#define {name}_ReadFrom2(h, j) TO_FLT4(read_imagef({img}, (int)((h) + (j))))")
             else:
                 m.append(f"#define {name}_Read5(x, y, z, s, b) TO_FLT4({load.format(i=linear, p=buf)})")
                 m.append(f"#define {name}_ReadFloat5(x, y, z, s, b) convert_float4({load.format(i=linear, p=buf)})")
@@ -316,9 +320,10 @@ class _Assembler:
                 # address; 16-byte elements are past x86's index scales, and an index from the
                 # tensor's base costs a shift and an add per load.
                 step = "4 * " if elem == "half" else ""
-                m.append(f"#define {name}_Handle() __global const {elem}*")
-                m.append(f"#define {name}_HandleAt1(i) ({buf} + {step}(i))")
-                m.append(f"#define {name}_ReadFrom2(h, j) TO_FLT4({load.format(i='(j)', p='(h)')})")
+                if handles:
+                    m.append(f"#define {name}_Handle() __global const {elem}*")
+                    m.append(f"#define {name}_HandleAt1(i) ({buf} + {step}(i))")
+                    m.append(f"#define {name}_ReadFrom2(h, j) TO_FLT4({load.format(i='(j)', p='(h)')})")
             m.append(f"#define {name}_Write6(v, x, y, z, s, b) {store.format(i=linear, p=buf, v='v')}")
             m.append(f"#define {name}_WriteAt2(v, i) {store.format(i='(i)', p=buf, v='v')}")
         else:
