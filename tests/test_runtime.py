@@ -96,47 +96,65 @@ MAIN_FUNCTION($0) {
     np.testing.assert_allclose(y, x * -2.0 + _bias(5)[:5], rtol=1e-6, atol=1e-6)
 
 
-_LINEAR_SELECTORS = """
+#: an element-wise kernel's start: the pixel (X, Y, S, b) of its work-item and its linear index
+_ELEMENT_START = """
 MAIN_FUNCTION($0) {
   int gx = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
   int B = args.dst_tensor.Batch();
   if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
   int X = gx / B; int b = gx % B;
   int at = args.src_tensor.Offset(X, Y, S, b);
+"""
+
+_LINEAR_SELECTORS = (
+    _ELEMENT_START
+    + """\
   args.src_tensor.PrefetchAt(at + args.src_tensor.Offset(0, 0, 4, 0));
   args.dst_tensor.WriteAt(args.src_tensor.ReadAt(at) * (FLT)(args.scale) + args.bias.Read(S), at);
 }
 """
+)
+
+
+def _check_scale_bias(code: str, storage: T, precision: m.CalculationsPrecision, cache, seed: int) -> None:
+    """Run ``code`` as a scale-and-bias node over a 2-batch, 6-channel tensor in ``storage`` and
+    compare with numpy."""
+    dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
+    op = scale_bias_op(3.0, _bias(6).tobytes(), code=code)
+    ctx = single_node(op, desc(6, storage, dt, b=2), desc(6, storage, dt, b=2), precision=precision)
+    with Runtime.load(ctx, cache_dir=cache) as rt:
+        x = np.random.default_rng(seed).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (y,) = rt.run([x])
+    np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
+
+
+def _cpu_device_info():
+    """A CPU OpenCL device's description, for assembling kernel source without one."""
+    from delegate.runtime.device import DeviceInfo
+
+    return DeviceInfo("p", "d", "v", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
+                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
 
 
 @pytest.mark.parametrize("precision", [F32, F32_F16], ids=lambda p: p.name)
 @pytest.mark.parametrize("storage", [T.BUFFER, T.IMAGE_BUFFER], ids=lambda s: s.name)
 def test_linear_selectors_on_buffer_storages(storage, precision, cache):
     """Offset, ReadAt and WriteAt, and PrefetchAt's hint (past the tensor's end here: harmless)."""
-    dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
-    op = scale_bias_op(3.0, _bias(6).tobytes(), code=_LINEAR_SELECTORS)
-    ctx = single_node(op, desc(6, storage, dt, b=2), desc(6, storage, dt, b=2), precision=precision)
-    with Runtime.load(ctx, cache_dir=cache) as rt:
-        x = np.random.default_rng(4).standard_normal(rt.input_shapes[0]).astype(np.float32)
-        (y,) = rt.run([x])
-    np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
+    _check_scale_bias(_LINEAR_SELECTORS, storage, precision, cache, seed=4)
 
 
 # each element read through a handle two FLT4s before it (one slice plane before it in
 # the first slices): the handle's step and the read's offset both count in FLT4s
-_HANDLE_SELECTORS = """
-MAIN_FUNCTION($0) {
-  int gx = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
-  int B = args.dst_tensor.Batch();
-  if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
-  int X = gx / B; int b = gx % B;
-  int at = args.src_tensor.Offset(X, Y, S, b);
+_HANDLE_SELECTORS = (
+    _ELEMENT_START
+    + """\
   int back = S > 0 ? args.src_tensor.Offset(0, 0, 1, 0) : 2;
   args.src_tensor.Handle() h = args.src_tensor.HandleAt(at - back);
   FLT4 v = S > 0 ? args.src_tensor.ReadFrom(h, args.src_tensor.Offset(0, 0, 1, 0)) : args.src_tensor.ReadFrom(h, 2);
   args.dst_tensor.WriteAt(v * (FLT)(args.scale) + args.bias.Read(S), at);
 }
 """
+)
 
 
 @pytest.mark.parametrize("precision", [F32, F32_F16], ids=lambda p: p.name)
@@ -144,23 +162,15 @@ MAIN_FUNCTION($0) {
 def test_handle_selectors_on_buffer_storages(storage, precision, cache):
     """HandleAt and ReadFrom address the same FLT4s as ReadAt: pointers on buffers (half ones
     under vload_half four halves a step), indices on image buffers."""
-    dt = m.DataType.FLOAT32 if precision == F32 else m.DataType.FLOAT16
-    op = scale_bias_op(3.0, _bias(6).tobytes(), code=_HANDLE_SELECTORS)
-    ctx = single_node(op, desc(6, storage, dt, b=2), desc(6, storage, dt, b=2), precision=precision)
-    with Runtime.load(ctx, cache_dir=cache) as rt:
-        x = np.random.default_rng(5).standard_normal(rt.input_shapes[0]).astype(np.float32)
-        (y,) = rt.run([x])
-    np.testing.assert_allclose(y, x * 3.0 + _bias(6)[:6], rtol=TOLERANCE[precision], atol=TOLERANCE[precision] * 8)
+    _check_scale_bias(_HANDLE_SELECTORS, storage, precision, cache, seed=5)
 
 
 def test_handle_macros_only_where_used():
     """The handle macros are assembled for a tensor only when its kernel uses them: a persistent
     program names every tensor, and unused macros there made DenseNet121 1.4x slower on PoCL."""
-    from delegate.runtime.device import DeviceInfo
     from delegate.runtime.source import assemble
 
-    info = DeviceInfo("p", "d", "v", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
-                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+    info = _cpu_device_info()
     tensors = {"src_tensor": desc(6, T.BUFFER), "dst_tensor": desc(6, T.BUFFER)}
     plain = assemble(scale_bias_op(3.0, _bias(6).tobytes(), code=_LINEAR_SELECTORS), tensors, info, F32).text
     assert "_HandleAt1" not in plain and "_ReadFrom2" not in plain
@@ -174,11 +184,9 @@ def test_prefetch_hint_is_clang_only(clang):
     """PrefetchAt is clang's ``__builtin_prefetch`` where the kernel compiler is clang (PoCL), and
     nothing elsewhere (a GPU driver's compiler given the cpu kernel family): the assembled
     macros, run through a C preprocessor with and without ``__clang__``."""
-    from delegate.runtime.device import DeviceInfo
     from delegate.runtime.source import assemble
 
-    info = DeviceInfo("p", "d", "v", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
-                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+    info = _cpu_device_info()
     op = scale_bias_op(3.0, _bias(6).tobytes(), code=_LINEAR_SELECTORS)
     tensors = {"src_tensor": desc(6, T.BUFFER), "dst_tensor": desc(6, T.BUFFER)}
     text = assemble(op, tensors, info, F32).text
@@ -192,18 +200,15 @@ def test_prefetch_hint_is_clang_only(clang):
 
 
 # Lanes read one at a time and written back in reverse order (w, z, y, x).
-_LANE_SELECTOR = """
-MAIN_FUNCTION($0) {
-  int gx = GLOBAL_ID_0; int Y = GLOBAL_ID_1; int S = GLOBAL_ID_2;
-  int B = args.dst_tensor.Batch();
-  if (gx >= args.dst_tensor.Width() * B || Y >= args.dst_tensor.Height() || S >= args.dst_tensor.Slices()) return;
-  int X = gx / B; int b = gx % B;
-  int at = args.src_tensor.Offset(X, Y, S, b);
+_LANE_SELECTOR = (
+    _ELEMENT_START
+    + """\
   FLT4 v = (FLT4)(args.src_tensor.ReadLaneAt(at, 3), args.src_tensor.ReadLaneAt(at, 2),
                   args.src_tensor.ReadLaneAt(at, 1), args.src_tensor.ReadLaneAt(at, 0));
   args.dst_tensor.WriteAt(v * (FLT)(args.scale) + args.bias.Read(S), at);
 }
 """
+)
 
 
 @pytest.mark.parametrize("precision", [F32, F32_F16], ids=lambda p: p.name)
@@ -688,11 +693,9 @@ MAIN_FUNCTION($0) {
 def test_read_float_keeps_float32_values_under_half_math(storage):
     """ReadFloat gives a float4 whatever the kernel's precision: integer values held as floats
     (gather indices) must not pass through half, whose integers stop at 2048."""
-    from delegate.runtime.device import DeviceInfo
     from delegate.runtime.source import assemble
 
-    info = DeviceInfo("p", "d", "v", "1", "OpenCL 3.0", True, True, True, True, 256, (256, 256, 64),
-                      1 << 30, 1 << 32, 1 << 16, 128, (16384, 16384), (2048, 2048, 2048), 2048, 1 << 27)  # fmt: skip
+    info = _cpu_device_info()
     op = scale_bias_op(1.0, _bias(4).tobytes(), code=_READ_FLOAT)
     tensors = {"src_tensor": desc(4, storage), "dst_tensor": desc(4, storage, m.DataType.FLOAT16)}
     text = assemble(op, tensors, info, F16).text
