@@ -3,8 +3,8 @@ at, and what compiling it again after a resize needs."""
 
 from __future__ import annotations
 
-import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,7 @@ def record_device(state: DelegateState, runtime: Runtime) -> None:
     state.storage_type = state.options.storage_type.name
 
 
-def recompile(context: Any, entry: KernelEntry, kernel: Any, lock: threading.Lock) -> None:
+def recompile(context: Any, entry: KernelEntry, kernel: Any, lock: AbstractContextManager[Any]) -> None:
     """Compile ``entry``'s partition for the shapes its tensors have now, and swap it in (``lock``:
     the registry's, held while the report's partitions change)."""
     nodes = entry.partition[0]

@@ -45,7 +45,10 @@ class Registry:
     interpreters sharing a delegate update at once."""
 
     def __init__(self, plan: PreparePlan | None = None) -> None:
-        self.lock = threading.Lock()
+        # re-entrant: a collection inside a locked section (any allocation may start one) runs
+        # finalizers, such as a host's Delegate.__del__ that destroys another delegate here, on
+        # the thread that holds the lock; a plain lock deadlocks there
+        self.lock = threading.RLock()
         self._ids = itertools.count(1)
         self._delegates: dict[int, Delegate] = {}
         self._kernels: dict[int, KernelEntry] = {}
@@ -89,12 +92,12 @@ class Registry:
 
     def live_runtimes(self) -> list[Runtime]:
         with self.lock:
-            return [k.runtime for k in self._kernels.values()]
+            return [k.runtime for k in list(self._kernels.values())]  # a finalizer may pop one
 
     def contexts_of(self, state: DelegateState) -> dict[PartitionId, Any]:
         """The compiled contexts of the delegate ``state``'s live kernels, by partition."""
         with self.lock:
-            entries = [k for k in self._kernels.values() if k.state is state]
+            entries = [k for k in list(self._kernels.values()) if k.state is state]
         return {partition_id(k.report.index, k.partition[0]): k.runtime.model for k in entries}
 
     @property
