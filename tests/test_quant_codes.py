@@ -11,6 +11,7 @@ refuses one it could not run.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -219,3 +220,23 @@ def test_a_codes_tensor_is_read_as_codes_only():
         _assembled(codes, False)
     with pytest.raises(SourceError, match="holds codes, which ReadAt cannot read"):
         _assembled("MAIN_FUNCTION($0) {\n  FLT4 v = args.src_tensor.ReadAt(3);\n}\n", True)
+
+
+def test_a_codes_tensor_takes_one_byte_per_channel_in_memory_and_summary():
+    """The arena and ``delegate inspect`` size a tensor from one element size (model.element_bytes)."""
+    from delegate.context.summary import tensor_bytes
+    from delegate.runtime import memory
+
+    shape = model.BHWDC(1, 3, 5, 1, 6)  # 6 channels: 2 slices, 8 padded channels
+    float32 = model.TensorDescriptor(
+        data_type=DataType.FLOAT32, storage_type=TensorStorageType.BUFFER, layout=model.Layout.HWC, shape=shape
+    )
+    float16 = dataclasses.replace(float32, data_type=DataType.FLOAT16)
+    codes = model.codes_descriptor(float32)
+    unknown = dataclasses.replace(float32, data_type=DataType.UNKNOWN)
+    for desc, element in ((float32, 4), (float16, 2), (codes, 1)):
+        assert memory.element_bytes(desc) == element
+        assert tensor_bytes(desc) == 3 * 5 * 8 * element
+    assert tensor_bytes(unknown) is None
+    with pytest.raises(ValueError, match="UNKNOWN"):
+        memory.element_bytes(unknown)

@@ -247,6 +247,17 @@ def holds_codes(desc: TensorDescriptor) -> bool:
     return desc.base_obj is not None and CODES in desc.base_obj.state_vars
 
 
+_FLOAT_BYTES = {DataType.FLOAT32: 4, DataType.FLOAT16: 2}
+
+
+def element_bytes(desc: TensorDescriptor) -> int | None:
+    """Bytes per channel of a runtime tensor, None for a type no runtime tensor has: a tensor
+    holding codes (CODES) keeps a slice's four in one word, one byte each."""
+    if holds_codes(desc):
+        return 1
+    return _FLOAT_BYTES.get(desc.data_type)
+
+
 def codes_descriptor(desc: TensorDescriptor) -> TensorDescriptor:
     """``desc``'s tensor holding codes instead (CODES)."""
     return TensorDescriptor(

@@ -8,17 +8,16 @@ from typing import Any
 from .model import (
     BHWDC,
     CLNode,
-    DataType,
     InferenceContext,
     Int3,
     TensorDescriptor,
     TensorStorageType,
+    element_bytes,
     holds_codes,
 )
 from .walk import data_bytes
 
 _KERNEL_NAME = re.compile(r"__kernel\s+void\s+(\w+)")
-_ELEMENT_BYTES = {DataType.FLOAT32: 4, DataType.FLOAT16: 2}
 
 
 def kernel_name(code: str | None) -> str | None:
@@ -33,7 +32,7 @@ def kernel_name(code: str | None) -> str | None:
 
 def tensor_bytes(desc: TensorDescriptor) -> int | None:
     """Bytes of device memory a tensor takes: channels padded to slices of 4, except single textures."""
-    element = 1 if holds_codes(desc) else _ELEMENT_BYTES.get(desc.data_type)
+    element = element_bytes(desc)
     if element is None or desc.shape is None:
         return None
     s = desc.shape

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..context.model import DataType, TensorDescriptor, TensorStorageType, holds_codes
+from ..context import model
+from ..context.model import DataType, TensorDescriptor, TensorStorageType
 
-_ELEMENT_BYTES = {DataType.FLOAT32: 4, DataType.FLOAT16: 2}
 BUFFER_BACKED = (TensorStorageType.BUFFER, TensorStorageType.IMAGE_BUFFER)
 
 
@@ -42,12 +42,11 @@ class Shape:
 
 
 def element_bytes(desc: TensorDescriptor) -> int:
-    """Bytes per channel: a tensor holding codes (model.CODES) has a slice's four in one word."""
-    if holds_codes(desc):
-        return 1
-    if desc.data_type not in _ELEMENT_BYTES:
+    """Bytes per channel (model.element_bytes), refusing a type no runtime tensor has."""
+    size = model.element_bytes(desc)
+    if size is None:
         raise ValueError(f"data type {DataType(desc.data_type).name} is not FLOAT32 or FLOAT16")
-    return _ELEMENT_BYTES[DataType(desc.data_type)]
+    return size
 
 
 def image_dims(desc: TensorDescriptor, padded: bool = False) -> tuple[int, ...]:
