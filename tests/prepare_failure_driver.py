@@ -21,7 +21,7 @@ import numpy as np
 
 import delegate
 from delegate.api import host_runtime
-from delegate.compiler.kernel import MASKED_WRITE
+from delegate.compiler.kernel import WRITE
 from delegate.errors import DeviceResourceError
 from delegate.plugin.registry import REGISTRY
 from delegate.runtime.allocation import TensorAllocator
@@ -50,7 +50,7 @@ def _break(stage: str) -> None:
         def rejected(*args: Any, **kwargs: Any) -> Any:
             ctx = real(*args, **kwargs)
             for node in ctx.nodes:
-                if node.gpu_op is not None and node.gpu_op.code and MASKED_WRITE in node.gpu_op.code:
+                if node.gpu_op is not None and node.gpu_op.code and WRITE.text in node.gpu_op.code:
                     node.gpu_op.code += f"\n#error build {MESSAGE}\n"
             return ctx
 

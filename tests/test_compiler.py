@@ -11,7 +11,7 @@ import pytest
 
 from delegate.compiler import kernel_names
 from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Padding, Tensor
-from delegate.compiler.kernel import MASKED_WRITE, WRITE, WRITE_WIDE, Kernel, PixelOps, RequiredWorkGroup, WideOps
+from delegate.compiler.kernel import LANE_MASK, WRITE, WRITE_WIDE, Kernel, PixelOps, RequiredWorkGroup, WideOps
 from delegate.compiler.kernels.common.pieces import operation, written
 from delegate.compiler.ops import OPS
 from delegate.compiler.ops.base import EmitContext, Op
@@ -86,7 +86,7 @@ def test_an_elementwise_chain_links_into_its_producer():
     # ADD once per whole FLT8 accumulator of the blocks' writes (kernel.WideOps; the ADD's operand
     # read as two FLT4 slices), and per slice in the general write loop
     code = node.gpu_op.code
-    writes = code.count(MASKED_WRITE[:40])
+    writes = code.count(LANE_MASK[:40])
     wide = len(re.findall(r"FLT8 r\d+ = TO_FLT8", code))
     assert wide > 0 and code.count("result = result < ((FLT8)(0.0f)) ? ((FLT8)(0.0f)) : result;") == wide
     assert code.count("FLT8 link2_w;") == wide and code.count("link2_v = args.link2.Read") == 2 * wide + 1
@@ -217,7 +217,7 @@ def test_a_kernel_renders_links_in_front_of_each_write():
     k = operation(["head\n", WRITE, "middle\n", WRITE], srcs=[])
     assert k.accepts_links and k.pixel_ops is None
     k.linked += ["  one();\n", "  two();\n"]
-    assert k.render() == "head\n  one();\n  two();\n" + MASKED_WRITE + "middle\n  one();\n  two();\n" + MASKED_WRITE
+    assert k.render() == "head\n  one();\n  two();\n" + WRITE.text + "middle\n  one();\n  two();\n" + WRITE.text
     assert k.links == 2
 
 
@@ -230,7 +230,7 @@ def test_wide_links_run_at_the_wide_point_and_the_rest_at_each_write():
     k.wide_linked.append({8: "  one8();\n"})
     wide = "  { FLT8 result = r;\n  one8();\n  r = result; }\n"
     text = k.render()
-    assert text == "v\n" + wide + "part\n  two();\n" + MASKED_WRITE + "edge\n  one();\n  two();\n" + MASKED_WRITE
+    assert text == "v\n" + wide + "part\n  two();\n" + WRITE.text + "edge\n  one();\n  two();\n" + WRITE.text
     assert k.source_size() == len(text)
     # a point naming its first slice offers it to links reading an operand there
     point = WideOps("r", 8, "g0 * 2 + 2")

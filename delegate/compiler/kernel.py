@@ -38,51 +38,50 @@ from . import kernel_names
 if TYPE_CHECKING:
     from .graph import Carried, Node
 
-#: Zero the lanes of the last slice past the channel count (so no NaN or inf from padding ever
-#: reaches a later kernel that multiplies all four lanes), then write ``result`` and close the block.
-MASKED_WRITE = """  if (S == args.dst_tensor.Slices() - 1) {
+#: Zero the lanes of the last slice past the channel count, so that no NaN or inf from padding
+#: ever reaches a later kernel that multiplies all four lanes.
+LANE_MASK = """  if (S == args.dst_tensor.Slices() - 1) {
     int left = args.dst_tensor.Channels() - S * 4;
     if (left < 4) result.w = (FLT)(0.0f);
     if (left < 3) result.z = (FLT)(0.0f);
     if (left < 2) result.y = (FLT)(0.0f);
   }
-  args.dst_tensor.Write(result, X, Y, S, b);
-}
 """
-#: ``MASKED_WRITE`` for kernels that know the linear index ``at`` of (X, Y, S, b) (buffer storages).
-MASKED_WRITE_AT = MASKED_WRITE.replace(
-    "args.dst_tensor.Write(result, X, Y, S, b);", "args.dst_tensor.WriteAt(result, at);"
-)
-
-
-#: the lane mask of MASKED_WRITE by itself: the row kernels (depthwise, pooling, pair) applied it
-#: once more in front of their closing write
-LANE_MASK = MASKED_WRITE[: MASKED_WRITE.index("  args.dst_tensor.Write")]
 
 
 @dataclass(frozen=True)
 class WriteHook:
-    """A write of the kernel's ``result``: linked ops run in front of it. ``wide``: ``result`` is
-    a part of a vector that went through a ``WideOps`` point, where the kernel's wide links ran."""
+    """A write of the kernel's ``result`` after the lane mask, closing the kernel's block: linked
+    ops run in front of it. ``store``: the store call, ``{value}`` standing for what it stores.
+    ``wide``: ``result`` is a part of a vector that went through a ``WideOps`` point, where the
+    kernel's wide links ran."""
 
-    text: str
+    store: str
     wide: bool = False
 
+    @property
+    def text(self) -> str:
+        return self._with("result")
+
     def codes_text(self, grid: Carried) -> str:
-        """``text`` writing the codes of ``result`` on ``grid`` instead (a tensor carrying codes,
+        """``text`` storing the codes of ``result`` on ``grid`` instead (a tensor carrying codes,
         codes.py): after the lane mask, so that a padding lane holds the real zero's code."""
         from .quant_step import codes_code  # kernel code imports this module
 
-        value = "(result, "
-        assert self.text.count(value) == 1, "a write hook writes result once"
-        return self.text.replace(value, f"({codes_code('convert_float4(result)', grid)}, ")
+        return self._with(codes_code("convert_float4(result)", grid))
+
+    def _with(self, value: str) -> str:
+        return f"{LANE_MASK}  {self.store.format(value=value)}\n}}\n"
 
 
-WRITE = WriteHook(MASKED_WRITE)
-WRITE_AT = WriteHook(MASKED_WRITE_AT)
+_STORE = "args.dst_tensor.Write({value}, X, Y, S, b);"
+#: for kernels that know the linear index ``at`` of (X, Y, S, b) (buffer storages)
+_STORE_AT = "args.dst_tensor.WriteAt({value}, at);"
+WRITE = WriteHook(_STORE)
+WRITE_AT = WriteHook(_STORE_AT)
 #: the writes of parts of a vector that went through a ``WideOps`` point
-WRITE_WIDE = WriteHook(MASKED_WRITE, wide=True)
-WRITE_AT_WIDE = WriteHook(MASKED_WRITE_AT, wide=True)
+WRITE_WIDE = WriteHook(_STORE, wide=True)
+WRITE_AT_WIDE = WriteHook(_STORE_AT, wide=True)
 
 
 #: the name of a WideOps point's first slice in the wide links' code (``WideOps.first_slice``)
