@@ -3,7 +3,8 @@ gate [1, 1, 1, C] broadcast over x's pixels, read by the block's 1x1 projection 
 gate, so that the MUL gets no kernel. Tiny squeeze-excite blocks built op by op (EfficientNet's
 sigmoid gate, MobileNetV3's hard sigmoid), checked against TFLite's builtin kernels and by their
 kernel count; a product read elsewhere keeps its kernel. An int8 product is rounded onto its grid
-as it is read, where one work-item computes every output channel of its pixels."""
+as it is read, where the projection multiplies integers or one work-item computes every output
+channel of its pixels."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from delegate.compiler.graph import Builtin
 from .helpers import delegate_and_builtin
 from .test_ops import PROGRAM_CACHE, check, rand
 from .test_quant import check_quant, int_bias, int_weights, qrand, qt
+from .test_quant_integer import VNNI, _device_int8_dot, _kernel_codes
 from .tflite_builder import Op, T, build_model
 
 pytestmark = pytest.mark.opencl
@@ -172,20 +174,33 @@ def _int8_projection(shape: tuple[int, int, int, int], rng) -> tuple[bytes, list
     return build_model(tensors, ops, [0, 1], [5]), feeds, tensors, ops
 
 
-#: (h, w, c, cout), kernels: projections one work-item computes every output channel of on 8- and
-#: 16-wide devices (8 and 17 channels), and one whose channels take several work-items (80)
-_INT8_SHAPES = [((6, 6, 12, 8), 1), ((9, 8, 22, 17), 1), ((5, 5, 12, 80), 2)]
+def _id(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
 
 
-@pytest.mark.parametrize(("shape", "kernels"), _INT8_SHAPES, ids=["x".join(map(str, s)) for s, _ in _INT8_SHAPES])
-def test_an_int8_product_is_rounded_as_it_is_read(monkeypatch, shape, kernels):
+#: (h, w, c, cout), kernels of a float product, and whether a VNNI device multiplies integers (16-wide
+#: groups): projections one work-item computes every output channel of on 8- and 16-wide devices
+#: (8 and 17 channels; 8 take an 8-wide float group), and one whose channels take several (80)
+_INT8_SHAPES = [((6, 6, 12, 8), 1, False), ((9, 8, 22, 17), 1, True), ((5, 5, 12, 80), 2, True)]
+
+
+@pytest.mark.parametrize("int8_dot", [False, True], ids=["float-product", "integer-product"])
+@pytest.mark.parametrize(("shape", "kernels", "wide"), _INT8_SHAPES, ids=[_id(c[0]) for c in _INT8_SHAPES])
+def test_an_int8_product_is_rounded_as_it_is_read(monkeypatch, shape, kernels, wide, int8_dot):
     """A quantized product (compiler/quant.py) read through its operands is rounded onto its grid
     as the projection reads it: the outputs are the MUL kernel's, bit for bit, and agree with
-    TFLite's integer kernels as every carried op does. Where a work-item holds only some output
-    channels the rounding would be redone for each: the product keeps its kernel."""
+    TFLite's integer kernels as every carried op does. A float product whose work-item holds only
+    some output channels would redo the rounding for each: the MUL keeps its kernel there. An
+    integer product (AVX512-VNNI devices) converts each input slice to codes anyway, and rounds
+    the product as it does (gemm_blocks.gated_codes), whatever its blocks."""
+    if int8_dot and not _device_int8_dot():
+        pytest.skip("the device has no AVX512-VNNI dot product for the integer product")
     rng = np.random.default_rng(sum(shape))
     model, feeds, tensors, ops = _int8_projection(shape, rng)
-    assert _kernels(check_quant(tensors, ops, [0, 1], [5], feeds)) == kernels
+    codes = _kernel_codes(monkeypatch, int8_dot)
+    integer = int8_dot and wide
+    assert _kernels(check_quant(tensors, ops, [0, 1], [5], feeds)) == (1 if integer else kernels)
+    assert any(VNNI in code and "args.gate.Read" in code for code in codes) == integer
     (gated,), _, _ = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
     monkeypatch.setattr(partition, "FUSIONS", [f for f in fusion.FUSIONS if not isinstance(f, fusion.GatedRead)])
     (unfused,), _, state = delegate_and_builtin(model, feeds, PROGRAM_CACHE)

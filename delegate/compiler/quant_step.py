@@ -24,15 +24,15 @@ def codes_code(real: str, grid: Carried) -> str:
     return f"convert_int4({real} * {inverse} + {offset})"
 
 
-def _rounded_steps(params: Carried, with_zero_point: bool, width: int) -> tuple[str, str]:
-    """Statements setting float``width`` ``q`` to FLT``width`` ``result`` over ``params``' scale,
+def _rounded_steps(params: Carried, with_zero_point: bool, width: int, value: str = "result") -> tuple[str, str]:
+    """Statements setting float``width`` ``q`` to FLT``width`` ``value`` over ``params``' scale,
     clamped to the type's range and rounded half away from zero (a whole number in float: steps
     from the zero point, or with ``with_zero_point`` the integer itself), and the expression
     adding the half that a truncation then rounds with (``qdq_code``)."""
     zero = literal(params.zero_point)
     # times the reciprocal rather than over the scale: a division's throughput is a fifth of a
     # product's, and the ulp it may differ by is far inside TIE
-    scaled = f"convert_float{width}(result) * {literal(1.0 / params.scale)}"
+    scaled = f"convert_float{width}({value}) * {literal(1.0 / params.scale)}"
     scaled += f" + {zero}" if with_zero_point else ""
     # Clamped before rounding: the bounds are whole steps, so rounding cannot leave them, and
     # ordered so that NaN takes the low bound (TFLite's integers hold no NaN). Rounding half away
@@ -69,6 +69,20 @@ def qdq_code(params: Carried, with_zero_point: bool = False, width: int = 4) -> 
         "  {\n" + statements + f"    q = convert_float{width}(convert_int{width}({rounded}));\n"
         f"    result = TO_FLT{width}(({'q - ' + zero if with_zero_point else 'q'}) * {literal(params.scale)});\n"
         "  }\n"
+    )
+
+
+def rounded_codes_code(value: str, grid: Carried, width: int, name: str) -> str:
+    """A block setting int``width // 4`` ``name`` to the codes of FLT``width`` ``value`` rounded onto
+    ``grid`` as ``qdq_code`` rounds it (clamped, half away from zero), made unsigned and packed four
+    to an int as ``codes_code`` packs them: the codes of the value ``qdq_code`` would have written,
+    for a product that takes a value off its grid as codes (a gated read, gated_read.py)."""
+    statements, rounded = _rounded_steps(grid, False, width, value)
+    packed = f"int{width // 4}" if width > 4 else "int"
+    offset = grid.zero_point - grid.low
+    return (
+        f"  {packed} {name};\n  {{\n{statements}"
+        f"    {name} = as_{packed}(convert_uchar{width}(convert_int{width}({rounded}) + {offset}));\n  }}\n"
     )
 
 

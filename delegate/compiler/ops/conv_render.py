@@ -122,7 +122,7 @@ def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, window: d
     weights, params = pack_integer_weights(values, scales, gemm.integer, gemm.width, rows=values.shape[1] > 1)
     kernel = operation(
         _GEMM_CODE[spec.variant](gemm),
-        srcs=["src_tensor"],
+        srcs=["src_tensor"] + (["gate"] if gemm.gate else []),
         literals=_window_literals(spec, window),
         buffer_objects=[
             buffer_object("weights", weights, np.dtype(np.float32), 16),
@@ -130,9 +130,9 @@ def _integer_operation(spec: KernelSpec, node: Node, ctx: EmitContext, window: d
             buffer_object("biases", pack_gemm_biases(biases, ctx.dtype, gemm.width), ctx.dtype, gemm.width),
         ],
     )
-    # its input is read only as codes and its output written only through its write hooks:
-    # either may carry codes (compiler/codes.py)
-    kernel.codes_input, kernel.codes_writer = gemm.integer, True
+    # its input is read only as codes (not a gated read's operands, which it multiplies) and its
+    # output written only through its write hooks: either may carry codes (compiler/codes.py)
+    kernel.codes_input, kernel.codes_writer = None if gemm.gate else gemm.integer, True
     return launched(kernel, spec)
 
 

@@ -132,9 +132,11 @@ def reads_gated(node: Node, gated: int, graph: Graph, options: CompileOptions) -
     per-channel gate) as the feature map times the gate (GemmSpec.gate)? Yes for the cpu family's
     flat matrix product (1x1, stride 1, unpadded) over a batch-1 input of at least one whole slice.
     A carried MUL output (compiler/quant.py), whose product is rounded onto its grid as it is read
-    (GemmSpec.gate_grid), only where a work-item holds every output channel of its pixels and reads
-    FLT4 slices: with several blocks of channels the rounding is redone for each, which measured
-    slower than the MUL's own kernel (EfficientNet-B0 int8, 1.33x the model's time)."""
+    (GemmSpec.gate_grid), where the product multiplies integers (its input's conversion to codes
+    takes the rounding, gemm_blocks.gated_codes) or where a float one's work-item holds every output
+    channel of its pixels and reads FLT4 slices: with several blocks of channels the float rounding
+    is redone for each, which measured slower than the MUL's own kernel (EfficientNet-B0 int8,
+    1.33x the model's time)."""
     if node.op != Builtin.CONV_2D or node.inputs[0] != gated or gated in node.inputs[1:] or not use_gemm(options):
         return False
     if options.kernel_family is KernelFamily.GPU or "merged_pad" in node.params:
@@ -145,4 +147,5 @@ def reads_gated(node: Node, gated: int, graph: Graph, options: CompileOptions) -
     spec = select_conv(node, graph, options, gate=True)
     if spec.variant is not Variant.GEMM_FLAT or spec.gemm is None:
         return False
-    return graph.tensor(gated).carried is None or (spec.gemm.whole_pixels and not spec.gemm.order)
+    gemm = spec.gemm
+    return graph.tensor(gated).carried is None or gemm.integer is not None or (gemm.whole_pixels and not gemm.order)

@@ -206,8 +206,8 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     dot = dot_outputs(c, width, lanes)
     # the integer product: one input slice is four 8-bit codes, one int32 lane per output channel
     # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop); an input of fewer than 4
-    # channels too, its padding lanes meeting zero codes
-    wide = (flat or rows) and int8_dot and width == 16 and sources == 1 and not gate and not dot
+    # channels too, its padding lanes meeting zero codes; a gated read's in the flat mode
+    wide = (flat or (rows and not gate)) and int8_dot and width == 16 and sources == 1 and not dot
     integer = integer_input(node, graph) if wide else None
     order, shared_columns = "", 0
     if integer is not None:

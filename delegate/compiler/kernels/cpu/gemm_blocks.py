@@ -17,7 +17,7 @@ import numpy as np
 from ... import layout
 from ...graph import Carried
 from ...kernel import WRITE, WRITE_AT_WIDE, CodesRead, Piece, WideOps
-from ...quant_step import codes_code
+from ...quant_step import codes_code, rounded_codes_code
 from ..common.pieces import activation_code
 
 #: Default blocking of the matrix-product kernel: 6 (or 5, see selectors/gemm.gemm_pixels) pixels x 2 groups of 8
@@ -369,18 +369,23 @@ def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
 
 
 def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = "  ", tap: str = "",
-                       masked: bool = False, prefetch: bool = False) -> list[Piece]:  # fmt: skip
+                       masked: bool = False, prefetch: bool = False, gated: bool = False) -> list[Piece]:  # fmt: skip
     """Every input slice of pixels at offsets o0.. times the codes of the work-item's groups, in
     integers: a pixel's FLT4 (real values on ``grid``) back to its four codes, made unsigned
     (``pack_integer_weights``) and packed into one int, then per group one AVX512-VNNI dot product
     (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
     int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
     ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding);
-    ``prefetch``: hint the slices ahead with a ``tap`` too (a window of one tap)."""
+    ``prefetch``: hint the slices ahead with a ``tap`` too (a window of one tap); ``gated``: the
+    input is a squeeze-excite MUL's output read as its operands (``gated_codes``)."""
     parts: list[Piece] = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
     if not tap or prefetch:
         parts += slice_prefetches(f"{indent}  ", pixels)
-    parts += column_codes(f"{indent}  ", pixels, grid, masked)
+    if gated:
+        assert not masked, "a gated read is the flat mode's"
+        parts += gated_codes(f"{indent}  ", pixels, grid)
+    else:
+        parts += column_codes(f"{indent}  ", pixels, grid, masked)
     at = f" + {tap}" if tap else ""
     for g in range(groups):
         parts.append(f"{indent}  int16 k{g} = codes[w{g}{at} + s];\n")
@@ -388,6 +393,26 @@ def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = " 
             f"{indent}  i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for p in range(pixels)
         ]
     parts.append(f"{indent}}}\n")
+    return parts
+
+
+def gated_codes(indent: str, pixels: int, grid: Carried) -> list[str]:
+    """``u0``.. as ``column_codes`` makes them, of slice ``s`` of a MUL(x, g) output on ``grid``
+    read through its operands: each pixel's x times the slice's gate, in FLT as the MUL's kernel
+    computes it, rounded onto ``grid`` as that kernel rounds it (quant_step.rounded_codes_code):
+    the codes of the value it would have written. The pixels go four (two, one) to a vector."""
+    parts = [f"{indent}FLT4 gs = args.gate.Read(0, 0, s, 0);\n"]
+    first = 0
+    while first < pixels:
+        count = 4 if pixels - first >= 4 else 2 if pixels - first >= 2 else 1
+        width = 4 * count
+        joined = ", ".join(f"args.src_tensor.ReadAt(o{p} + s * sstride)" for p in range(first, first + count))
+        product = f"(FLT{width})({joined}) * (FLT{width})({', '.join(['gs'] * count)})"
+        block = rounded_codes_code(product, grid, width, f"ug{first}")
+        parts.append("".join(f"{indent}{line[2:]}\n" for line in block.splitlines()))
+        for k, p in enumerate(range(first, first + count)):
+            parts.append(f"{indent}int u{p} = ug{first}{f'.s{k}' if count > 1 else ''};\n")
+        first += count
     return parts
 
 

@@ -166,7 +166,7 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         assert not spec.order, "a rounded gate reads FLT4 slices"
         rounding = {width: qdq_code(spec.gate_grid, width=width) for width in (4, 8, 16)}
     if spec.integer is not None:
-        parts += integer_slice_loop(pixels, groups, spec.integer) + integer_sums(pixels, groups)
+        parts += integer_slice_loop(pixels, groups, spec.integer, gated=spec.gate) + integer_sums(pixels, groups)
     else:
         parts += slice_loop(
             "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive,
