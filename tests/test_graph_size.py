@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,17 +213,35 @@ def test_persistent_segments_hold_each_program_under_its_bound():
     assert plan.persistent_segments(3 * plan.MAX_PERSISTENT_PROGRAM, 4) == 4  # the builder's parts, when more
 
 
-def test_a_context_with_much_source_runs_node_by_node(monkeypatch):
-    graph, out = _chain(100)
+def test_the_nodes_past_the_persistent_source_bound_run_one_by_one(monkeypatch):
+    """Persistent kernels take the context's first MAX_PERSISTENT_SOURCE bytes of node source; the
+    nodes past it run one by one, not the whole context (which made a model just past the bound
+    run all node by node, 1.4x slower)."""
+    graph, out = _chain(400)
     ctx = compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
-    source = sum(len(n.gpu_op.code) for n in ctx.nodes)
-    monkeypatch.setattr(launches, "MAX_PERSISTENT_SOURCE", source // 2)
     x = np.linspace(-2.0, 2.0, 4, dtype=np.float32).reshape(1, 1, 1, 4)
+    monkeypatch.setattr(launches, "MAX_PERSISTENT_SOURCE", 1)
+    with Runtime.load(ctx) as runtime:  # no node within the bound: none persistent
+        assert not runtime.persistent and runtime.persistent_error is None
+        source = int(re.search(r"have (\d+) bytes of source", runtime.persistent_note or "").group(1))
+    monkeypatch.setattr(launches, "MAX_PERSISTENT_SOURCE", source // 2)
     with Runtime.load(ctx) as runtime:
-        assert not runtime.persistent
-        assert "bytes of source" in (runtime.persistent_error or "")
+        assert runtime.persistent and runtime.persistent_error is None
+        assert "bytes of source" in (runtime.persistent_note or "")
+        names = runtime.launch_names
+        alone = [name for name in names if name in runtime.node_names]
+        # the first half of the chain's kernels in persistent kernels, the rest by themselves
+        assert 0.3 * len(ctx.nodes) <= len(alone) <= 0.7 * len(ctx.nodes), names
+        assert alone == [n.name for n in ctx.nodes[-len(alone) :]], names
         (y,) = runtime.run([x])
     expected = x
-    for k in range(100):
+    for k in range(400):
         expected = expected * np.float32(0.999) if k % 2 == 0 else expected + np.float32(0.001)
     np.testing.assert_allclose(y, expected, rtol=1e-5)
+
+
+def test_within_source_budget_counts_eligible_nodes_in_order():
+    able = [True, False, True, True, True]
+    sizes = [10, 100, 10, 10, 10]
+    assert plan.within_source_budget(able, sizes, 25) == [True, False, True, False, False]
+    assert plan.within_source_budget(able, sizes, 40) == able

@@ -26,7 +26,16 @@ from .device import DeviceInfo
 from .driver import CL_MEM_READ_WRITE, Context, MemObject
 from .geometry import Grid, grid_of, launch_of, required_work_group
 from .graph import RuntimeTensor, semantic
-from .plan import MAX_PERSISTENT_SOURCE, Launch, PlanMode, Schedule, Transfer, persistent_runs, persistent_segments
+from .plan import (
+    MAX_PERSISTENT_SOURCE,
+    Launch,
+    PlanMode,
+    Schedule,
+    Transfer,
+    persistent_runs,
+    persistent_segments,
+    within_source_budget,
+)
 from .programs import ProgramBuilder
 from .resources import Resources
 from .source import SourceError, assemble
@@ -62,6 +71,8 @@ class ContextLaunches:
         self.node_names = [node.name or f"node {index}" for index, node in enumerate(ctx.nodes)]
         #: why the persistent kernel is not used, when it failed to build
         self.persistent_error: str | None = None
+        #: why some nodes the persistent kernels could take run one by one (their source)
+        self.persistent_note: str | None = None
         #: per node, its grid (tuning searches sizes for it)
         self.grids: list[Grid] = []
         precision = CalculationsPrecision(ctx.precision)
@@ -162,12 +173,6 @@ class ContextLaunches:
         """The launches a run enqueues: runs of consecutive nodes a persistent kernel can take
         become one launch each when persistent kernels are on (constants in an arena) and have
         not failed to build; every other launch by itself."""
-        source = sum(len(bound.src.body) for bound in self._nodes)
-        if source > MAX_PERSISTENT_SOURCE and self.persistent_error is None:
-            self.persistent_error = (
-                f"the context's kernels have {source} bytes of source, over the {MAX_PERSISTENT_SOURCE} "
-                "persistent kernels take (each inlines its nodes' code with their own constants, built anew)"
-            )
         if self.constants.has_arena and self.persistent_error is None:
             try:
                 return self._persistent_schedule()
@@ -199,8 +204,15 @@ class ContextLaunches:
             )
         ]
         sizes = [len(n.src.body) for n in nodes]
-        eligible = [persistent_kernels.eligible(n.src) for n in nodes]
+        able = [persistent_kernels.eligible(n.src) for n in nodes]
+        eligible = within_source_budget(able, sizes, MAX_PERSISTENT_SOURCE)
         source = sum(size for size, ok in zip(sizes, eligible, strict=True) if ok)
+        if eligible != able:
+            self.persistent_note = (
+                f"the context's kernels have {sum(sizes)} bytes of source, over the {MAX_PERSISTENT_SOURCE} "
+                "persistent kernels take (each inlines its nodes' code with their own constants, built anew): "
+                "the nodes past that much run one by one"
+            )
         runs = persistent_runs(
             eligible,
             [n.src.prelude for n in nodes],

@@ -55,10 +55,12 @@ class Transfer:
     arg_index: int
 
 
-#: a context whose node kernels have more source than this runs node by node: a persistent kernel
-#: inlines its nodes' code with their own constants, so it is built anew, where node kernels of one
-#: text are built once; this bounds a cold start's build (PoCL, 2 cores: 3.1 MB of DenseNet121's
-#: persistent kernels built in 13 s more than its node kernels, and it then ran 2x faster)
+#: the most node source a context's persistent kernels take, the nodes past it running one by one:
+#: a persistent kernel inlines its nodes' code with their own constants, so it is built anew, where
+#: node kernels of one text are built once; this bounds a cold start's build (PoCL, 2 cores: 3.1 MB
+#: of DenseNet121's persistent kernels built in 13 s more than its node kernels, and it then ran 2x
+#: faster). A bound on the whole context instead made a model just past it run all node by node:
+#: DenseNet121's 4.1 MB, with 0.1 MB more text, 1.4x slower.
 MAX_PERSISTENT_SOURCE = 4 << 20
 
 #: the most source one persistent program holds: a longer run is cut into several programs, since
@@ -71,6 +73,16 @@ def persistent_segments(source: int, parts: int) -> int:
     """Segments (persistent_runs) for ``source`` bytes of eligible node source, which the builder
     would make ``parts`` programs: enough that none holds more than MAX_PERSISTENT_PROGRAM."""
     return max(parts, -(-source // MAX_PERSISTENT_PROGRAM))
+
+
+def within_source_budget(eligible: Sequence[bool], sizes: Sequence[int], budget: int) -> list[bool]:
+    """``eligible`` with the nodes past ``budget`` (MAX_PERSISTENT_SOURCE) bytes of eligible source
+    (``sizes``), counted in order, made ineligible: those run one by one."""
+    kept, used = [], 0
+    for ok, size in zip(eligible, sizes, strict=True):
+        used += size if ok else 0
+        kept.append(ok and used <= budget)
+    return kept
 
 
 def persistent_runs(

@@ -181,6 +181,11 @@ class Runtime:
         return self._launches.persistent_error
 
     @property
+    def persistent_note(self) -> str | None:
+        """Why some nodes a persistent kernel could take run one by one (the context's source)."""
+        return self._launches.persistent_note
+
+    @property
     def input_shapes(self) -> list[tuple[int, ...]]:
         """Shapes ``run`` takes, in ``input_ids`` order: BHWC, or BHWDC when D > 1."""
         return [t.host_shape for t in self._launches.inputs]
