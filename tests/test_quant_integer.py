@@ -217,6 +217,30 @@ def test_integer_products_prefetch_their_input_slices():
     assert f"args.src_tensor.PrefetchAt(o{spec.pixels - 1} + (s + " in code
 
 
+def test_integer_products_run_pixel_by_pixel_over_the_groups_weights():
+    """Per input slice, the flat mode loads every group's weights first and then takes the pixels
+    one by one, each meeting all groups (one broadcast live at a time: group by group kept every
+    pixel's broadcast live past AVX-512's registers); the weights are read through a pointer per
+    group, so that the groups share one index (the windowed mode's taps too)."""
+    from delegate.compiler.kernels.cpu.gemm_conv import flat_code, rows_code
+
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 256)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None and spec.groups > 1 and spec.pixels > 1
+    code = "".join(str(p) for p in flat_code(spec))
+    products = [line.strip() for line in code.splitlines() if VNNI in line]
+    expected = [
+        f"i{g}{p} = {VNNI}(i{g}{p}, (int16)(u{p}), k{g});" for p in range(spec.pixels) for g in range(spec.groups)
+    ]
+    assert products == expected
+    assert code.rindex(f"int16 k{spec.groups - 1} = c{spec.groups - 1}[s];") < code.index(VNNI)
+    graph, node = _graph(Builtin.CONV_2D, (1, 7, 9, 37), 20, kernel=3)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.shared_columns
+    code = "".join(str(p) for p in rows_code(spec))
+    assert "int16 k = c0[t + 2 * src_slices + s];" in code and "codes[" not in code
+
+
 def test_integer_flat_blocks_all_take_the_whole_vector_writes():
     """The flat mode's last block of pixels moves back to end on the last pixel (the device cases'
     99 pixels in blocks of 6 check the values), so that no block of a layer whose pixels are not a

@@ -358,12 +358,14 @@ def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, 
 
 def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
     """The integer product's ``accumulators``: per group g of the work-item ``n{g}`` (its index,
-    the last group's for groups past ``ngroups``), ``w{g}``, the offset of its codes (``taps``
-    window taps of every input slice), and its ``pixels`` int32 sums ``i{g}{p}``."""
+    the last group's for groups past ``ngroups``), ``c{g}``, its codes (``taps`` window taps of
+    every input slice), and its ``pixels`` int32 sums ``i{g}{p}``."""
     parts = ["  __global const int16* codes = (__global const int16*)args.weights.GetPtr();\n"]
     for g in range(groups):
         parts.append(f"  int n{g} = g0 + {g} < ngroups ? g0 + {g} : ngroups - 1;\n")
-        parts.append(f"  int w{g} = n{g} * {taps} * src_slices;\n")
+        # a pointer per group: its taps' and slices' offsets are then one index shared by the
+        # groups, where a sign-extended int index per group cost each load five instructions
+        parts.append(f"  __global const int16* c{g} = codes + n{g} * {taps} * src_slices;\n")
         parts += [f"  int16 i{g}{p} = (int16)(0);\n" for p in range(pixels)]
     return parts
 
@@ -386,11 +388,14 @@ def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = " 
         parts += gated_codes(f"{indent}  ", pixels, grid)
     else:
         parts += column_codes(f"{indent}  ", pixels, grid, masked)
-    at = f" + {tap}" if tap else ""
-    for g in range(groups):
-        parts.append(f"{indent}  int16 k{g} = codes[w{g}{at} + s];\n")
+    at = f"{tap} + " if tap else ""
+    parts += [f"{indent}  int16 k{g} = c{g}[{at}s];\n" for g in range(groups)]
+    # pixel by pixel, each pixel's broadcast codes meeting every group's weights: one broadcast
+    # live at a time beside the groups' weights (group by group kept every pixel's broadcast
+    # live, and the accumulators no longer fit AVX-512's 32 registers: rotations and spills)
+    for p in range(pixels):
         parts += [
-            f"{indent}  i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for p in range(pixels)
+            f"{indent}  i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for g in range(groups)
         ]
     parts.append(f"{indent}}}\n")
     return parts

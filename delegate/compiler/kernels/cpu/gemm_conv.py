@@ -269,7 +269,7 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
     parts += column_codes("    ", columns, spec.integer)
     for kx in range(kw):
         for g in range(groups):
-            parts.append(f"    {{ int16 k = codes[w{g} + t + {kx} * src_slices + s];\n")
+            parts.append(f"    {{ int16 k = c{g}[t + {kx} * src_slices + s];\n")
             parts += [
                 f"      i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p * stride + kx}), k);\n"
                 for p in range(pixels)
