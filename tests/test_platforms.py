@@ -30,7 +30,7 @@ from delegate.runtime.platforms import (
     pocl_affinity,
     pocl_cache,
 )
-from delegate.runtime.platforms.pocl import SPECIALIZATION
+from delegate.runtime.platforms.pocl import SPECIALIZATION, WORK_GROUP_METHOD
 from delegate.runtime.runtime import _cache_folder
 
 from .runtime_helpers import chain
@@ -191,3 +191,13 @@ def test_pocls_start_turns_work_group_specialisation_off_unless_asked(monkeypatc
     monkeypatch.setenv(SPECIALIZATION, "1")
     PoclPlatform().start_loader(preloaded=False).withdraw()
     assert os.environ[SPECIALIZATION] == "1"  # the caller's choice stands
+
+
+def test_pocls_start_makes_work_groups_plain_loops_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # kept after the start: PoCL's kernel compiler reads it once per process, at its first kernel
+    monkeypatch.delenv(WORK_GROUP_METHOD, raising=False)
+    PoclPlatform().start_loader(preloaded=False).withdraw()
+    assert os.environ[WORK_GROUP_METHOD] == "loops"
+    monkeypatch.setenv(WORK_GROUP_METHOD, "loopvec")
+    PoclPlatform().start_loader(preloaded=False).withdraw()
+    assert os.environ[WORK_GROUP_METHOD] == "loopvec"  # the caller's choice stands

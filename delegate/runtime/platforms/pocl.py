@@ -13,8 +13,15 @@ specialisation is turned off (``POCL_WORK_GROUP_SPECIALIZATION=0`` unless the ca
 for the process's life since PoCL reads it at every launch): a program binary then holds the code
 its kernels run, so the first launch of one built in a helper process (build_processes.py) compiles
 nothing more, where a specialised launch compiles each kernel again (MobileNetV2: 3.9 s; the
-persistent kernels, launched with one work-item per group, ran within 1% either way). The rule
-cpu_when_faster weighs its measured costs (calibration.POCL_CPU).
+persistent kernels, launched with one work-item per group, ran within 1% either way). Its kernel
+compiler makes work-groups as plain loops over the work-items (``POCL_WORK_GROUP_METHOD=loops``
+unless the caller set it; PoCL fixes the method once per process): the default, ``loopvec``, runs
+LLVM's loop and SLP vectorisers in both of the kernel compiler's optimisation passes, about 4% of
+the instructions building a persistent program (MobileNetV2's 850 KB segment: 31.5 against 30.3
+billion; its kernel compile 8% of the CPU time) for nothing at run time, the kernels being written
+in vectors already (persistent MobileNetV2 and DenseNet121, and MobileNetV2 kernel by kernel, ran
+0.92-0.99 of loopvec's time, both in one process).
+The rule cpu_when_faster weighs its measured costs (calibration.POCL_CPU).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from .base import DeviceStart
 
 #: PoCL's setting: compile each kernel again for the work-group size of its launch
 SPECIALIZATION = "POCL_WORK_GROUP_SPECIALIZATION"
+#: PoCL's setting: how its kernel compiler makes a work-group of work-items
+WORK_GROUP_METHOD = "POCL_WORK_GROUP_METHOD"
 
 
 class PoclStart:
@@ -35,6 +44,7 @@ class PoclStart:
 
     def __init__(self, *, preloaded: bool) -> None:
         os.environ.setdefault(SPECIALIZATION, "0")  # see the module docstring
+        os.environ.setdefault(WORK_GROUP_METHOD, "loops")  # see the module docstring: compiles faster
         affinity = pocl_affinity.request()
         self.kernel_cache = pocl_cache.request()  # PoCL finds no device when it cannot write its cache folder
         if affinity.requested and preloaded:  # pyopencl (or another library) may have started PoCL already
