@@ -182,22 +182,23 @@ def test_the_core_runtime_does_not_test_for_a_driver_by_name() -> None:
     assert found == []
 
 
-def test_pocls_start_turns_work_group_specialisation_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    # kept after the start: PoCL reads it at every launch (a binary made in a helper process then
-    # holds the code its kernels run)
-    monkeypatch.delenv(SPECIALIZATION, raising=False)
+@pytest.mark.parametrize(
+    ("variable", "default", "asked"),
+    [
+        # kept after the start: PoCL reads it at every launch (a binary made in a helper process
+        # then holds the code its kernels run)
+        (SPECIALIZATION, "0", "1"),
+        # kept after the start: PoCL's kernel compiler reads it once per process, at its first kernel
+        (WORK_GROUP_METHOD, "loops", "loopvec"),
+    ],
+    ids=["work-group-specialisation-off", "work-groups-as-plain-loops"],
+)
+def test_pocls_start_sets_its_settings_unless_asked(
+    monkeypatch: pytest.MonkeyPatch, variable: str, default: str, asked: str
+) -> None:
+    monkeypatch.delenv(variable, raising=False)
     PoclPlatform().start_loader(preloaded=False).withdraw()
-    assert os.environ[SPECIALIZATION] == "0"
-    monkeypatch.setenv(SPECIALIZATION, "1")
+    assert os.environ[variable] == default
+    monkeypatch.setenv(variable, asked)
     PoclPlatform().start_loader(preloaded=False).withdraw()
-    assert os.environ[SPECIALIZATION] == "1"  # the caller's choice stands
-
-
-def test_pocls_start_makes_work_groups_plain_loops_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    # kept after the start: PoCL's kernel compiler reads it once per process, at its first kernel
-    monkeypatch.delenv(WORK_GROUP_METHOD, raising=False)
-    PoclPlatform().start_loader(preloaded=False).withdraw()
-    assert os.environ[WORK_GROUP_METHOD] == "loops"
-    monkeypatch.setenv(WORK_GROUP_METHOD, "loopvec")
-    PoclPlatform().start_loader(preloaded=False).withdraw()
-    assert os.environ[WORK_GROUP_METHOD] == "loopvec"  # the caller's choice stands
+    assert os.environ[variable] == asked  # the caller's choice stands
