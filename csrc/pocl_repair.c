@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* syscall */
 #include "pocl_repair.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -20,4 +22,15 @@ int dlg_read_checked(int write_fd, int read_fd, uintptr_t address, void *out, si
         got += (size_t)n;
     }
     return (size_t)written == size ? 0 : -1;
+}
+
+char *dlg_name_copy(const char *name, size_t size) {
+    if (name == NULL || size == 0 || size > 64)
+        return NULL;
+    char *copy = malloc(size + 1);
+    if (copy == NULL)
+        return NULL;
+    memcpy(copy, name, size);
+    copy[size] = '\0';
+    return copy;
 }

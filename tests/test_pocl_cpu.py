@@ -57,7 +57,10 @@ def test_replacement_is_the_newest_name_the_flags_allow() -> None:
     avx512 = ZEN5_FLAGS | {"avx512cd", "avx512bw", "avx512dq", "avx512vl"}
     assert pocl_cpu.replacement_name("AuthenticAMD", avx512) == "skx"
     assert pocl_cpu.replacement_name("GenuineIntel", avx512) == "skx"
-    assert cpu_models.vector_floats("skx") == 16
+    assert cpu_models.vector_floats("skx") == 16 and not cpu_models.int8_dot("skx")
+    # a Zen 4 or 5: AVX-512 with VNNI, which the integer products use
+    assert pocl_cpu.replacement_name("AuthenticAMD", avx512 | {"avx512_vnni"}) == "cascadelake"
+    assert cpu_models.vector_floats("cascadelake") == 16 and cpu_models.int8_dot("cascadelake")
     # AVX-512 F alone (no VL, BW, DQ) is not enough for skx
     assert pocl_cpu.replacement_name("AuthenticAMD", ZEN5_FLAGS) == "znver3"
     assert cpu_models.vector_floats("znver3") == 8
@@ -75,6 +78,7 @@ def test_replacement_is_the_newest_name_the_flags_allow() -> None:
 @needs_x86_64
 def test_generic_is_replaced_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "skx")  # fits in generic's 7 characters
     fake = FakeDevice(b"generic\0")
     written = pocl_cpu.repair_device(fake.address, POCL)
     assert written in {name for name, _ in pocl_cpu._CANDIDATES}
@@ -92,7 +96,7 @@ def test_setting_chooses_or_disables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DELEGATE_POCL_CPU", "x86-64")
     assert pocl_cpu.repair_device(fake.address, POCL) == "x86-64"
     assert fake.cpu == b"x86-64\0\0"
-    for bad in ("icelake-server", "znver3; rm"):
+    for bad in ("x" * (pocl_cpu.MAX_NAME + 1), "znver3; rm"):
         monkeypatch.setenv("DELEGATE_POCL_CPU", bad)
         with pytest.raises(ValueError, match="DELEGATE_POCL_CPU"):
             pocl_cpu.repair_device(FakeDevice(b"generic\0").address, POCL)
@@ -117,33 +121,82 @@ def test_nothing_is_written_unless_the_object_is_as_expected(monkeypatch: pytest
     assert device.cpu == before
 
 
+def slot_name(fake: FakeDevice) -> bytes:
+    """The string the fake device's name pointer points at now."""
+    (address,) = struct.unpack_from("<Q", fake.block, 640)
+    return ctypes.string_at(address)
+
+
 @needs_x86_64
-def test_a_name_llvm_knows_is_kept_unless_the_setting_names_another(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LLVM 15 names a Zen 4 (AVX-512) ``znver3``: kept by default, ``skx`` where the setting asks."""
+def test_a_name_llvm_knows_is_kept_where_it_has_what_the_host_has(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
-    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "skx")
-    fake = FakeDevice(b"znver3\0")
-    assert pocl_cpu.repair_device(fake.address, POCL) is None and fake.cpu == b"znver3\0"
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "cascadelake")
+    for name in (b"icelake-client\0", b"sapphirerapids\0"):
+        fake = FakeDevice(name)
+        assert pocl_cpu.repair_device(fake.address, POCL) is None and fake.cpu == name
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "skx")  # a Skylake-X: no VNNI to gain
+    fake = FakeDevice(b"skylake-avx512\0")
+    assert pocl_cpu.repair_device(fake.address, POCL) is None and fake.cpu == b"skylake-avx512\0"
+
+
+@needs_x86_64
+def test_a_name_without_the_hosts_avx512_is_replaced_by_pointer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LLVM 15 names a Zen 4 (AVX-512 with VNNI) ``znver3``, whose code has neither: the device is
+    pointed at a copy of the host's name, as that is longer than PoCL's string; PoCL's own string
+    is left as it was."""
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "cascadelake")
+    for old in (b"znver3\0", b"generic\0"):
+        fake = FakeDevice(old)
+        assert pocl_cpu.repair_device(fake.address, POCL) == "cascadelake"
+        assert slot_name(fake) == b"cascadelake" and fake.cpu == old
+        assert pocl_cpu.target_name(fake.address, POCL) == "cascadelake"
+        assert pocl_cpu.repair_device(fake.address, POCL) is None  # done once
+    fake = FakeDevice(b"skylake-avx512\0")  # no VNNI; long enough to be written over in place
+    assert pocl_cpu.repair_device(fake.address, POCL) == "cascadelake"
+    assert fake.cpu == b"cascadelake\0\0\0\0"
+
+
+@needs_x86_64
+def test_a_setting_names_any_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shorter than PoCL's name: written in place; longer: given by pointer."""
     monkeypatch.setenv("DELEGATE_POCL_CPU", "skx")
     for old in (b"znver3\0", b"haswell\0", b"icelake-client\0"):
         fake = FakeDevice(old)
         assert pocl_cpu.repair_device(fake.address, POCL) == "skx"
         assert fake.cpu == b"skx".ljust(len(old), b"\0")
         assert pocl_cpu.target_name(fake.address, POCL) == "skx"
+    monkeypatch.setenv("DELEGATE_POCL_CPU", "icelake-server")
+    fake = FakeDevice(b"znver3\0")
+    assert pocl_cpu.repair_device(fake.address, POCL) == "icelake-server"
+    assert slot_name(fake) == b"icelake-server" and fake.cpu == b"znver3\0"
 
 
 @needs_x86_64
-def test_a_setting_is_written_only_where_it_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pointer_in_read_only_memory_is_not_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "cascadelake")
     fake = FakeDevice(b"znver3\0")
-    monkeypatch.setenv("DELEGATE_POCL_CPU", "haswell")  # 7 characters: no room in znver3's 6
-    assert pocl_cpu.repair_device(fake.address, POCL) is None and fake.cpu == b"znver3\0"
-    monkeypatch.setenv("DELEGATE_POCL_CPU", "skx")
-    assert pocl_cpu.repair_device(fake.address, POCL) == "skx" and fake.cpu == b"skx\0\0\0\0"
+    monkeypatch.setattr(pocl_cpu, "_writable", lambda address, size: address != fake.address + 640)
+    assert pocl_cpu.repair_device(fake.address, POCL) is None
+    assert slot_name(fake) == b"znver3"
+
+
+@needs_x86_64
+def test_the_device_compiles_for_the_hosts_vector_instructions() -> None:
+    """On a processor with AVX-512 (and VNNI), PoCL's CPU device compiles code that uses them,
+    whatever name its LLVM gives the processor (a Zen 4 is ``znver3`` to LLVM 15)."""
+    found = [dev for _, _, dev in driver.devices() if "portable computing language" in dev.platform_name.lower()]
+    host = pocl_cpu.host_name()
+    compiler_cpu = device.describe(found[0]).compiler_cpu
+    assert cpu_models.vector_floats(compiler_cpu) >= cpu_models.vector_floats(host)
+    assert cpu_models.int8_dot(compiler_cpu) >= cpu_models.int8_dot(host)
 
 
 @needs_x86_64
 def test_a_name_in_read_only_memory_is_not_written(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
+    monkeypatch.setattr(pocl_cpu, "host_name", lambda: "skx")  # fits: written in place, if at all
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]

@@ -1,28 +1,36 @@
-"""Gives PoCL a CPU model its LLVM knows, on x86-64 processors newer than that LLVM.
+"""Gives PoCL a CPU model its LLVM knows with the vector instructions the processor has.
 
 PoCL asks LLVM for the host CPU's name once, when it sets up its CPU device, and compiles every
 kernel for that name. The PoCL 3.0 of PyPI's ``pocl-binary-distribution`` carries LLVM 15, which
-names no processor newer than AMD's Zen 3 family by its CPUID: on a Zen 5 (family 1Ah) it answers
-``generic``, which its own compiler then rejects, so every program build fails with "unknown
-target CPU 'generic'". That PoCL has no setting for the name (later PoCL reads
-``POCL_LLVM_CPU_NAME``).
+names no processor newer than AMD's Zen 3 family by its CPUID:
 
-``repair_device`` finds the name in PoCL's device object and writes, in place of ``generic``, the
-newest processor LLVM 15 knows whose instruction sets the host has, as the host's ``/proc/cpuinfo``
-flags show: ``skx`` (LLVM's short name for skylake-avx512) where AVX-512 F/CD/BW/DQ/VL are there,
-as on a Zen 5; else ``znver3`` on AMD processors with Zen 3's instruction sets, ``haswell`` (AVX2
-and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the compiler emits 16-float
-vectors as one register, and the compiler's matrix products use them (cpu_models.py
-``vector_floats``, ``CompileOptions.vector_width``). A name LLVM knows is left alone: LLVM 15 calls a Zen 4 (AVX-512,
-executed as two 256-bit halves) ``znver3``, and compiling for ``skx`` there was measured neither
-faster nor slower overall (benchmarks/experiments/pocl_target_race.py, RESULTS.md "PoCL's CPU name").
+- on a Zen 5 (family 1Ah) it answers ``generic``, which its own compiler then rejects, so every
+  program build fails with "unknown target CPU 'generic'";
+- on a Zen 4 (family 19h, AVX-512 with VNNI) it answers ``znver3``: AVX2 code with 8-float vectors
+  and no int8 dot product, so an int8 ResNet50 ran 4x slower than with ``cascadelake``
+  (RESULTS.md). PoCL still links the AVX-512 build of its built-in library there (chosen from
+  CPUID), and calls of built-ins on 16-float vectors between the two can abort the process in
+  LLVM ("Cannot emit physreg copy instruction"), as the vision set's MLP-Mixer did.
+
+That PoCL has no setting for the name (later PoCL reads ``POCL_LLVM_CPU_NAME``).
+
+``repair_device`` finds the name in PoCL's device object and, where it is ``generic`` or lacks
+AVX-512 or AVX512-VNNI that the host has (cpu_models.py), gives the device the newest processor
+LLVM 15 knows whose instruction sets the host's ``/proc/cpuinfo`` flags show: ``cascadelake``
+(AVX-512 F/CD/BW/DQ/VL and VNNI, as on a Zen 4 or Zen 5), ``skx`` (LLVM's short name for
+skylake-avx512: the same without VNNI), else ``znver3`` on AMD processors with Zen 3's instruction
+sets, ``haswell`` (AVX2 and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the
+compiler emits 16-float vectors as one register, and the compiler's matrix products use them
+(cpu_models.py ``vector_floats``, ``CompileOptions.vector_width``); with VNNI the integer products
+multiply int8 codes (``int8_dot``). A name that fits in PoCL's string is written over it; a longer
+one is a copy (``dlg_name_copy``, malloc's, so PoCL may free it with the device) that the device's
+pointer is set to, PoCL's own string left as it was.
 
 Nothing is written unless the object holds exactly what is expected: the device's LLVM triple, and
-right after it a pointer to one CPU name, in writable memory, with room for the new one; every read
-of PoCL's memory is checked first (through a pipe, so a bad address is an error, not a crash;
-``dlg_read_checked``, csrc/pocl_repair.c). Set ``DELEGATE_POCL_CPU`` to ``off`` to leave PoCL alone,
-or to a name of at most 7 characters to use that name instead, over ``generic`` or over the name
-PoCL chose where it fits in its place (``skx`` over ``znver3``).
+right after it a pointer to one CPU name, in writable memory; every read of PoCL's memory is
+checked first (through a pipe, so a bad address is an error, not a crash; ``dlg_read_checked``,
+csrc/pocl_repair.c). Set ``DELEGATE_POCL_CPU`` to ``off`` to leave PoCL alone, or to an LLVM CPU
+name (at most ``MAX_NAME`` characters) to use that name over whatever name PoCL chose.
 
 ``repair_devices`` is the one step that does it, when the OpenCL loader is initialised
 (opencl.loader(), before any program is built); it also reads, once, the name each PoCL device
@@ -31,8 +39,10 @@ compiles for (``target_name``), which DeviceInfo.compiler_cpu and the program ca
 No cleaner lever exists for this PoCL: ``POCL_LLVM_CPU_NAME`` arrived in later PoCL (the 3.0
 library names no such variable); a ``-target-cpu`` build option comes before the one PoCL appends
 from the same field (the last wins) and would not reach its code generator, which also reads it;
-intercepting LLVM's ``getHostCPUName`` (pocl/pocl#1049) needs ``LD_PRELOAD`` before the process
-starts; and 3.0 is the newest ``pocl-binary-distribution``.
+PoCL refuses ``-target-feature`` ("Invalid build option"); kernels marked
+``__attribute__((target("avx512f,...")))`` abort in LLVM's code generator; intercepting LLVM's
+``getHostCPUName`` (pocl/pocl#1049) needs ``LD_PRELOAD`` before the process starts; and 3.0 is the
+newest ``pocl-binary-distribution``.
 """
 
 from __future__ import annotations
@@ -46,17 +56,21 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..._native import ffi, lib
+from . import cpu_models
 
 #: the value LLVM gives to a CPU it does not know, as PoCL stores it (with its terminator)
 UNKNOWN_CPU = b"generic\0"
 #: how many bytes of PoCL's device object are searched (3.0 keeps the name at offset 640)
 _SEARCH_BYTES = 2048
-#: the replacement is written over "generic" in place: at most 7 characters and a terminator
-MAX_NAME = len(UNKNOWN_CPU) - 1
+#: the longest name ``DELEGATE_POCL_CPU`` may give (LLVM's longest is 16 characters)
+MAX_NAME = 32
 #: (name, /proc/cpuinfo flags it needs), best first; each name is one LLVM 15 knows
+_AVX512 = frozenset("avx512f avx512cd avx512bw avx512dq avx512vl avx2 fma bmi1 bmi2 f16c movbe adx".split())
 _CANDIDATES: tuple[tuple[str, frozenset[str]], ...] = (
-    # LLVM's short name for skylake-avx512: AVX-512 F/CD/BW/DQ/VL, which a Zen 5 runs at full width
-    ("skx", frozenset("avx512f avx512cd avx512bw avx512dq avx512vl avx2 fma bmi1 bmi2 f16c movbe adx".split())),
+    # skx with AVX512-VNNI, as on a Zen 4 or Zen 5: the integer products' 16-lane dot product
+    ("cascadelake", _AVX512 | {"avx512_vnni"}),
+    # LLVM's short name for skylake-avx512: AVX-512 F/CD/BW/DQ/VL
+    ("skx", _AVX512),
     (
         "znver3",
         frozenset("avx2 fma bmi1 bmi2 f16c movbe adx sha_ni clzero vaes vpclmulqdq rdpid xsaves".split()),
@@ -115,21 +129,22 @@ def _applies(platform_name: str) -> bool:
     return "portable computing language" in platform_name.lower() and platform.machine() == "x86_64"
 
 
-def _names_after_triples(reader: _MemoryReader, device_address: int) -> dict[int, bytes]:
-    """Address -> first 16 bytes, for each string that a pointer right after a pointer to an
-    x86-64 LLVM triple points at, in the first ``_SEARCH_BYTES`` of the device object."""
+def _names_after_triples(reader: _MemoryReader, device_address: int) -> dict[int, tuple[int, bytes]]:
+    """Address -> (address of the pointer to it, its first 16 bytes), for each string that a
+    pointer right after a pointer to an x86-64 LLVM triple points at, in the first
+    ``_SEARCH_BYTES`` of the device object."""
     raw = reader.read(device_address, _SEARCH_BYTES) or reader.read(device_address, _SEARCH_BYTES // 2)
     if raw is None:
         return {}
     words = [value for (value,) in struct.iter_unpack("<Q", raw[: len(raw) // 8 * 8])]
-    found: dict[int, bytes] = {}
+    found: dict[int, tuple[int, bytes]] = {}
     for index in range(len(words) - 1):
         triple = reader.read(words[index], 8)
         if triple is None or not triple.startswith(b"x86_64-"):
             continue
         name = reader.read(words[index + 1], 16) or reader.read(words[index + 1], len(UNKNOWN_CPU))
         if name is not None:
-            found[words[index + 1]] = name
+            found[words[index + 1]] = (device_address + 8 * (index + 1), name)
     return found
 
 
@@ -149,11 +164,12 @@ def _name_text(raw: bytes) -> str | None:
     return text.decode() if terminated and re.fullmatch(rb"[A-Za-z0-9_-]{1,32}", text) else None
 
 
-def _find_name(reader: _MemoryReader, device_address: int) -> tuple[int, str] | None:
-    """The address and the text of the device's CPU name, when exactly one is found."""
+def _find_name(reader: _MemoryReader, device_address: int) -> tuple[int, int, str] | None:
+    """The address of the device's pointer to its CPU name, the name's address and its text, when
+    exactly one is found."""
     found = {
-        (address, text)
-        for address, raw in _names_after_triples(reader, device_address).items()
+        (slot, address, text)
+        for address, (slot, raw) in _names_after_triples(reader, device_address).items()
         if (text := _name_text(raw)) is not None
     }
     return found.pop() if len(found) == 1 else None
@@ -181,7 +197,7 @@ def target_name(device_address: int, platform_name: str) -> str:
         return ""
     reader = _MemoryReader()
     try:
-        names = {_name_text(raw) for raw in _names_after_triples(reader, device_address).values() if b"\0" in raw}
+        names = {_name_text(raw) for _, raw in _names_after_triples(reader, device_address).values() if b"\0" in raw}
     finally:
         reader.close()
     return (names.pop() or "") if len(names) == 1 else ""
@@ -194,8 +210,9 @@ _REPAIRING = threading.Lock()
 
 
 def repair_device(device_address: int, platform_name: str) -> str | None:
-    """Gives a PoCL CPU device whose CPU name is ``generic`` a name its LLVM knows; or, where
-    ``DELEGATE_POCL_CPU`` names one, that name over whatever name the device holds (where it fits).
+    """Gives a PoCL CPU device whose CPU name is ``generic``, or a name without AVX-512 or
+    AVX512-VNNI that the host has, the newest name LLVM 15 knows for the host; or, where
+    ``DELEGATE_POCL_CPU`` names one, that name over whatever name the device holds.
 
     Returns the name written, or None when nothing was done (not PoCL on x86-64, a name that
     needs no change, ``DELEGATE_POCL_CPU=off``, or a device object that does not look as expected).
@@ -213,6 +230,15 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
         return _rewrite_name(device_address, setting)
 
 
+def _falls_short(current: str, name: str) -> bool:
+    """Does code compiled for ``current`` leave out vector instructions that ``name``'s has and
+    the kernels use: 16-float registers (AVX-512) or the 16-lane int8 dot product (VNNI)?"""
+    if current.encode() + b"\0" == UNKNOWN_CPU:
+        return True
+    wider = cpu_models.vector_floats(name) > cpu_models.vector_floats(current)
+    return wider or cpu_models.int8_dot(name) > cpu_models.int8_dot(current)
+
+
 def _rewrite_name(device_address: int, setting: str) -> str | None:
     """``repair_device``'s read and write of the name (under ``_REPAIRING``)."""
     reader = _MemoryReader()
@@ -222,19 +248,23 @@ def _rewrite_name(device_address: int, setting: str) -> str | None:
         reader.close()
     if found is None:
         return None
-    address, current = found
-    if setting:
-        name = setting
-        if current == name or len(name) > len(current):
-            return None  # nothing to change, or no room for it in the string PoCL holds
-    else:
-        if current.encode() + b"\0" != UNKNOWN_CPU:
-            return None  # a name LLVM knows: it is PoCL's own choice
-        name = host_name()
-    size = max(len(current), len(name)) + 1
-    if not _writable(address, size):
+    slot, address, current = found
+    name = setting or host_name()
+    if current == name or not (setting or _falls_short(current, name)):
+        return None  # nothing to change, or PoCL's own choice has what the host has
+    if len(name) <= len(current):
+        size = len(current) + 1
+        if not _writable(address, size):
+            return None
+        ffi.memmove(ffi.cast("char *", address), name.encode().ljust(size, b"\0"), size)
+        return name
+    # no room in PoCL's string: point the device at a copy of the name (PoCL's own string stays)
+    if not _writable(slot, 8):
         return None
-    ffi.memmove(ffi.cast("char *", address), name.encode().ljust(size, b"\0"), size)
+    copy = lib.dlg_name_copy(name.encode(), len(name))
+    if copy == ffi.NULL:
+        return None
+    ffi.memmove(ffi.cast("char *", slot), struct.pack("<Q", int(ffi.cast("uintptr_t", copy))), 8)
     return name
 
 
