@@ -34,6 +34,7 @@ class FakeDevice:
         self.triple = ctypes.create_string_buffer(triple, len(triple))
         self.name = ctypes.create_string_buffer(cpu_name, len(cpu_name))
         self.block = ctypes.create_string_buffer(2048)
+        self.slot = offset + 8  # where the name's pointer is
         struct.pack_into("<QQ", self.block, offset, ctypes.addressof(self.triple), ctypes.addressof(self.name))
         # other fields: an unmapped address and a small integer must be read safely
         struct.pack_into("<QQ", self.block, 8, 0xDEAD00000000, 42)
@@ -123,7 +124,7 @@ def test_nothing_is_written_unless_the_object_is_as_expected(monkeypatch: pytest
 
 def slot_name(fake: FakeDevice) -> bytes:
     """The string the fake device's name pointer points at now."""
-    (address,) = struct.unpack_from("<Q", fake.block, 640)
+    (address,) = struct.unpack_from("<Q", fake.block, fake.slot)
     return ctypes.string_at(address)
 
 
@@ -170,6 +171,11 @@ def test_a_setting_names_any_model(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeDevice(b"znver3\0")
     assert pocl_cpu.repair_device(fake.address, POCL) == "icelake-server"
     assert slot_name(fake) == b"icelake-server" and fake.cpu == b"znver3\0"
+    longest = "k" * pocl_cpu.MAX_NAME  # the longest setting is read back: it keys the device's programs
+    monkeypatch.setenv("DELEGATE_POCL_CPU", longest)
+    fake = FakeDevice(b"znver3\0")
+    assert pocl_cpu.repair_device(fake.address, POCL) == longest
+    assert pocl_cpu.target_name(fake.address, POCL) == longest
 
 
 @needs_x86_64
@@ -177,7 +183,7 @@ def test_a_pointer_in_read_only_memory_is_not_written(monkeypatch: pytest.Monkey
     monkeypatch.delenv("DELEGATE_POCL_CPU", raising=False)
     monkeypatch.setattr(pocl_cpu, "host_name", lambda: "cascadelake")
     fake = FakeDevice(b"znver3\0")
-    monkeypatch.setattr(pocl_cpu, "_writable", lambda address, size: address != fake.address + 640)
+    monkeypatch.setattr(pocl_cpu, "_writable", lambda address, size: address != fake.address + fake.slot)
     assert pocl_cpu.repair_device(fake.address, POCL) is None
     assert slot_name(fake) == b"znver3"
 

@@ -62,8 +62,10 @@ from . import cpu_models
 UNKNOWN_CPU = b"generic\0"
 #: how many bytes of PoCL's device object are searched (3.0 keeps the name at offset 640)
 _SEARCH_BYTES = 2048
-#: the longest name ``DELEGATE_POCL_CPU`` may give (LLVM's longest is 16 characters)
-MAX_NAME = 32
+#: bytes read of a CPU name in PoCL's memory, its terminator included
+_NAME_BYTES = 16
+#: the longest name read back, so the longest ``DELEGATE_POCL_CPU`` may give (LLVM 15's are at most 14)
+MAX_NAME = _NAME_BYTES - 1
 #: (name, /proc/cpuinfo flags it needs), best first; each name is one LLVM 15 knows
 _AVX512 = frozenset("avx512f avx512cd avx512bw avx512dq avx512vl avx2 fma bmi1 bmi2 f16c movbe adx".split())
 _CANDIDATES: tuple[tuple[str, frozenset[str]], ...] = (
@@ -130,7 +132,7 @@ def _applies(platform_name: str) -> bool:
 
 
 def _names_after_triples(reader: _MemoryReader, device_address: int) -> dict[int, tuple[int, bytes]]:
-    """Address -> (address of the pointer to it, its first 16 bytes), for each string that a
+    """Address -> (address of the pointer to it, its first _NAME_BYTES), for each string that a
     pointer right after a pointer to an x86-64 LLVM triple points at, in the first
     ``_SEARCH_BYTES`` of the device object."""
     raw = reader.read(device_address, _SEARCH_BYTES) or reader.read(device_address, _SEARCH_BYTES // 2)
@@ -142,7 +144,7 @@ def _names_after_triples(reader: _MemoryReader, device_address: int) -> dict[int
         triple = reader.read(words[index], 8)
         if triple is None or not triple.startswith(b"x86_64-"):
             continue
-        name = reader.read(words[index + 1], 16) or reader.read(words[index + 1], len(UNKNOWN_CPU))
+        name = reader.read(words[index + 1], _NAME_BYTES) or reader.read(words[index + 1], len(UNKNOWN_CPU))
         if name is not None:
             found[words[index + 1]] = (device_address + 8 * (index + 1), name)
     return found
@@ -161,7 +163,7 @@ def _name_text(raw: bytes) -> str | None:
     """The CPU name a string read from PoCL's memory holds: up to its terminator, when that is a
     plausible LLVM CPU name; else None."""
     text, terminated, _ = raw.partition(b"\0")
-    return text.decode() if terminated and re.fullmatch(rb"[A-Za-z0-9_-]{1,32}", text) else None
+    return text.decode() if terminated and re.fullmatch(rb"[A-Za-z0-9_-]{1,%d}" % MAX_NAME, text) else None
 
 
 def _find_name(reader: _MemoryReader, device_address: int) -> tuple[int, int, str] | None:
