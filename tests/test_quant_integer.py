@@ -255,6 +255,20 @@ def test_integer_flat_blocks_all_take_the_whole_vector_writes():
     assert code.index(moved) < code.index("int o0 =")
 
 
+@pytest.mark.parametrize(("cout", "per_item"), [(64, 4), (96, 3), (80, 3), (144, 3), (112, 4), (160, 4), (32, 2)])
+def test_integer_items_take_the_groups_that_leave_the_fewest_repeated(cout, per_item):
+    """A work-item past the last group repeats it: 96 channels (6 groups of 16) in items of 4
+    groups would compute 8, in items of 3 exactly 6; items of 3 are taken only where they compute
+    fewer groups than items of 4."""
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), cout)
+    options = CompileOptions(vector_width=16, int8_dot=True)
+    kernel = select_conv(node, graph, options)
+    assert kernel.gemm is not None and kernel.gemm.integer is not None
+    assert kernel.gemm.groups == per_item
+    groups = cout // 16
+    assert kernel.grid[1] == -(-groups // per_item)
+
+
 def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():
     graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 32), 20, float_model=True)
     spec = _spec(graph, node, int8_dot=True)
@@ -300,6 +314,7 @@ def _kernel_codes(monkeypatch: pytest.MonkeyPatch, int8_dot: bool | None = None)
 #: channels, a fully connected layer
 DEVICE_CASES = [
     "conv-int8",
+    "conv-int8-96",
     "conv-uint8",
     "conv3x3-int8",
     "conv3x3s2-uint8",
@@ -312,7 +327,8 @@ DEVICE_CASES = [
 def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple[int, ...]]:
     if name.startswith("conv"):
         dtype = np.uint8 if "uint8" in name else np.int8
-        src, cout = (1, 9, 11, 3 if "c3" in name else 37), 20  # c3: an image's 3 channels, one padded slice
+        # c3: an image's 3 channels, one padded slice; -96: 96 outputs, 6 groups in items of 3
+        src, cout = (1, 9, 11, 3 if "c3" in name else 37), 96 if name.endswith("-96") else 20
         k = 7 if "7x7" in name else 3 if "3x3" in name else 1
         stride = 2 if "s2" in name else 1
         if dtype == np.uint8:  # uint8 weights: per tensor, zero point near 128

@@ -29,6 +29,15 @@ INTEGER_GROUPS = 4
 #: and the two vectors a product streams fill 30 of AVX-512's 32 registers.
 INTEGER_MAX_PIXELS = 7
 
+
+def integer_groups(groups: int) -> int:
+    """Groups of 16 channels per work-item of the integer product for an output of ``groups``:
+    INTEGER_GROUPS, or one fewer where that computes fewer padding groups (an item past the output
+    repeats its last group: 96 channels in items of 4 would compute 8 groups for 6)."""
+    most = min(groups, INTEGER_GROUPS)
+    return min((most, most - 1) if most > 2 else (most,), key=lambda per: -(-groups // per) * per)
+
+
 #: The other pixel count ``gemm_pixels`` may pick.
 GEMM_PIXELS_ALT = 5
 
@@ -214,7 +223,7 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         # the products are a quarter of the float kernel's instructions, so the inputs' conversion
         # to codes weighs more: blocks of 4 groups share it (measured 0.75x the time of 2 groups
         # on a 56x56 64 -> 256 product, 0.2x on a 28x28 512 -> 128 one)
-        pixels, per_item = gemm_pixels(npix) if flat else integer_row_pixels(w), min(groups, INTEGER_GROUPS)
+        pixels, per_item = gemm_pixels(npix) if flat else integer_row_pixels(w), integer_groups(groups)
         window = conv_window(node, graph) if rows else {}
         if rows and window["dilation_w"] == 1 and kernel[1] > window["stride_w"]:
             shared_columns = window["stride_w"]
