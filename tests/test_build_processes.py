@@ -244,5 +244,7 @@ def test_a_split_model_answers_as_one_program(tmp_path: Path) -> None:
         )
         found = json.loads(done.stdout.splitlines()[-1])
         outputs[processes], helpers_built[processes] = np.array(found["out"]), found["helpers_built"]
-    assert helpers_built == {"1": 0, "2": 2}  # 4 segments of its persistent kernel, 2 built by the helper
+    # 5 programs (its persistent kernel's 4 segments and the conversions), taken in turn: the loading
+    # process takes the costliest first, the helper some of the others (how many depends on timing)
+    assert helpers_built["1"] == 0 and 1 <= helpers_built["2"] <= 4, helpers_built
     np.testing.assert_allclose(outputs["2"], outputs["1"], rtol=0, atol=1e-5)

@@ -58,6 +58,35 @@ def test_a_persistent_kernel_gives_what_the_kernels_give_one_by_one(name, tmp_pa
                 np.testing.assert_array_equal(got, want)
 
 
+def test_the_conversions_build_in_the_persistent_kernels_batch(tmp_path, monkeypatch):
+    """A persistent load builds its input and output conversions in the same batch as its
+    persistent kernels (one ``build_parts``), not in one of their own before it: where helper
+    processes build, the small program would otherwise hold the start of the large ones."""
+    from delegate.runtime.programs import ProgramBuilder
+
+    batches: list[list[str]] = []
+    real = ProgramBuilder.build_parts
+
+    def spied(self, parts, options):
+        batches.append([what for _, what in parts])
+        return real(self, parts, options)
+
+    monkeypatch.setattr(ProgramBuilder, "build_parts", spied)
+    payload = _compiled("small_cnn")
+    with Runtime.load(payload, cache_dir=tmp_path) as rt:
+        assert rt.persistent
+        names = rt.launch_names
+        xs = _inputs(rt, 3)
+        got = rt.run(xs)
+    assert len(batches) == 1, batches
+    assert any(what.startswith("persistent kernel of") for what in batches[0])
+    assert any("input" in what for what in batches[0]) and any("output" in what for what in batches[0])
+    assert names[0].startswith("input ") and names[-1].startswith("output ")
+    with Runtime.load(payload, cache_dir=tmp_path, persistent=False) as one_by_one:
+        for a, b in zip(got, one_by_one.run(xs), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("n", [1, 3, 7])
 def test_any_number_of_work_groups_gives_the_same_result(n, units, tmp_path):
     ctx = chain(5)

@@ -99,13 +99,19 @@ class KernelBinder:
             pitch = memory.slice_pitch(t)
         return np.array([s.w, s.h, s.d, s.slices, s.b, s.c, offset, pitch], dtype=np.int32)
 
-    def make(self, kernels: Sequence[BoundKernel]) -> None:
+    def make(
+        self, kernels: Sequence[BoundKernel], alongside: Sequence[tuple[str, str]] = ()
+    ) -> list[Program | ProgramBuildError]:
         """Build the programs of ``kernels`` (one for all of them), then create each kernel and set
-        its arguments through the C API table."""
-        programs = self._builder.build_many([(k.src, k.node) for k in kernels], "-cl-std=CL1.2")
+        its arguments through the C API table; the programs of ``alongside`` (source, what) are
+        built in the same batch (ProgramBuilder.build_many_alongside) and returned, or their errors."""
+        programs, others = self._builder.build_many_alongside(
+            [(k.src, k.node) for k in kernels], alongside, "-cl-std=CL1.2"
+        )
         for k, (program, name) in zip(kernels, programs, strict=True):
             k.kernel = self.create(program, name, k.node, k.src.text)
             set_kernel_args(k.kernel, k.values, k.node)
+        return others
 
     def create(self, program: Program, name: str, node: str, source: str) -> Any:
         """The kernel ``name`` of ``program`` (its arguments not set)."""

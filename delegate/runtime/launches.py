@@ -4,7 +4,9 @@ Each node's source is assembled (source.py), its constants uploaded (constants.p
 arguments resolved (binding.py); all kernels are then built as one program. When one persistent
 kernel will run every node, the node kernels are built only if a tool, tuning or a failed
 persistent build needs them: a warm start then loads one program binary of the node code instead
-of two. ``schedule`` plans the launches: persistent kernels where they can run, else one by one.
+of two; and the input and output conversions wait for the persistent kernels, to build in the same
+batch (in helper processes beside them, where the platform builds so). ``schedule`` plans the
+launches: persistent kernels where they can run, else one by one.
 """
 
 from __future__ import annotations
@@ -88,15 +90,18 @@ class ContextLaunches:
             and len(self._nodes) >= 2
             and all(persistent_kernels.eligible(k.src) for k in self._nodes)
         )
-        self.binder.make([k for k, _ in ins] + ([] if self._lazy else self._nodes) + [k for k, _ in outs])
-        #: every launch one by one, in order; a node kernel not built yet (see the module
-        #: docstring) has kernel None until ``ensure_node_kernels``
+        self._ins, self._outs = [k for k, _ in ins], [k for k, _ in outs]
+        #: the conversions not built yet: those of a persistent load, until its kernels build
+        self._unbuilt: list[BoundKernel] = self._ins + self._outs if self._lazy else []
+        if not self._lazy:
+            self.binder.make(self._ins + self._nodes + self._outs)
+        #: every launch one by one, in order; a kernel not built yet (see the module docstring)
+        #: has kernel None until ``ensure_node_kernels`` or the persistent build
         self.launches = [Launch(k.kernel, *geometry) for k, geometry in ins + nodes + outs]
         #: positions of the nodes in ``launches``
         self.node_launches = range(len(ins), len(ins) + len(nodes))
         #: node positions whose kernel requires its work-group size (tuning leaves them alone)
         self.required = self._required_work_groups(context.device)
-        self.transfers = ([_transfer(k) for k, _ in ins], [_transfer(k) for k, _ in outs])
 
     def _conversion(self, t: RuntimeTensor, staging: MemObject, to_device: bool) -> tuple[BoundKernel, _Sizes]:
         op = conversion_op(t, to_device)
@@ -142,14 +147,31 @@ class ContextLaunches:
                 )
         return fixed
 
+    @property
+    def transfers(self) -> tuple[list[Transfer], list[Transfer]]:
+        """The input and output transfers through the conversions (built now if they are not)."""
+        self._make(self._unbuilt)
+        return [_transfer(k) for k in self._ins], [_transfer(k) for k in self._outs]
+
     def ensure_node_kernels(self) -> None:
         """Build the node kernels a persistent load left for later (see the module docstring)."""
         if not self._lazy:
             return
-        self.binder.make(self._nodes)
+        self._make(self._unbuilt + self._nodes)
         self._lazy = False
-        for index, k in zip(self.node_launches, self._nodes, strict=True):
-            self.launches[index] = self.launches[index]._replace(kernel=k.kernel)
+
+    def _make(self, kernels: list[BoundKernel], alongside: Sequence[tuple[str, str]] = ()) -> list:
+        """``binder.make`` of ``kernels`` (and ``alongside``), their launches then given the kernels."""
+        if not kernels and not alongside:
+            return []
+        others = self.binder.make(kernels, alongside)
+        self._unbuilt = [k for k in self._unbuilt if k.kernel is None]
+        made = {id(k) for k in kernels}
+        positions = [*range(len(self._ins)), *self.node_launches, *range(self.node_launches.stop, len(self.launches))]
+        for index, k in zip(positions, self._ins + self._nodes + self._outs, strict=True):
+            if id(k) in made:
+                self.launches[index] = self.launches[index]._replace(kernel=k.kernel)
+        return others
 
     def tuning_targets(self) -> list[TuningTarget]:
         """Every node as ``tuning.tune_nodes`` searches it (node kernels built)."""
@@ -177,6 +199,8 @@ class ContextLaunches:
             try:
                 return self._persistent_schedule()
             except ProgramBuildError as exc:
+                if self._unbuilt:  # a conversion's own program failed: no schedule runs without it
+                    raise
                 self.persistent_error = f"the persistent kernel did not build: {exc}"
         self.ensure_node_kernels()
         return Schedule(tuple(self.launches), tuple(self.one_by_one_names()), PlanMode.ONE_BY_ONE)
@@ -240,10 +264,11 @@ class ContextLaunches:
         self, runs: Sequence[tuple[Sequence[persistent_kernels.NodeKernel], list[str]]]
     ) -> list[Launch]:
         """A persistent kernel's launch for each run of (nodes, names), their programs built at once
-        (in helper processes where the platform builds faster so, build_processes.py)."""
+        (in helper processes where the platform builds faster so, build_processes.py), with the
+        conversions not built yet."""
         built = [persistent_kernels.build(nodes, names) for nodes, names in runs]
         what = [f"persistent kernel of {names[0]} .. {names[-1]}" for _, names in runs]
-        programs = self._builder.build_parts([(b.source, w) for b, w in zip(built, what, strict=True)], "-cl-std=CL1.2")
+        programs = self._make(self._unbuilt, [(b.source, w) for b, w in zip(built, what, strict=True)])
         launches = []
         for program, kernel, (_, names) in zip(programs, built, runs, strict=True):
             if isinstance(program, ProgramBuildError):

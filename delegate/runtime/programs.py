@@ -252,6 +252,15 @@ class ProgramBuilder:
     def build_many(self, kernels: Sequence[tuple[KernelSource, str]], options: str) -> list[tuple[Program, str]]:
         """(program, kernel function name) for each (source, node name): identical sources once,
         all kernels with one prelude in one program (see the module docstring)."""
+        return self.build_many_alongside(kernels, (), options)[0]
+
+    def build_many_alongside(
+        self, kernels: Sequence[tuple[KernelSource, str]], alongside: Sequence[tuple[str, str]], options: str
+    ) -> tuple[list[tuple[Program, str]], list[Program | ProgramBuildError]]:
+        """``build_many`` of ``kernels``, and the program (or the error) of each (source, what) of
+        ``alongside``: all in one ``build_parts``, so where helper processes build, a context's
+        small kernels build beside its large programs rather than before them (PoCL pays its
+        compiler's start-up at a process's first build: MobileNetV2's conversions took 0.67 s alone)."""
         unique: dict[str, int] = {}  # kernel text -> index into order
         order: list[tuple[KernelSource, str]] = []
         slots: list[int] = []
@@ -265,46 +274,50 @@ class ProgramBuilder:
         by_prelude: dict[str, list[int]] = {}
         for index, (src, _) in enumerate(order):
             by_prelude.setdefault(src.prelude if src.body else src.text, []).append(index)
-        built: dict[int, tuple[Program, str]] = {}
 
         start, from_source, from_cache = time.perf_counter(), self.stats.built_from_source, self.stats.loaded_from_cache
         from_helpers = self.stats.built_in_helpers
-
-        def separately(members: list[int]) -> None:
-            for i in members:
-                built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
-
-        for group, (prelude, members) in enumerate(by_prelude.items()):
-            report_progress("building OpenCL programs", group, len(by_prelude), order[members[0]][1])
+        # each part: the kernels (indices into order) it holds and whether they keep their own
+        # names (a kernel alone) or take k<index>
+        groups: list[tuple[list[int], bool]] = []
+        sources: list[tuple[str, str]] = []
+        for prelude, members in by_prelude.items():
             if len(members) == 1 or any(not order[i][0].body for i in members):
-                separately(members)
+                for i in members:
+                    groups.append(([i], False))
+                    sources.append((order[i][0].text, order[i][1]))
                 continue
             costs = [len(order[i][0].body) for i in members]
             count = build_processes.part_count(sum(costs), self.processes)
-            groups = [[members[j] for j in part] for part in build_processes.split(costs, count)]
-            merged = [
-                (
-                    "\n".join([prelude, *(renamed_kernel(order[i][0].body, f"k{i}") for i in group)]),
-                    ", ".join(order[i][1] for i in group),
-                )
-                for group in groups
-            ]
-            for group, program in zip(groups, self.build_parts(merged, options), strict=True):
-                if isinstance(program, ProgramBuildError):
-                    separately(group)  # which kernel fails? (or, if none alone, keep them apart)
-                else:
-                    built.update({i: (program, f"k{i}") for i in group})
-        report_progress("building OpenCL programs", len(by_prelude), len(by_prelude))
+            for part in build_processes.split(costs, count):
+                group = [members[j] for j in part]
+                groups.append((group, True))
+                code = "\n".join([prelude, *(renamed_kernel(order[i][0].body, f"k{i}") for i in group)])
+                sources.append((code, ", ".join(order[i][1] for i in group)))
+        first = order[0][1] if order else alongside[0][1] if alongside else ""
+        report_progress("building OpenCL programs", 0, 1, first)
+        results = self.build_parts([*sources, *alongside], options)
+        built: dict[int, tuple[Program, str]] = {}
+        for (group, merged), program in zip(groups, results, strict=False):
+            if not isinstance(program, ProgramBuildError):
+                built.update({i: (program, f"k{i}" if merged else "main_function") for i in group})
+            elif not merged:
+                raise program
+            else:  # which kernel fails? (or, if none alone, keep them apart)
+                for i in group:
+                    built[i] = (self.build(order[i][0].text, options, order[i][1]), "main_function")
+        report_progress("building OpenCL programs", 1, 1)
         log.info(
-            "programs for %d kernels: %d built from source (%d by helper processes), %d from the program cache, "
-            "in %.2f s",
+            "programs for %d kernels and %d alongside: %d built from source (%d by helper processes), "
+            "%d from the program cache, in %.2f s",
             len(kernels),
+            len(alongside),
             self.stats.built_from_source - from_source,
             self.stats.built_in_helpers - from_helpers,
             self.stats.loaded_from_cache - from_cache,
             time.perf_counter() - start,
         )
-        return [built[slot] for slot in slots]
+        return [built[slot] for slot in slots], results[len(groups) :]
 
 
 def renamed_kernel(body: str, name: str) -> str:
