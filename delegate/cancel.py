@@ -18,6 +18,7 @@ raise it again once the host has returned (:func:`host_call`).
 
 from __future__ import annotations
 
+import _thread
 import sys
 import threading
 import time
@@ -30,6 +31,10 @@ from .errors import CompileCancelled
 #: at exit, how long to wait for cancelled work to reach a checkpoint before leaving it behind
 #: (not at all when the script ended by Ctrl-C: the user asked to stop, not to wait)
 EXIT_WAIT_S = 2.0
+
+#: how long after a call from C a held KeyboardInterrupt is sent again (``redeliver``): the
+#: call's end, in C, is microseconds away
+REDELIVER_AFTER_S = 0.01
 
 T = TypeVar("T")
 
@@ -171,6 +176,28 @@ def remember(interrupt: BaseException) -> None:
     _local.interrupt = interrupt
 
 
+def redeliver(interrupt: BaseException) -> None:
+    """Raise ``interrupt`` again after a call from C that had to finish its work first (a release):
+    inside :func:`host_call`, when the host returns; elsewhere (the host freed by the garbage
+    collector) a KeyboardInterrupt in the main thread comes back as a new SIGINT, sent by a thread
+    once the call has returned (sent now, Python would run its handler at once, still inside the
+    call; a later call from C that it lands in catches it and sends it again), and anything else
+    can only be remembered."""
+    outside = getattr(_local, "host_calls", 0) == 0
+    if outside and isinstance(interrupt, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+        try:
+            threading.Thread(target=_interrupt_main_soon, name="delegate-redeliver", daemon=True).start()
+            return
+        except RuntimeError:  # no new threads at the interpreter's shutdown
+            pass
+    remember(interrupt)
+
+
+def _interrupt_main_soon() -> None:
+    time.sleep(REDELIVER_AFTER_S)
+    _thread.interrupt_main()
+
+
 def forget() -> None:
     """Drop an interrupt remembered by a call whose host caller did not ask for it."""
     _local.interrupt = None
@@ -187,6 +214,7 @@ def host_call() -> Iterator[None]:
     """A call into the host runtime that may call the plugin: an interrupt the plugin caught is
     raised when it returns, instead of the host's error for the failed call."""
     forget()
+    _local.host_calls = getattr(_local, "host_calls", 0) + 1
     try:
         yield
     except Exception:
@@ -194,6 +222,8 @@ def host_call() -> Iterator[None]:
         if interrupt is None:
             raise
         raise interrupt from None  # the host's error only says that the plugin failed
+    finally:
+        _local.host_calls -= 1
     interrupt = _take()
     if interrupt is not None:
         raise interrupt

@@ -349,8 +349,9 @@ class DelegatedInterpreter:
                 warm_start.withdraw(build)
                 build.done.wait()
                 build.take_or_defer()  # drops the built interpreter, if it was not taken
-            self._host = self._fallback_cpu = None
             self._path = ExecutionPath.CLOSED
+            with cancel.host_call():  # TFLite frees the delegate's kernels: Ctrl-C there comes back here
+                self._host = self._fallback_cpu = None
 
     def __enter__(self) -> DelegatedInterpreter:
         return self

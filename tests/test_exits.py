@@ -274,3 +274,77 @@ def test_an_interrupt_inside_prepare_is_raised_once_the_host_returns(monkeypatch
             delegate.Interpreter(SMALL_CNN, background_compile="off", compile_fallback="true")
     it = delegate.Interpreter(SMALL_CNN, background_compile="off")  # nothing left over from the interrupt
     assert it.opencl.delegated_nodes
+
+
+def _interrupt_at_the_third_release(patch: pytest.MonkeyPatch, signals: bool) -> list[object]:
+    """Make the third OpenCL memory object released raise an interrupt right after its release,
+    as Ctrl-C landing inside the delegate kernel's free would (``signals``: a real SIGINT, whose
+    KeyboardInterrupt Python raises at its next check, else the exception raised directly);
+    returns the list of released objects."""
+    from delegate.runtime import driver
+
+    real = driver.MemObject.release
+    released: list[object] = []
+
+    def release(self) -> None:
+        if self.handle is None:
+            return real(self)
+        released.append(self)
+        real(self)
+        if len(released) == 3:
+            if signals:
+                signal.raise_signal(signal.SIGINT)
+            else:
+                raise KeyboardInterrupt
+
+    patch.setattr(driver.MemObject, "release", release)
+    return released
+
+
+@pytest.mark.parametrize("signals", [False, True], ids=["raised", "signal"])
+def test_ctrl_c_inside_the_kernels_release_is_raised_after_the_release(monkeypatch, signals):
+    """Ctrl-C landing while TFLite frees the delegate's kernels (the interpreter's destructor calls
+    the plugin from C, where an exception cannot pass): the release finishes, each OpenCL object
+    once, and close() raises KeyboardInterrupt instead of it being lost (an "Exception ignored"
+    line, and a script that goes on as if nothing was pressed)."""
+    from delegate.plugin.registry import REGISTRY
+
+    before = {id(rt) for rt in REGISTRY.live_runtimes()}
+    it = delegate.Interpreter(SMALL_CNN, background_compile="off")
+    it.allocate_tensors()
+    it.invoke()
+    (runtime,) = [rt for rt in REGISTRY.live_runtimes() if id(rt) not in before]
+    objects = runtime._resources.release_order()
+    with monkeypatch.context() as patch:
+        released = _interrupt_at_the_third_release(patch, signals)
+        with pytest.raises(KeyboardInterrupt):
+            it.close()
+    assert runtime._released and all(obj.handle is None for obj in objects)
+    assert sorted(map(id, released)) == sorted(map(id, objects))  # every one, each once
+    assert id(runtime) not in {id(rt) for rt in REGISTRY.live_runtimes()}
+
+
+def test_ctrl_c_inside_a_release_outside_the_package_comes_back_as_sigint(monkeypatch):
+    """The same interrupt where no call of the package dropped the host interpreter (the caller's
+    last reference to it went): it comes back as a new SIGINT for the main thread."""
+    from delegate.plugin.registry import REGISTRY
+
+    assert threading.current_thread() is threading.main_thread()  # where Python delivers signals
+    before = {id(rt) for rt in REGISTRY.live_runtimes()}
+    it = delegate.Interpreter(SMALL_CNN, background_compile="off")
+    host = it.host
+    (runtime,) = [rt for rt in REGISTRY.live_runtimes() if id(rt) not in before]
+    it.close()  # the host is still referenced here: nothing is freed yet
+    assert not runtime._released
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest-xdist's workers ignore it
+    try:
+        with monkeypatch.context() as patch:
+            _interrupt_at_the_third_release(patch, signals=False)
+            with pytest.raises(KeyboardInterrupt):
+                del host  # the last reference: TFLite frees the kernels now
+                assert runtime._released
+                for _ in range(200):  # Python runs the handler at its next check after the send
+                    time.sleep(0.005)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert runtime._released

@@ -168,9 +168,21 @@ def dlg_py_kernel_prepare(context: Any, kernel: Any, propagated: int) -> int:
 
 @ffi.def_extern()
 def dlg_py_kernel_free(handle: int) -> None:
-    entry = REGISTRY.pop_kernel(handle)
-    if entry is not None:
-        entry.runtime.close()
+    """Close the kernel's runtime. TFLite frees kernels from C (the interpreter's destructor), where
+    an exception cannot pass: an interrupt landing in the release is held until the release is
+    done (Runtime.close resumes), then raised again (cancel.redeliver) instead of being lost."""
+    interrupt: BaseException | None = None
+    while True:
+        try:
+            entry = REGISTRY.kernel(handle)
+            if entry is not None:
+                entry.runtime.close()
+            REGISTRY.pop_kernel(handle)
+            break
+        except _INTERRUPTS as exc:
+            interrupt = interrupt or exc
+    if interrupt is not None:
+        cancel.redeliver(interrupt)
 
 
 __all__ = ["live_kernels", "live_runtimes", "state_of_pointer"]

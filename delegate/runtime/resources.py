@@ -56,12 +56,14 @@ class Resources:
         return out
 
     def release(self) -> None:
+        """Release everything; one that an interrupt stopped may be called again: each object is
+        released once (the memory objects forget their handles, the rest leave the lists first)."""
         for obj in self.release_order():
             obj.release()
+        self._memory = []
         if self._kernels:
             api = cl_api()
-            for handle in self._kernels:
-                api.release_kernel(handle)
-        for owner in reversed(self._owners):
-            owner.release()
-        self._memory, self._kernels, self._owners = [], [], []
+            while self._kernels:
+                api.release_kernel(self._kernels.pop(0))
+        while self._owners:
+            self._owners.pop().release()

@@ -119,6 +119,7 @@ class Runtime:
     ) -> None:
         """Load the context model ``ctx``; the arguments as for ``load``, which also reads files."""
         self._closed = True  # until the load is complete: a failed load releases what it made here
+        self._released = True  # until the load is complete; then until close() has finished
         self._resources = owned = Resources()
         try:
             check_semantics(ctx)  # before a device is touched
@@ -149,7 +150,7 @@ class Runtime:
         except BaseException:
             owned.release()
             raise
-        self._closed = False
+        self._closed = self._released = False
 
     def _make_plan(self) -> NativePlan:
         return NativePlan(
@@ -343,13 +344,16 @@ class Runtime:
     # --------------------------------------------------------------- release
 
     def close(self) -> None:
-        """Release every OpenCL object; the Runtime cannot run afterwards."""
-        if not self._closed:
-            self._closed = True
-            self._queue.finish()
-            self._plan.release()  # buffers zero-copy transfers made over host memory
-            self._launches.binder.drop_wrappers()
-            self._resources.release()
+        """Release every OpenCL object; the Runtime cannot run afterwards. A close that Ctrl-C
+        interrupted finishes when called again: each step releases only what is left."""
+        if self._released:
+            return
+        self._closed = True
+        self._queue.finish()
+        self._plan.release()  # buffers zero-copy transfers made over host memory
+        self._launches.binder.drop_wrappers()
+        self._resources.release()
+        self._released = True
 
     def _release_order(self) -> list[MemObject]:
         """Every memory object, in the order ``close`` releases them (tests)."""
@@ -358,7 +362,7 @@ class Runtime:
     def __del__(self) -> None:
         # A Runtime dropped without close(): release its OpenCL objects (not while the interpreter
         # shuts down, when the driver may already be gone).
-        if not self._closed and not sys.is_finalizing():
+        if not self._released and not sys.is_finalizing():
             self.close()
 
     def __enter__(self) -> Runtime:
