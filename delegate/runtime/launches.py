@@ -25,7 +25,7 @@ from .binding import BoundKernel, KernelBinder, set_kernel_args
 from .constants import ConstantStore
 from .conversions import conversion_op
 from .device import DeviceInfo
-from .driver import CL_MEM_READ_WRITE, Context, MemObject
+from .driver import CL_MEM_READ_WRITE, Context, MemObject, Program
 from .geometry import Grid, grid_of, launch_of, required_work_group
 from .graph import RuntimeTensor, semantic
 from .plan import (
@@ -160,7 +160,9 @@ class ContextLaunches:
         self._make(self._unbuilt + self._nodes)
         self._lazy = False
 
-    def _make(self, kernels: list[BoundKernel], alongside: Sequence[tuple[str, str]] = ()) -> list:
+    def _make(
+        self, kernels: list[BoundKernel], alongside: Sequence[tuple[str, str]] = ()
+    ) -> list[Program | ProgramBuildError]:
         """``binder.make`` of ``kernels`` (and ``alongside``), their launches then given the kernels."""
         if not kernels and not alongside:
             return []
