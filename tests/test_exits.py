@@ -57,6 +57,17 @@ def _script(folder: Path, body: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(head) + textwrap.dedent(body)]
 
 
+@pytest.fixture
+def sigint_handled():
+    """SIGINT handled by Python in this process while the test runs, whatever it was given: a job
+    that a shell without job control started in the background ignores SIGINT, as would every
+    child it starts (pytest-xdist's workers included), and a child that ignores it cannot show
+    what a user's Ctrl-C does. A handled signal is reset to its default action in a child."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _start(folder: Path, body: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         _script(folder, body), cwd=ROOT, env=_env(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -212,7 +223,7 @@ BACKGROUND = """\
 
 
 @pytest.mark.parametrize(("body", "started", "delay"), [(FOREGROUND, "BUILDING", 0.2), (BACKGROUND, "ONCPU", 0.5)])
-def test_sigint_during_a_compile_raises_keyboard_interrupt_at_once(tmp_path, body, started, delay):
+def test_sigint_during_a_compile_raises_keyboard_interrupt_at_once(tmp_path, body, started, delay, sigint_handled):
     process = _start(tmp_path, body)
     _wait_for_line(process, started)
     took, out, err = _interrupted(process, delay)
@@ -224,7 +235,7 @@ def test_sigint_during_a_compile_raises_keyboard_interrupt_at_once(tmp_path, bod
 
 
 @pytest.mark.parametrize("mode", ["auto", "off"])
-def test_sigint_ends_the_cli_run_with_one_line(tmp_path, mode):
+def test_sigint_ends_the_cli_run_with_one_line(tmp_path, mode, sigint_handled):
     cache = str(tmp_path / "cache")
     command = [sys.executable, "-m", "delegate", "run", MODEL, "--serialization-dir", cache, "--runs", "1", "--quiet"]
     env = dict(_env(tmp_path), DELEGATE_BACKGROUND_COMPILE=mode)
@@ -302,7 +313,7 @@ def _interrupt_at_the_third_release(patch: pytest.MonkeyPatch, signals: bool) ->
 
 
 @pytest.mark.parametrize("signals", [False, True], ids=["raised", "signal"])
-def test_ctrl_c_inside_the_kernels_release_is_raised_after_the_release(monkeypatch, signals):
+def test_ctrl_c_inside_the_kernels_release_is_raised_after_the_release(monkeypatch, signals, sigint_handled):
     """Ctrl-C landing while TFLite frees the delegate's kernels (the interpreter's destructor calls
     the plugin from C, where an exception cannot pass): the release finishes, each OpenCL object
     once, and close() raises KeyboardInterrupt instead of it being lost (an "Exception ignored"
@@ -324,7 +335,7 @@ def test_ctrl_c_inside_the_kernels_release_is_raised_after_the_release(monkeypat
     assert id(runtime) not in {id(rt) for rt in REGISTRY.live_runtimes()}
 
 
-def test_ctrl_c_inside_a_release_outside_the_package_comes_back_as_sigint(monkeypatch):
+def test_ctrl_c_inside_a_release_outside_the_package_comes_back_as_sigint(monkeypatch, sigint_handled):
     """The same interrupt where no call of the package dropped the host interpreter (the caller's
     last reference to it went): it comes back as a new SIGINT for the main thread."""
     from delegate.plugin.registry import REGISTRY
@@ -336,15 +347,11 @@ def test_ctrl_c_inside_a_release_outside_the_package_comes_back_as_sigint(monkey
     (runtime,) = [rt for rt in REGISTRY.live_runtimes() if id(rt) not in before]
     it.close()  # the host is still referenced here: nothing is freed yet
     assert not runtime._released
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # pytest-xdist's workers ignore it
-    try:
-        with monkeypatch.context() as patch:
-            _interrupt_at_the_third_release(patch, signals=False)
-            with pytest.raises(KeyboardInterrupt):
-                del host  # the last reference: TFLite frees the kernels now
-                assert runtime._released
-                for _ in range(200):  # Python runs the handler at its next check after the send
-                    time.sleep(0.005)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with monkeypatch.context() as patch:
+        _interrupt_at_the_third_release(patch, signals=False)
+        with pytest.raises(KeyboardInterrupt):
+            del host  # the last reference: TFLite frees the kernels now
+            assert runtime._released
+            for _ in range(200):  # Python runs the handler at its next check after the send
+                time.sleep(0.005)
     assert runtime._released
