@@ -169,8 +169,7 @@ class ContextLaunches:
         others = self.binder.make(kernels, alongside)
         self._unbuilt = [k for k in self._unbuilt if k.kernel is None]
         made = {id(k) for k in kernels}
-        positions = [*range(len(self._ins)), *self.node_launches, *range(self.node_launches.stop, len(self.launches))]
-        for index, k in zip(positions, self._ins + self._nodes + self._outs, strict=True):
+        for index, k in enumerate(self._ins + self._nodes + self._outs):  # ``launches``' order
             if id(k) in made:
                 self.launches[index] = self.launches[index]._replace(kernel=k.kernel)
         return others

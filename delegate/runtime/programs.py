@@ -298,7 +298,7 @@ class ProgramBuilder:
         report_progress("building OpenCL programs", 0, 1, first)
         results = self.build_parts([*sources, *alongside], options)
         built: dict[int, tuple[Program, str]] = {}
-        for (group, merged), program in zip(groups, results, strict=False):
+        for (group, merged), program in zip(groups, results[: len(groups)], strict=True):
             if not isinstance(program, ProgramBuildError):
                 built.update({i: (program, f"k{i}" if merged else "main_function") for i in group})
             elif not merged:
