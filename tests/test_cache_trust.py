@@ -238,7 +238,7 @@ def test_typed_compile_choices_key_as_the_strings_the_options_spell():
     assert cache.options_fields(typed) == {
         "precision": "F32", "storage": "BUFFER", "fuse": True, "pair_local_bytes": 0, "vector_width": 8,
         "conv_kernels": "plain", "kernel_family": "gpu", "gpu_work_group": 64, "widen_sensitive": True,
-        "int8_dot": False,
+        "int8_dot": False, "byte_lookup": False,
     }  # fmt: skip
     spelled = CompileOptions(kernel_family="gpu", conv_kernels="plain")  # type: ignore[arg-type]
     assert spelled == typed

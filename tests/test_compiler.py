@@ -285,6 +285,7 @@ class _Device:
     compiler_cpu: str = ""
     vector_floats: int = 8
     int8_dot: bool = False
+    byte_lookup: bool = False
 
 
 def test_kernel_family_auto_follows_the_device_type_and_is_forced_by_the_option():

@@ -23,6 +23,11 @@ ZEN5_FLAGS = frozenset(
     "fpu sse2 sse4_2 popcnt avx avx2 fma bmi1 bmi2 f16c movbe adx sha_ni clzero vaes vpclmulqdq "
     "rdpid xsaves avx512f".split()
 )
+#: what a Zen 4 adds to AVX-512 F/CD/BW/DQ/VL, as /proc/cpuinfo spells it (Ice Lake's sets)
+ICELAKE_FLAGS = frozenset(
+    "avx512_vnni avx512vbmi avx512_vbmi2 avx512_bitalg avx512_vpopcntdq avx512ifma gfni vaes vpclmulqdq sha_ni "
+    "rdpid".split()
+)
 
 needs_x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="the repair only applies on x86-64")
 
@@ -62,6 +67,12 @@ def test_replacement_is_the_newest_name_the_flags_allow() -> None:
     # a Zen 4 or 5: AVX-512 with VNNI, which the integer products use
     assert pocl_cpu.replacement_name("AuthenticAMD", avx512 | {"avx512_vnni"}) == "cascadelake"
     assert cpu_models.vector_floats("cascadelake") == 16 and cpu_models.int8_dot("cascadelake")
+    assert not cpu_models.byte_lookup("cascadelake")
+    # a Zen 4 or 5 (or an Ice Lake): VBMI too, which the int8 tables' byte reads use
+    for vendor in ("AuthenticAMD", "GenuineIntel"):
+        assert pocl_cpu.replacement_name(vendor, avx512 | ICELAKE_FLAGS) == "icelake-client"
+    assert pocl_cpu.replacement_name("AuthenticAMD", avx512 | ICELAKE_FLAGS - {"gfni"}) == "cascadelake"
+    assert cpu_models.int8_dot("icelake-client") and cpu_models.byte_lookup("icelake-client")
     # AVX-512 F alone (no VL, BW, DQ) is not enough for skx
     assert pocl_cpu.replacement_name("AuthenticAMD", ZEN5_FLAGS) == "znver3"
     assert cpu_models.vector_floats("znver3") == 8
@@ -197,6 +208,7 @@ def test_the_device_compiles_for_the_hosts_vector_instructions() -> None:
     compiler_cpu = device.describe(found[0]).compiler_cpu
     assert cpu_models.vector_floats(compiler_cpu) >= cpu_models.vector_floats(host)
     assert cpu_models.int8_dot(compiler_cpu) >= cpu_models.int8_dot(host)
+    assert cpu_models.byte_lookup(compiler_cpu) >= cpu_models.byte_lookup(host)
 
 
 @needs_x86_64

@@ -105,9 +105,10 @@ def test_float_ops_keep_their_code():
     assert not node.gpu_op.arguments.buffer_objects and "lut_i" not in node.gpu_op.code
 
 
-def _run_step(step: str, x: np.ndarray, width: int = 4, table: np.ndarray | None = None) -> np.ndarray:
-    """``step`` (statements on FLT``width`` ``result``; ``tbl.Read(i)`` reads ``table``) on
-    float32 ``x``, run as OpenCL on the default device."""
+def _run_step(step: str, x: np.ndarray, width: int = 4, table: np.ndarray | None = None,
+              codes: bytes = b"\0") -> np.ndarray:  # fmt: skip
+    """``step`` (statements on FLT``width`` ``result``; ``tbl.Read(i)`` reads ``table``, ``c`` points
+    at ``codes``) on float32 ``x``, run as OpenCL on the default device."""
     import pyopencl as cl
 
     import delegate  # noqa: F401  (the embedded PoCL's ICD, for pyopencl too)
@@ -116,7 +117,8 @@ def _run_step(step: str, x: np.ndarray, width: int = 4, table: np.ndarray | None
         f"#define TO_FLT{width}(v) convert_float{width}(v)\n#define FLT{width} float{width}\n"
         "typedef struct { __global const float* p; } Table;\n"
         "float Read(Table t, int i) { return t.p[i]; }\n"
-        f"__kernel void k(__global const float{width}* x, __global float{width}* y, __global const float* t) {{\n"
+        f"__kernel void k(__global const float{width}* x, __global float{width}* y, __global const float* t,"
+        " __global const uchar* c) {\n"
         f"  Table tbl = {{t}};\n  int i = get_global_id(0);\n  float{width} result = x[i];\n"
         f"{step.replace('tbl.Read(', 'Read(tbl, ')}  y[i] = result;\n}}\n"
     )
@@ -129,7 +131,8 @@ def _run_step(step: str, x: np.ndarray, width: int = 4, table: np.ndarray | None
     entries = np.zeros(1, np.float32) if table is None else table.astype(np.float32)
     tbl = cl.Buffer(context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=entries)
     dst = cl.Buffer(context, flags.WRITE_ONLY, x.nbytes)
-    program.k(queue, (x.size // width,), None, src, dst, tbl)
+    byte_codes = cl.Buffer(context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=np.frombuffer(codes, np.uint8))
+    program.k(queue, (x.size // width,), None, src, dst, tbl, byte_codes)
     out = np.empty_like(x)
     cl.enqueue_copy(queue, out, dst)
     return out
@@ -177,3 +180,78 @@ def test_rounded_index_is_the_rounded_values_index(grid, width):
     np.testing.assert_array_equal(got, want)
     steps = grid_values(x.astype(np.float64), grid) / np.float32(grid.scale)
     np.testing.assert_array_equal(got, np.round(steps) + grid.zero_point - grid.low)
+
+
+def test_byte_table_holds_the_codes_of_the_values():
+    """quant_table.byte_table: each entry's code (integer less the grid's low end), from which
+    the byte read recovers the float32 entry exactly; values off the grid have none."""
+    from delegate.compiler.quant_table import byte_table, table
+
+    values = table(lambda x: 1 / (1 + np.exp(-x)), _MID, _OUT)
+    data = byte_table(values, _OUT)
+    assert data is not None and len(data) == 256
+    codes = np.frombuffer(data, np.uint8).astype(np.int32)
+    steps = (codes - (_OUT.zero_point - _OUT.low)).astype(np.float32)
+    np.testing.assert_array_equal(steps * np.float32(_OUT.scale), values)
+    short = table(lambda x: x, Carried(0.02, 0, 0, 15, _UINT8), _OUT)  # 16 entries: padded
+    assert np.frombuffer(byte_table(short, _OUT) or b"", np.uint8)[16:].tolist() == [0] * 240
+    assert byte_table(values + np.float32(_OUT.scale) / 3, _OUT) is None  # not on the grid
+    assert byte_table(values, _IN) is None  # another grid: codes out of 0..255 or values off it
+
+
+def _conv_logistic(options: CompileOptions) -> tuple[str, list]:
+    """A 1x1 convolution with LOGISTIC linked in: the kernel's code and buffer objects."""
+    tensors = {
+        0: Tensor(0, FLOAT32, (1, 4, 4, 16), "x", carried=_IN),
+        1: Tensor(1, FLOAT32, (32, 1, 1, 16), "w", constant=np.ones((32, 1, 1, 16), np.float32)),
+        2: Tensor(2, FLOAT32, (32,), "b", constant=np.zeros(32, np.float32)),
+        3: Tensor(3, FLOAT32, (1, 4, 4, 32), "y", carried=_MID),
+        4: Tensor(4, FLOAT32, (1, 4, 4, 32), "z", carried=_OUT),
+    }
+    nodes = [Node(0, Builtin.CONV_2D, 1, (0, 1, 2), (3,)), Node(1, Builtin.LOGISTIC, 1, (3,), (4,))]
+    nodes[0].params.update(stride_height=1, stride_width=1, padding=1, activation=0)
+    graph = Graph(tensors, {n.index: n for n in nodes})
+    (node,) = compile_partition(graph, [0, 1], [0], [4], options).nodes
+    return node.gpu_op.code, node.gpu_op.arguments.buffer_objects
+
+
+def test_byte_lookup_on_the_sixteen_wide_vectors_only():
+    """With CompileOptions.byte_lookup a kernel's 16-wide table reads take the codes table
+    (quant_table.byte_read_code), its FLT4 edge writes the float table; without it, or without
+    16-wide vectors, no codes table is made."""
+    code, objects = _conv_logistic(CompileOptions(vector_width=16, byte_lookup=True))
+    assert "__builtin_ia32_vpermi2varqi512" in code and "int16 lut_i" in code
+    assert ".Read(lut_i.x)" in code  # the edge blocks' FLT4 writes
+    floats, codes = (o.value.data for o in objects if "table" in o.key or "codes" in o.key)
+    steps = (np.frombuffer(codes, np.uint8).astype(np.int32) - (_OUT.zero_point - _OUT.low)).astype(np.float32)
+    np.testing.assert_array_equal(steps * np.float32(_OUT.scale), np.frombuffer(floats, np.float32))
+    for options in (CompileOptions(vector_width=16), CompileOptions(vector_width=8, byte_lookup=True)):
+        code, objects = _conv_logistic(options)
+        assert "vpermi2varqi512" not in code and not any("codes" in o.key for o in objects)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("grid", _GRIDS, ids=_GRID_IDS)
+def test_byte_lookup_reads_what_the_loads_read(grid):
+    """The byte read (two permutes of the codes table) against the float table's 16 loads, after
+    the rounding step, over every index and the values around each step of ``grid``."""
+    import pyopencl as cl
+
+    from delegate.compiler.quant_table import ByteTable, byte_table, table
+    from delegate.runtime import opencl
+    from delegate.runtime.device import describe, select_device
+
+    opencl.loader()  # PoCL's CPU device compiling for the host's instruction sets (pocl_cpu.py)
+    info = describe(select_device())
+    if not info.byte_lookup:
+        pytest.skip(f"the device compiles for {info.compiler_cpu or 'a model not known'}, without AVX512-VBMI")
+    x = _near_ties(grid)
+    entries = table(np.tanh, grid, _OUT)
+    data = byte_table(entries, _OUT)
+    assert data is not None
+    want = _run_step(rounded_lookup_code(grid, "tbl", 16), x, 16, entries)
+    step = rounded_lookup_code(grid, "tbl", 16, ByteTable("cod", _OUT)).replace("cod.GetPtr()", "c")
+    assert "vpermi2varqi512" in step
+    got = _run_step(step, x, 16, entries, codes=data)
+    np.testing.assert_array_equal(got, want)
+    assert cl.get_platforms()  # the same embedded PoCL served both runs

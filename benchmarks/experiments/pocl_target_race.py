@@ -6,7 +6,7 @@ Each side is a fresh ``python -m delegate run MODEL --json`` process with its ow
 cache and serialization folder (one untimed start compiles first); the two sides alternate round by
 round, so a change in the machine's load hits both alike. The baseline side runs with
 ``DELEGATE_POCL_CPU=off`` (PoCL's own name: ``znver3`` on a Zen 4), the other with the default
-repair (``cascadelake`` there) or ``--name``, and the delegate options of ``--option``. Prints per model
+repair (``icelake-client`` there) or ``--name``, and the delegate options of ``--option``. Prints per model
 each side's median of its rounds' medians (ms), their ratio, the CPU's (XNNPACK's) median from the
 same processes, and the geometric mean of the ratios.
 

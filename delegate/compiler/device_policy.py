@@ -41,6 +41,10 @@ class DeviceFacts(Protocol):
     @property
     def int8_dot(self) -> bool: ...
 
+    #: kernels compiled for it may call the AVX512-VBMI byte permute (CPU devices only)
+    @property
+    def byte_lookup(self) -> bool: ...
+
 
 def pair_local_bytes(device: DeviceFacts) -> int:
     """How much local memory a depthwise + 1x1 pair kernel may hold on this device: none on a GPU
@@ -121,4 +125,5 @@ def compile_options(
         gpu_work_group=gpu_work_group(device),
         # the integer products are the cpu family's 16-wide matrix products
         int8_dot=integer_products and device.int8_dot and family is KernelFamily.CPU,
+        byte_lookup=device.byte_lookup and family is KernelFamily.CPU,
     )

@@ -49,7 +49,7 @@ from .ops.conv_pair import pair_operation
 from .ops.gated_read import GatedInput, gated_mul
 from .ops.pixel_softmax import accepts_pixel_softmax, pixel_softmax_code
 from .quant_step import qdq_code, rounded_lookup_code
-from .quant_table import lookup_code
+from .quant_table import ByteTable, byte_table, lookup_code
 from .selectors.conv import reads_concat_in_place, reads_gated
 from .selectors.pair import select_pair
 
@@ -90,7 +90,7 @@ def link(producer: KernelNode, node: Node, fused_input: int, ctx: EmitContext) -
         place = Link(kernel, producer.input_ids, ctx, f"link{kernel.links + 1}")
         found = op.lookup(node, ctx.graph)
         if found is not None:
-            _link_table(kernel, place, *found)
+            _link_table(kernel, place, *found, ctx.graph.tensor(node.outputs[0]).carried)
         else:
             code = "  {\n" + op.link(node, fused_input, place) + "  }\n"
             wide = {width: op.wide_link(node, ctx.graph, width) for width in kernel.wide_widths}
@@ -118,21 +118,33 @@ def _append_link(kernel: Kernel, code: str, wide: dict[int, str | None]) -> bool
     return False
 
 
-def _link_table(kernel: Kernel, place: Link, src: Carried, values: np.ndarray) -> None:
+def _link_table(kernel: Kernel, place: Link, src: Carried, values: np.ndarray, dst: Carried | None) -> None:
     """A table of ``src``'s integers (quant_table.py) linked into ``kernel``: when the kernel's
     last step rounds onto ``src`` (its output's rounding, quant_step.qdq_code), the rounded integer
     is the index (quant_step.rounded_lookup_code) and that step is left empty, its link slot kept so
-    that later links' names stay apart."""
+    that later links' names stay apart. Its 16-wide reads look codes up (quant_table.ByteTable)
+    where the device has the byte permute and the values are on ``dst``, the output's grid."""
     entries = place.add_table("table", values)
     widths = kernel.wide_widths
+    codes = _byte_table(place, values, dst) if 16 in widths and place.ctx.options.byte_lookup else None
     if kernel.rounds_onto != src:
-        _append_link(kernel, lookup_code(src, entries), {w: lookup_code(src, entries, w) for w in widths})
+        _append_link(kernel, lookup_code(src, entries), {w: lookup_code(src, entries, w, codes) for w in widths})
         return
     wide = len(kernel.wide_linked) == len(kernel.linked)  # the rounding step ran wide
     kernel.linked[-1] = ""
     if wide:
         kernel.wide_linked[-1] = {width: "" for width in kernel.wide_linked[-1]}
-    _append_link(kernel, rounded_lookup_code(src, entries), {w: rounded_lookup_code(src, entries, w) for w in widths})
+    wide_code: dict[int, str | None] = {w: rounded_lookup_code(src, entries, w, codes) for w in widths}
+    _append_link(kernel, rounded_lookup_code(src, entries), wide_code)
+
+
+def _byte_table(place: Link, values: np.ndarray, dst: Carried | None) -> ByteTable | None:
+    """The codes of a table's ``values`` as a buffer object of ``place``'s (quant_table.byte_table),
+    where they are on ``dst``."""
+    data = byte_table(values, dst) if dst is not None else None
+    if data is None or dst is None:
+        return None
+    return ByteTable(place.add_table("codes", np.frombuffer(data, np.float32)), dst)
 
 
 def regrids(graph: Graph, node: Node) -> bool:

@@ -70,6 +70,10 @@ class CompileOptions:
     #: over a carried int8 / uint8 input with symmetric int8 weights multiply the integers
     #: (selectors/gemm.integer_input). The plugin sets it for CPU devices that have it.
     int8_dot: bool = False
+    #: the device compiles the AVX512-VBMI byte permute (DeviceInfo.byte_lookup): the tables of
+    #: int8 values (quant_table.py) are read 64 codes at a time on 16-float vectors
+    #: (quant_table.byte_lookup_code). The plugin sets it for CPU devices that have it.
+    byte_lookup: bool = False
 
     def __post_init__(self) -> None:
         # tests and benchmarks name the choices by their strings ("gpu", "plain")

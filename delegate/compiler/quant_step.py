@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import Carried
-from .quant_table import TIE, lanes, literal
+from .quant_table import TIE, ByteTable, literal, table_read_code
 
 
 def codes_code(real: str, grid: Carried) -> str:
@@ -86,18 +86,18 @@ def rounded_codes_code(value: str, grid: Carried, width: int, name: str) -> str:
     )
 
 
-def rounded_lookup_code(params: Carried, entries: str, width: int = 4) -> str:
+def rounded_lookup_code(params: Carried, entries: str, width: int = 4, codes: ByteTable | None = None) -> str:
     """``qdq_code`` onto ``params``' grid followed by a table of that grid's integers
     (quant_table.lookup_code, element i read by ``entries``'s ``Read(i)``), as one step: the
     rounded integer is the table's index, without going back to a real value and over the scale
-    again. The same entries: the lookup recovers that integer from the real value exactly."""
+    again. The same entries: the lookup recovers that integer from the real value exactly.
+    ``codes``: the same table as codes (quant_table.table_read_code)."""
     statements, rounded = _rounded_steps(params, False, width)
-    reads = ", ".join(f"{entries}.Read(lut_i.{lane})" for lane in lanes(width))
     # the clamp kept q within the type's range less the zero point: the index is in the table
     return (
         "  {\n"
         + statements
         + f"    int{width} lut_i = convert_int{width}({rounded}) + {params.zero_point - params.low};\n"
-        f"    result = (FLT{width})({reads});\n"
-        "  }\n"
+        + table_read_code(entries, width, codes)
+        + "  }\n"
     )

@@ -68,6 +68,12 @@ class DeviceInfo:
         return not self.is_gpu and cpu_models.int8_dot(self.compiler_cpu)
 
     @property
+    def byte_lookup(self) -> bool:
+        """Can kernels compiled for this device call the AVX512-VBMI byte permute
+        (``__builtin_ia32_vpermi2varqi512``)? As ``int8_dot``, for that instruction set."""
+        return not self.is_gpu and cpu_models.byte_lookup(self.compiler_cpu)
+
+    @property
     def key(self) -> str:
         """What identifies compiled programs for this device (platform, device, driver, and what
         else its platform's binaries depend on: the CPU model PoCL compiles for)."""

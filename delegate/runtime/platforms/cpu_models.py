@@ -17,6 +17,19 @@ VNNI_MODELS = frozenset(
     "graniterapids graniterapids-d znver4 znver5".split()
 )
 
+#: LLVM CPU models with AVX512-VBMI: code compiled for one of them may call
+#: ``__builtin_ia32_vpermi2varqi512``, 64 bytes each looked up in a 128-byte table.
+BYTE_PERMUTE_MODELS = frozenset(
+    "cannonlake icelake-client icelake-server tigerlake rocketlake sapphirerapids emeraldrapids graniterapids "
+    "graniterapids-d znver4 znver5".split()
+)
+
+
+def byte_lookup(compiler_cpu: str) -> bool:
+    """Does code compiled for ``compiler_cpu`` look bytes up in a table 64 at a time (AVX512-VBMI)?
+    False where no model is known."""
+    return compiler_cpu in BYTE_PERMUTE_MODELS
+
 
 def int8_dot(compiler_cpu: str) -> bool:
     """Does code compiled for ``compiler_cpu`` (DeviceInfo.compiler_cpu) have the 16-lane u8 x s8

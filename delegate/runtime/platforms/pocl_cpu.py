@@ -15,14 +15,16 @@ names no processor newer than AMD's Zen 3 family by its CPUID:
 That PoCL has no setting for the name (later PoCL reads ``POCL_LLVM_CPU_NAME``).
 
 ``repair_device`` finds the name in PoCL's device object and, where it is ``generic`` or lacks
-AVX-512 or AVX512-VNNI that the host has (cpu_models.py), gives the device the newest processor
-LLVM 15 knows whose instruction sets the host's ``/proc/cpuinfo`` flags show: ``cascadelake``
-(AVX-512 F/CD/BW/DQ/VL and VNNI, as on a Zen 4 or Zen 5), ``skx`` (LLVM's short name for
-skylake-avx512: the same without VNNI), else ``znver3`` on AMD processors with Zen 3's instruction
-sets, ``haswell`` (AVX2 and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the
-compiler emits 16-float vectors as one register, and the compiler's matrix products use them
+AVX-512, AVX512-VNNI or AVX512-VBMI that the host has (cpu_models.py), gives the device the newest
+processor LLVM 15 knows whose instruction sets the host's ``/proc/cpuinfo`` flags show:
+``icelake-client`` (AVX-512 with VNNI, VBMI and Ice Lake's other sets, as on a Zen 4 or Zen 5),
+``cascadelake`` (AVX-512 F/CD/BW/DQ/VL and VNNI), ``skx`` (LLVM's short name for skylake-avx512:
+the same without VNNI), else ``znver3`` on AMD processors with Zen 3's instruction sets,
+``haswell`` (AVX2 and FMA), ``nehalem`` (SSE4.2) or ``x86-64``. With an AVX-512 model the compiler
+emits 16-float vectors as one register, and the compiler's matrix products use them
 (cpu_models.py ``vector_floats``, ``CompileOptions.vector_width``); with VNNI the integer products
-multiply int8 codes (``int8_dot``). A name that fits in PoCL's string is written over it; a longer
+multiply int8 codes (``int8_dot``); with VBMI the int8 tables are read 64 bytes at a time
+(``byte_lookup``). A name that fits in PoCL's string is written over it; a longer
 one is a copy (``dlg_name_copy``, malloc's, so PoCL may free it with the device) that the device's
 pointer is set to, PoCL's own string left as it was.
 
@@ -68,8 +70,16 @@ _NAME_BYTES = 16
 MAX_NAME = _NAME_BYTES - 1
 #: (name, /proc/cpuinfo flags it needs), best first; each name is one LLVM 15 knows
 _AVX512 = frozenset("avx512f avx512cd avx512bw avx512dq avx512vl avx2 fma bmi1 bmi2 f16c movbe adx".split())
+#: Ice Lake's instruction sets beyond cascadelake's (a Zen 4 or Zen 5 has them all)
+_ICELAKE = frozenset(
+    "avx512_vnni avx512vbmi avx512_vbmi2 avx512_bitalg avx512_vpopcntdq avx512ifma gfni vaes vpclmulqdq sha_ni "
+    "rdpid".split()
+)
 _CANDIDATES: tuple[tuple[str, frozenset[str]], ...] = (
-    # skx with AVX512-VNNI, as on a Zen 4 or Zen 5: the integer products' 16-lane dot product
+    # cascadelake with AVX512-VBMI and the rest of Ice Lake's, as on a Zen 4 or Zen 5: table
+    # lookups of 64 bytes at a time (the int8 tables of quant_table.py)
+    ("icelake-client", _AVX512 | _ICELAKE),
+    # skx with AVX512-VNNI: the integer products' 16-lane dot product
     ("cascadelake", _AVX512 | {"avx512_vnni"}),
     # LLVM's short name for skylake-avx512: AVX-512 F/CD/BW/DQ/VL
     ("skx", _AVX512),
@@ -234,11 +244,13 @@ def repair_device(device_address: int, platform_name: str) -> str | None:
 
 def _falls_short(current: str, name: str) -> bool:
     """Does code compiled for ``current`` leave out vector instructions that ``name``'s has and
-    the kernels use: 16-float registers (AVX-512) or the 16-lane int8 dot product (VNNI)?"""
+    the kernels use: 16-float registers (AVX-512), the 16-lane int8 dot product (VNNI) or the
+    64-byte table lookup (VBMI)?"""
     if current.encode() + b"\0" == UNKNOWN_CPU:
         return True
     wider = cpu_models.vector_floats(name) > cpu_models.vector_floats(current)
-    return wider or cpu_models.int8_dot(name) > cpu_models.int8_dot(current)
+    dot = cpu_models.int8_dot(name) > cpu_models.int8_dot(current)
+    return wider or dot or cpu_models.byte_lookup(name) > cpu_models.byte_lookup(current)
 
 
 def _rewrite_name(device_address: int, setting: str) -> str | None:
