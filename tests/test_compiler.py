@@ -309,6 +309,11 @@ def test_kernel_family_auto_follows_the_device_type_and_is_forced_by_the_option(
     assert family(_Device(is_gpu=True, max_work_item_sizes=(16, 16, 16)), "auto")[1] == 16
     with pytest.raises(DelegateError, match="kernel_family must be one of auto, gpu, cpu"):
         family(gpu, "fpga")
+    # the byte reads of int8 tables are the cpu family's, on a device compiling the byte permute
+    vbmi = _Device(is_gpu=False, vector_floats=16, byte_lookup=True)
+    for requested, want in (("auto", True), ("gpu", False)):
+        assert compile_options(vbmi, f32, buffer, fuse=True, requested_family=requested).byte_lookup is want
+    assert not compile_options(cpu, f32, buffer, fuse=True).byte_lookup
     assert DelegateOptions().kernel_family == "auto"
     assert DelegateOptions.parse({"kernel_family": " GPU "}).kernel_family == "gpu"
     with pytest.raises(OptionsError, match="kernel_family must be auto, gpu or cpu, not 'tpu'"):

@@ -80,21 +80,30 @@ def test_table_in_place_of_the_op_and_its_rounding():
     np.testing.assert_array_equal(values, want)
 
 
-def test_rounding_step_and_table_at_the_wider_vectors():
-    """A 1x1 convolution writing a carried tensor, then a table: the rounding step and the table
-    run once per FLT8 of the block write (kernel.WideOps), as one step."""
+def _conv_logistic(
+    options: CompileOptions, channels: tuple[int, int] = (16, 32), mid: Carried = _MID
+) -> tuple[str, list]:
+    """A 1x1 convolution of ``channels`` (in, out) writing a carried tensor on ``mid``, LOGISTIC
+    linked into it: the kernel's code and buffer objects."""
+    cin, cout = channels
     tensors = {
-        0: Tensor(0, FLOAT32, (1, 4, 4, 8), "x", carried=_IN),
-        1: Tensor(1, FLOAT32, (16, 1, 1, 8), "w", constant=np.ones((16, 1, 1, 8), np.float32)),
-        2: Tensor(2, FLOAT32, (16,), "b", constant=np.zeros(16, np.float32)),
-        3: Tensor(3, FLOAT32, (1, 4, 4, 16), "y", carried=_IN),
-        4: Tensor(4, FLOAT32, (1, 4, 4, 16), "z", carried=_OUT),
+        0: Tensor(0, FLOAT32, (1, 4, 4, cin), "x", carried=_IN),
+        1: Tensor(1, FLOAT32, (cout, 1, 1, cin), "w", constant=np.ones((cout, 1, 1, cin), np.float32)),
+        2: Tensor(2, FLOAT32, (cout,), "b", constant=np.zeros(cout, np.float32)),
+        3: Tensor(3, FLOAT32, (1, 4, 4, cout), "y", carried=mid),
+        4: Tensor(4, FLOAT32, (1, 4, 4, cout), "z", carried=_OUT),
     }
     nodes = [Node(0, Builtin.CONV_2D, 1, (0, 1, 2), (3,)), Node(1, Builtin.LOGISTIC, 1, (3,), (4,))]
     nodes[0].params.update(stride_height=1, stride_width=1, padding=1, activation=0)
     graph = Graph(tensors, {n.index: n for n in nodes})
-    (node,) = compile_partition(graph, [0, 1], [0], [4], CompileOptions(vector_width=8)).nodes
-    code = node.gpu_op.code
+    (node,) = compile_partition(graph, [0, 1], [0], [4], options).nodes
+    return node.gpu_op.code, node.gpu_op.arguments.buffer_objects
+
+
+def test_rounding_step_and_table_at_the_wider_vectors():
+    """A 1x1 convolution writing a carried tensor, then a table: the rounding step and the table
+    run once per FLT8 of the block write (kernel.WideOps), as one step."""
+    code, _ = _conv_logistic(CompileOptions(vector_width=8), (8, 16), _IN)
     assert "int8 lut_i = convert_int8(q + " in code and "float8 q = " in code
     assert _ROUNDING not in code  # the edge blocks' FLT4 writes take the one step too
 
@@ -197,22 +206,6 @@ def test_byte_table_holds_the_codes_of_the_values():
     assert np.frombuffer(byte_table(short, _OUT) or b"", np.uint8)[16:].tolist() == [0] * 240
     assert byte_table(values + np.float32(_OUT.scale) / 3, _OUT) is None  # not on the grid
     assert byte_table(values, _IN) is None  # another grid: codes out of 0..255 or values off it
-
-
-def _conv_logistic(options: CompileOptions) -> tuple[str, list]:
-    """A 1x1 convolution with LOGISTIC linked in: the kernel's code and buffer objects."""
-    tensors = {
-        0: Tensor(0, FLOAT32, (1, 4, 4, 16), "x", carried=_IN),
-        1: Tensor(1, FLOAT32, (32, 1, 1, 16), "w", constant=np.ones((32, 1, 1, 16), np.float32)),
-        2: Tensor(2, FLOAT32, (32,), "b", constant=np.zeros(32, np.float32)),
-        3: Tensor(3, FLOAT32, (1, 4, 4, 32), "y", carried=_MID),
-        4: Tensor(4, FLOAT32, (1, 4, 4, 32), "z", carried=_OUT),
-    }
-    nodes = [Node(0, Builtin.CONV_2D, 1, (0, 1, 2), (3,)), Node(1, Builtin.LOGISTIC, 1, (3,), (4,))]
-    nodes[0].params.update(stride_height=1, stride_width=1, padding=1, activation=0)
-    graph = Graph(tensors, {n.index: n for n in nodes})
-    (node,) = compile_partition(graph, [0, 1], [0], [4], options).nodes
-    return node.gpu_op.code, node.gpu_op.arguments.buffer_objects
 
 
 def test_byte_lookup_on_the_sixteen_wide_vectors_only():

@@ -72,7 +72,7 @@ class CompileOptions:
     int8_dot: bool = False
     #: the device compiles the AVX512-VBMI byte permute (DeviceInfo.byte_lookup): the tables of
     #: int8 values (quant_table.py) are read 64 codes at a time on 16-float vectors
-    #: (quant_table.byte_lookup_code). The plugin sets it for CPU devices that have it.
+    #: (quant_table.byte_read_code). The plugin sets it for CPU devices that have it.
     byte_lookup: bool = False
 
     def __post_init__(self) -> None:
