@@ -141,10 +141,10 @@ def _link_table(kernel: Kernel, place: Link, src: Carried, values: np.ndarray, d
 def _byte_table(place: Link, values: np.ndarray, dst: Carried | None) -> ByteTable | None:
     """The codes of a table's ``values`` as a buffer object of ``place``'s (quant_table.byte_table),
     where they are on ``dst``."""
-    data = byte_table(values, dst) if dst is not None else None
-    if data is None or dst is None:
+    if dst is None:
         return None
-    return ByteTable(place.add_table("codes", np.frombuffer(data, np.float32)), dst)
+    data = byte_table(values, dst)
+    return None if data is None else ByteTable(place.add_table("codes", np.frombuffer(data, np.float32)), dst)
 
 
 def regrids(graph: Graph, node: Node) -> bool:

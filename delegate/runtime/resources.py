@@ -22,8 +22,8 @@ _R = TypeVar("_R", bound=_Releasable)
 class Resources:
     """OpenCL objects of one Runtime, released once: memory objects last made first (an image
     or sub-buffer is always made after the buffer it is over, so children go before their
-    parents), then kernels, then what they were made from (program builder, queue, context:
-    last adopted first)."""
+    parents), then kernels (last made first), then what they were made from (program builder,
+    queue, context: last adopted first)."""
 
     def __init__(self) -> None:
         self._memory: list[MemObject] = []
@@ -64,6 +64,6 @@ class Resources:
         if self._kernels:
             api = cl_api()
             while self._kernels:
-                api.release_kernel(self._kernels.pop(0))
+                api.release_kernel(self._kernels.pop())
         while self._owners:
             self._owners.pop().release()
