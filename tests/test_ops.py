@@ -384,6 +384,20 @@ def test_mean_over_space(shape, keep, seed, precision):
     )
 
 
+@pytest.mark.parametrize("storage", ["BUFFER", "TEXTURE_2D"])
+@pytest.mark.parametrize("op", [Builtin.MEAN, Builtin.SUM], ids=["mean", "sum"])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 3), (1, 3, 3, 8), (2, 5, 4, 5), (2, 2, 9, 17), (1, 7, 13, 6)])
+def test_sums_over_space(shape, op, storage):
+    """Buffer storage sums each row in partial sums, four pixels at a time, then the pixels past
+    the last four (reduce._plane_sum); texture storage takes the generic loop. Widths below,
+    at and past a multiple of four, and a second batch between the pixels of a row."""
+    b, _, _, c = shape
+    tensors = [T(shape), T((2,), np.array([1, 2], np.int32), np.int32), T((b, 1, 1, c))]
+    feed = rand(shape, np.random.default_rng(sum(shape)))
+    check(tensors, [Op(op, [0, 1], [2], ("ReducerOptions", {"KeepDims": True}))], [0], [2], [feed],
+          storage_type=storage)  # fmt: skip
+
+
 @EXAMPLES
 @given(shape=shapes, beta=st.floats(0.1, 3.0), seed=seeds, precision=precisions)
 def test_softmax(shape, beta, seed, precision):

@@ -9,9 +9,14 @@ import numpy as np
 from ..graph import Builtin, Graph, Node
 from ..kernel import Kernel
 from ..kernels.common.pieces import HEAD, LANE_LOOP, input_lane, operation, written
+from ..options import KernelFamily
 from .base import EmitContext, Op
 from .reindex import OUT, SIZE, constant_values, data_check, rank_of, surviving
 from .traits import Quantization, Traits
+
+#: independent partial sums of a plane sum (``_plane_sum``): one chain of dependent vector adds
+#: per sum, so that adds of consecutive pixels overlap instead of waiting on each other
+PLANE_SUMS = 4
 
 _REDUCE = {
     Builtin.SUM: ("0.0f", "acc += v;"),
@@ -67,6 +72,9 @@ class Reduce(Op):
                 exprs.append(feed.get(j, "0"))
         count = " * ".join(f"args.src_tensor.{SIZE[j]}()" for j in sorted(reduced)) or "1"
         finish = f"acc / (float)({count})" if node.op == Builtin.MEAN else "acc"
+        summed = node.op in (Builtin.SUM, Builtin.MEAN) and reduced == {1, 2} and exprs[3] == OUT[3]
+        if summed and ctx.linear_storage and ctx.options.kernel_family is not KernelFamily.GPU:
+            return operation(written(_plane_sum(exprs[0], finish)), srcs=["src_tensor"])
         if exprs[3] == OUT[3]:
             # The output's channel is the input's: reduce whole slices (float4 lanes at once), as a
             # global average pool does; 4x fewer reads than lane by lane and vector arithmetic.
@@ -92,3 +100,26 @@ class Reduce(Op):
             + f"    result = dlg_set(result, k, (FLT)({finish}));\n  }}\n"
         )
         return operation(written(code), srcs=["src_tensor"])
+
+
+def _plane_sum(batch: str, finish: str) -> str:
+    """A slice summed over a batch's whole H x W plane (a global average pool, squeeze-excite's
+    MEAN) on buffer storage: each of its rows is consecutive FLT4s (one batch apart), summed into
+    PLANE_SUMS partial sums in turn. One sum would make every add wait for the one before."""
+    sums = range(PLANE_SUMS)
+    return (
+        HEAD
+        + f"  int bi = {batch};\n"
+        + "  int ih = args.src_tensor.Height(), iw = args.src_tensor.Width(), step = args.src_tensor.Batch();\n"
+        + "".join(f"  float4 acc{k} = (float4)(0.0f);\n" for k in sums)
+        + "  for (int yi = 0; yi < ih; ++yi) {\n"
+        + "    int at = args.src_tensor.Offset(0, yi, S, bi);\n"
+        + "    int xi = 0;\n"
+        + f"    for (; xi + {PLANE_SUMS - 1} < iw; xi += {PLANE_SUMS}, at += {PLANE_SUMS} * step) {{\n"
+        + "".join(f"      acc{k} += convert_float4(args.src_tensor.ReadAt(at + {k} * step));\n" for k in sums)
+        + "    }\n"
+        + "    for (; xi < iw; ++xi, at += step) acc0 += convert_float4(args.src_tensor.ReadAt(at));\n"
+        + "  }\n"
+        + f"  float4 acc = {' + '.join(f'acc{k}' for k in sums)};\n"
+        + f"  FLT4 result = TO_FLT4({finish});\n"
+    )
