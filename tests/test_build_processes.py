@@ -88,6 +88,18 @@ def test_the_split_is_balanced_ordered_and_a_function_of_the_kernels() -> None:
     assert build_processes.part_count(100 * size, 2) == build_processes.MAX_PARTS
 
 
+def test_parts_come_in_rounds_of_one_per_process_each_within_the_bound() -> None:
+    most, count = build_processes.PART_MOST, build_processes.part_count
+    # two processes: two parts while each holds at most PART_MOST (every part is one more launch
+    # per call of a persistent run), four past that, never three (one process would build two)
+    assert count(most, 2) == count(2 * most, 2) == 2
+    assert count(2 * most + 1, 2) == count(3 * most, 2) == count(40 * most, 2) == build_processes.MAX_PARTS
+    assert count(3 * most, 3) == 3
+    # as many processes as parts or more: MAX_PARTS as before, where the source gives that many
+    assert count(2 * most, 4) == count(2 * most, 16) == build_processes.MAX_PARTS
+    assert all(count(size, 2) in (1, 2, 4) for size in range(0, 9 * most, most // 7))
+
+
 def test_persistent_runs_are_cut_into_segments_of_similar_source() -> None:
     eligible, preludes = [True] * 8, ["p"] * 8
     assert persistent_runs(eligible, preludes) == [range(0, 8)]

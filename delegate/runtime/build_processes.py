@@ -38,10 +38,16 @@ ENV = "DELEGATE_BUILD_PROCESSES"
 #: run of nodes, or the node kernels of one prelude) are split into a program per this much
 #: source, at most MAX_PARTS: each program has a fixed cost (PoCL: about 0.09 s to build, 0.05 s
 #: to load on a warm start), which smaller parts would pay more often than the processes save
-#: (MobileNetV2's 1.1 MB, 2 cores: cold 9.1 s in one program, 5.8 s in 4, 6.4 s in 8; its
-#: persistent kernels ran within 1% of each other in 1, 2 or 4 segments)
+#: (MobileNetV2's 1.1 MB, 2 cores: cold 9.1 s in one program, 5.8 s in 4, 6.4 s in 8)
 PART_SOURCE = 128 << 10
 MAX_PARTS = 4
+#: and no more parts than the processes building need to keep each part within this much source
+#: (runtime/plan.MAX_PERSISTENT_PROGRAM's bound), in whole rounds of one part per process: every
+#: part past the first of a persistent run is one more launch per call, whose start wakes PoCL's
+#: sleeping workers (2 cores: 4 segments ran 1-7% slower than 2 on models of 0.4-2 ms, whose cold
+#: builds took as long in 2 parts; 3 parts of a 2.7 MB context on 2 processes built 20% slower
+#: than 4, one process building two of them)
+PART_MOST = 1 << 20
 #: looks at the running threads, and the time between them (``idle_cores``)
 _LOOKS = 5
 _LOOK_GAP_S = 0.005
@@ -106,9 +112,12 @@ def _python() -> str:
 
 def part_count(source: int, processes: int) -> int:
     """Programs that kernels of ``source`` bytes, which would make one, are built as where
-    ``processes`` may build at once: past 1 process, a function of the kernels alone, so a later
-    start with another number of processes asks for the same programs."""
-    return 1 if processes < 2 else max(1, min(MAX_PARTS, source // PART_SOURCE))
+    ``processes`` may build at once: a function of the kernels and the number of processes (on
+    one machine, its cores), so a later start there asks for the same programs."""
+    if processes < 2:
+        return 1
+    rounds = -(-source // (processes * PART_MOST))  # parts per process keeping each within PART_MOST
+    return max(1, min(MAX_PARTS, source // PART_SOURCE, processes * rounds))
 
 
 def split(costs: Sequence[int], parts: int) -> list[list[int]]:
