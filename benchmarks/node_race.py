@@ -64,8 +64,8 @@ while time.perf_counter() < end:
         old.run(inputs)
     calls += 10
 print(json.dumps({"calls": calls, "new": sorted(new_libraries), "old": sorted(old_libraries),
-                  "launches": new.launch_names, "nodes": new.node_names,
-                  "old_launches": old.launch_names, "old_nodes": old.node_names}))
+                  "launches": new.launch_names, "nodes": new.one_by_one_names,
+                  "old_launches": old.launch_names, "old_nodes": getattr(old, "one_by_one_names", old.node_names)}))
 """
 #: a line of ``perf script -F ip,sym,dso``: address, symbol, (library path)
 _SAMPLE = re.compile(r"^\s*[0-9a-f]+\s+(\S+)\s+\((\S+)\)\s*$")

@@ -39,13 +39,14 @@ with Runtime.load(open(sys.argv[1], "rb").read()) as rt:
     while time.perf_counter() < end:
         rt.run(inputs)
         calls += 1
-    print(json.dumps({"calls": calls, "launches": rt.launch_names, "nodes": rt.node_names}))
+    print(json.dumps({"calls": calls, "launches": rt.launch_names, "nodes": rt.one_by_one_names}))
 """
 _ROW = re.compile(r"^\s*([\d.]+)%\s+(\d+)\s+\[\.\]\s+(\S+)\s*$")
 
 
 def persistent_nodes(launches: list[str], nodes: list[str]) -> list[str]:
-    """The nodes of the one persistent launch ("persistent FIRST .. LAST"), in order."""
+    """What the one persistent launch ("persistent FIRST .. LAST") runs, in order, of ``nodes``
+    (``Runtime.one_by_one_names``: conversions and nodes)."""
     spans = [name.removeprefix("persistent ").split(" .. ") for name in launches if name.startswith("persistent ")]
     if len(spans) != 1:
         raise SystemExit(f"this profiles one persistent kernel; the model runs {len(spans)}: {launches}")

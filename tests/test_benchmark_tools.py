@@ -26,9 +26,9 @@ def chain_profile():
 
 def test_launch_names_follow_the_launches(chain_profile):
     payload = compiled_context(shared_path("models", "small_cnn.tflite"))
-    with Runtime.load(payload) as rt:  # one persistent kernel runs the nodes here
-        assert rt.launch_names == ["input 0", f"persistent {rt.node_names[0]} .. {rt.node_names[-1]}", "output 17"]
-        assert len(rt.launches()) == 3
+    with Runtime.load(payload) as rt:  # one persistent kernel runs the conversions and the nodes here
+        assert rt.launch_names == ["persistent input 0 .. output 17"]
+        assert len(rt.launches()) == 1
     with Runtime.load(payload, persistent=False) as rt:
         names = rt.launch_names
         assert len(names) == len(rt.launches())
@@ -86,9 +86,10 @@ def test_persistent_profile_names_every_node(persistent_profile, capsys):
     assert persistent_profile.main([str(model), "--seconds", "1"]) == 0
     out = capsys.readouterr().out
     payload = compiled_context(model)
-    with Runtime.load(payload) as rt:
-        nodes = rt.node_names
-    rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
+    with Runtime.load(payload) as rt:  # one persistent kernel: the conversions and every node
+        nodes = rt.one_by_one_names
+        assert nodes == ["input 0", *rt.node_names, "output 17"]
+    rows = [" ".join(line.split()[:-2]) for line in out.splitlines()[2 : 2 + len(nodes)]]
     assert rows == nodes
     assert "all nodes" in out
 
@@ -156,19 +157,17 @@ def test_compare_covers_every_shared_folder_and_feeds_int8_models(tmp_path):
 
 
 def test_race_runtime_runs_the_runtime_before_the_split_beside_this_one(capsys):
-    """The old runtime.py (git show) still loads over today's modules, runs the same plan and gives
-    the same outputs. Its slice planes are unpadded (today's are padded on CPU devices where a plane
-    is a whole number of 4 KiB): its memory differs, and so do its persistent programs, which hold
-    each plane pitch as a constant; with equal memory, the programs are the same."""
+    """The old runtime.py (git show) still loads over today's modules and gives the same outputs.
+    Its plan launches the conversions by themselves; today's runs them in the persistent kernel."""
     if shutil.which("git") is None or not (Path(__file__).resolve().parent.parent / ".git").exists():
         pytest.skip("needs the git history (a clone, not an unpacked sdist)")
     race = benchmark_module("experiments.race_runtime")
     model = shared_path("models", "small_cnn.tflite")
     assert race.main([str(model), "--loads", "3", "--calls", "20", "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
-    assert result["same_plan"] and result["same_outputs"]
-    same_memory = result["memory_bytes"]["old"] == result["memory_bytes"]["new"]
-    assert result["same_programs"] == same_memory
+    # the runtime since runs the conversions inside the persistent kernel: one launch, not three
+    assert result["same_outputs"]
+    assert result["launches"] == {"old": 3, "new": 1} and not result["same_plan"]
 
 
 def test_context_race_compiles_in_both_trees_and_races_in_one_process(capsys, monkeypatch):
@@ -256,9 +255,10 @@ def test_node_race_races_both_trees_node_by_node(capsys):
     assert race.main(args) == 0
     out = capsys.readouterr().out
     payload = compiled_context(model)
-    with Runtime.load(payload) as rt:
-        nodes = rt.node_names
-    rows = [line.split()[0] for line in out.splitlines()[2 : 2 + len(nodes)]]
+    with Runtime.load(payload) as rt:  # one persistent kernel: the conversions and every node
+        nodes = rt.one_by_one_names
+        assert nodes == ["input 0", *rt.node_names, "output 17"]
+    rows = [" ".join(line.split()[:-3]) for line in out.splitlines()[2 : 2 + len(nodes)]]
     assert rows == nodes
     assert "all nodes" in out
 

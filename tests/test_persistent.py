@@ -81,10 +81,40 @@ def test_the_conversions_build_in_the_persistent_kernels_batch(tmp_path, monkeyp
     assert len(batches) == 1, batches
     assert any(what.startswith("persistent kernel of") for what in batches[0])
     assert any("input" in what for what in batches[0]) and any("output" in what for what in batches[0])
-    assert names[0].startswith("input ") and names[-1].startswith("output ")
+    # the conversions run inside the persistent kernel: one launch per call
+    assert names == [f"persistent input {rt.input_ids[0]} .. output {rt.output_ids[0]}"]
     with Runtime.load(payload, cache_dir=tmp_path, persistent=False) as one_by_one:
         for a, b in zip(got, one_by_one.run(xs), strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("zero_copy", [True, False], ids=["zero_copy", "copies"])
+@pytest.mark.parametrize("path", ["shared:elementwise_mix", "tests/models/yolo_fpn_tiny.tflite"])
+def test_the_conversions_run_inside_the_persistent_kernels(path, zero_copy, tmp_path):
+    """The input conversions open the first persistent kernel and the output ones close the last
+    (two inputs; three outputs), their staging buffers that kernel's arguments, bound to the
+    caller's arrays (zero copy) or copied through: every call gives the one-by-one plan's outputs,
+    with new arrays each call and new contents in the same ones."""
+    from pathlib import Path
+
+    model = shared_path("models", "elementwise_mix.tflite") if path.startswith("shared:") else Path(path)
+    payload = benchmark_module("harness.contexts").compiled_context(model, [])
+    with Runtime.load(payload, cache_dir=tmp_path, persistent=False, zero_copy=zero_copy) as one_by_one:
+        calls = [_inputs(one_by_one, seed) for seed in range(3)]
+        expected = [[np.array(o) for o in one_by_one.run(xs)] for xs in calls]
+    with Runtime.load(payload, cache_dir=tmp_path, zero_copy=zero_copy) as rt:
+        names = rt.launch_names
+        assert names[0].startswith("persistent input ") and names[-1].endswith(f" .. output {rt.output_ids[-1]}")
+        assert not any(name.startswith(("input ", "output ")) for name in names)
+        for xs, want in zip(calls, expected, strict=True):
+            for got, w in zip(rt.run(xs), want, strict=True):
+                np.testing.assert_array_equal(got, w)
+        same = [x.copy() for x in calls[0]]
+        rt.run(same)
+        for x, new in zip(same, calls[1], strict=True):
+            x[...] = new  # the same arrays, new contents: the kernel must read them
+        for got, w in zip(rt.run(same), expected[1], strict=True):
+            np.testing.assert_array_equal(got, w)
 
 
 @pytest.mark.parametrize("n", [1, 3, 7])
@@ -95,7 +125,7 @@ def test_any_number_of_work_groups_gives_the_same_result(n, units, tmp_path):
         (expected,) = one_by_one.run([x])
     units(n)
     with Runtime.load(ctx, cache_dir=tmp_path) as rt:
-        assert rt.launches()[1][1:] == ((n,), (1,))
+        assert [launch[1:] for launch in rt.launches()] == [((n,), (1,))]
         for _ in range(5):
             np.testing.assert_array_equal(rt.run([x])[0], expected)
     np.testing.assert_allclose(expected, x + 5.0 + (x + 1.0), rtol=1e-6)
@@ -108,13 +138,7 @@ def test_a_node_it_cannot_take_splits_the_run(tmp_path):
     op.code = op.code.replace("MAIN_FUNCTION($0) {", "MAIN_FUNCTION($0) {\n  barrier(CLK_LOCAL_MEM_FENCE);", 1)
     assert "barrier" in op.code
     with Runtime.load(ctx, cache_dir=tmp_path) as rt:
-        assert rt.launch_names == [
-            "input 0",
-            "persistent inc0 .. inc1",
-            "inc2",
-            "persistent inc3 .. residual",
-            "output 6",
-        ]
+        assert rt.launch_names == ["persistent input 0 .. inc1", "inc2", "persistent inc3 .. output 6"]
         x = np.random.default_rng(4).standard_normal(rt.input_shapes[0]).astype(np.float32)
         np.testing.assert_allclose(rt.run([x])[0], x + 5.0 + (x + 1.0), rtol=1e-6)
 

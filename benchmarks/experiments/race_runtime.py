@@ -191,6 +191,7 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
         "block": block,
         # what the C loop runs is the same, and the new load built no program the old had not
         "same_plan": facts["old"] == facts["new"],
+        "launches": {key: len(fact[0]) for key, fact in facts.items()},
         "same_programs": files[0] == files[1],
         "same_outputs": all(
             np.array_equal(a, b, equal_nan=True) for a, b in zip(outputs["old"], outputs["new"], strict=True)

@@ -93,6 +93,9 @@ class ContextLaunches:
         self._ins, self._outs = [k for k, _ in ins], [k for k, _ in outs]
         #: the conversions not built yet: those of a persistent load, until its kernels build
         self._unbuilt: list[BoundKernel] = self._ins + self._outs if self._lazy else []
+        #: the transfers of the conversions the schedule runs inside a persistent kernel, by their
+        #: position in ``launches``: the staging buffer is that kernel's argument
+        self._folded: dict[int, Transfer] = {}
         if not self._lazy:
             self.binder.make(self._ins + self._nodes + self._outs)
         #: every launch one by one, in order; a kernel not built yet (see the module docstring)
@@ -151,7 +154,10 @@ class ContextLaunches:
     def transfers(self) -> tuple[list[Transfer], list[Transfer]]:
         """The input and output transfers through the conversions (built now if they are not)."""
         self._make(self._unbuilt)
-        return [_transfer(k) for k in self._ins], [_transfer(k) for k in self._outs]
+        at = self.node_launches.stop
+        ins = [self._folded.get(i) or _transfer(k) for i, k in enumerate(self._ins)]
+        outs = [self._folded.get(at + j) or _transfer(k) for j, k in enumerate(self._outs)]
+        return ins, outs
 
     def ensure_node_kernels(self) -> None:
         """Build the node kernels a persistent load left for later (see the module docstring)."""
@@ -196,10 +202,12 @@ class ContextLaunches:
         """The launches a run enqueues: runs of consecutive nodes a persistent kernel can take
         become one launch each when persistent kernels are on (constants in an arena) and have
         not failed to build; every other launch by itself."""
+        self._folded = {}
         if self.constants.has_arena and self.persistent_error is None:
             try:
                 return self._persistent_schedule()
             except ProgramBuildError as exc:
+                self._folded = {}
                 if self._unbuilt:  # a conversion's own program failed: no schedule runs without it
                     raise
                 self.persistent_error = f"the persistent kernel did not build: {exc}"
@@ -215,21 +223,24 @@ class ContextLaunches:
         return grid.size[: grid.dims]
 
     def _persistent_schedule(self) -> Schedule:
-        first, stop = self.node_launches.start, self.node_launches.stop
-        nodes = [
+        # The conversions take part like nodes: one in a persistent kernel's run is one launch
+        # fewer per call, each of whose starts wakes the device's sleeping workers (PoCL).
+        stop = self.node_launches.stop
+        values = [*(k.values for k in self._ins), *self._arena_values, *(k.values for k in self._outs)]
+        kernels = [
             persistent_kernels.NodeKernel(
                 bound.src,
-                values,
-                tuple(self.launches[i].global_size),
-                tuple(self.launches[i].local_size),
-                self._free_grid(k),
+                list(bound_values),
+                tuple(launch.global_size),
+                tuple(launch.local_size),
+                self._free_grid(i - self.node_launches.start) if i in self.node_launches else None,
             )
-            for k, (bound, values, i) in enumerate(
-                zip(self._nodes, self._arena_values, self.node_launches, strict=True)
+            for i, (bound, bound_values, launch) in enumerate(
+                zip(self._ins + self._nodes + self._outs, values, self.launches, strict=True)
             )
         ]
-        sizes = [len(n.src.body) for n in nodes]
-        able = [persistent_kernels.eligible(n.src) for n in nodes]
+        sizes = [len(n.src.body) for n in kernels]
+        able = [persistent_kernels.eligible(n.src) for n in kernels]
         eligible = within_source_budget(able, sizes, MAX_PERSISTENT_SOURCE)
         source = sum(size for size, ok in zip(sizes, eligible, strict=True) if ok)
         if eligible != able:
@@ -240,33 +251,42 @@ class ContextLaunches:
             )
         runs = persistent_runs(
             eligible,
-            [n.src.prelude for n in nodes],
+            [n.src.prelude for n in kernels],
             sizes,
             persistent_segments(source, build_processes.part_count(sum(sizes), self._builder.processes)),
         )
-        if any(len(run) == 1 for run in runs):
+        if any(len(run) == 1 and run.start in self.node_launches for run in runs):
             self.ensure_node_kernels()  # those nodes are launched by themselves
         names = self.one_by_one_names()
+        long_runs = [run for run in runs if len(run) > 1]
         persistent = self._persistent_kernels(
-            [(nodes[run.start : run.stop], self.node_names[run.start : run.stop]) for run in runs if len(run) > 1]
+            [(kernels[run.start : run.stop], names[run.start : run.stop]) for run in long_runs]
         )
-        launches, labels = list(self.launches[:first]), names[:first]
+        folded: dict[int, Transfer] = {}
+        launches, labels = [], []
         for run in runs:
             if len(run) == 1:
-                launches.append(self.launches[first + run.start])
-                labels.append(self.node_names[run.start])
-            else:
-                launches.append(persistent.pop(0))
-                labels.append(f"persistent {self.node_names[run.start]} .. {self.node_names[run.stop - 1]}")
-        mode = PlanMode.PERSISTENT if any(len(run) > 1 for run in runs) else PlanMode.ONE_BY_ONE
-        return Schedule((*launches, *self.launches[stop:]), (*labels, *names[stop:]), mode)
+                launches.append(self.launches[run.start])
+                labels.append(names[run.start])
+                continue
+            launch, buffers = persistent.pop(0)
+            launches.append(launch)
+            labels.append(f"persistent {names[run.start]} .. {names[run.stop - 1]}")
+            for i in run:
+                if i not in self.node_launches:  # a conversion: its staging buffer is an argument here
+                    staging = _transfer(self._ins[i] if i < self.node_launches.start else self._outs[i - stop])
+                    position = next(k for k, b in enumerate(buffers) if b is staging.staging)
+                    folded[i] = Transfer(staging.staging, launch.kernel, position)
+        self._folded = folded
+        mode = PlanMode.PERSISTENT if long_runs else PlanMode.ONE_BY_ONE
+        return Schedule(tuple(launches), tuple(labels), mode)
 
     def _persistent_kernels(
         self, runs: Sequence[tuple[Sequence[persistent_kernels.NodeKernel], list[str]]]
-    ) -> list[Launch]:
-        """A persistent kernel's launch for each run of (nodes, names), their programs built at once
-        (in helper processes where the platform builds faster so, build_processes.py), with the
-        conversions not built yet."""
+    ) -> list[tuple[Launch, list]]:
+        """A persistent kernel's launch and tensor buffers (its first arguments) for each run of
+        (kernels, names), their programs built at once (in helper processes where the platform
+        builds faster so, build_processes.py), with the conversions not built yet."""
         built = [persistent_kernels.build(nodes, names) for nodes, names in runs]
         what = [f"persistent kernel of {names[0]} .. {names[-1]}" for _, names in runs]
         programs = self._make(self._unbuilt, [(b.source, w) for b, w in zip(built, what, strict=True)])
@@ -274,7 +294,7 @@ class ContextLaunches:
         for program, kernel, (_, names) in zip(programs, built, runs, strict=True):
             if isinstance(program, ProgramBuildError):
                 raise program
-            launches.append(self._persistent_launch(program, kernel, names))
+            launches.append((self._persistent_launch(program, kernel, names), kernel.tensor_buffers))
         return launches
 
     def _persistent_launch(
@@ -291,6 +311,7 @@ class ContextLaunches:
 
 
 def _transfer(conversion: BoundKernel) -> Transfer:
+    """The conversion's transfer: its staging buffer, bound to its own kernel's argument."""
     staging = next(i for i, p in enumerate(conversion.src.params) if p.name == "staging")
     value = conversion.values[staging]
     assert isinstance(value, MemObject)

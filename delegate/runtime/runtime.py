@@ -211,9 +211,15 @@ class Runtime:
     @property
     def launch_names(self) -> list[str]:
         """What each launch of ``launches()`` runs, in the same order: ``input N`` (the conversion
-        of input tensor N into its device layout), the node names (``persistent A .. B`` for a
-        persistent kernel running nodes A to B), then ``output N``."""
+        of input tensor N into its device layout), the node names, then ``output N``; ``persistent
+        A .. B`` for a persistent kernel running A to B of ``one_by_one_names`` (conversions too)."""
         return list(self._plan.schedule.labels)
+
+    @property
+    def one_by_one_names(self) -> list[str]:
+        """What each of ``one_by_one_launches`` runs: ``input N``, the node names, ``output N``;
+        a persistent kernel's functions ``n0``, ``n1``, ... run its span of these in order."""
+        return self._launches.one_by_one_names()
 
     @property
     def one_by_one_launches(self) -> list[Launch]:
