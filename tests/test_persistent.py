@@ -59,9 +59,10 @@ def test_a_persistent_kernel_gives_what_the_kernels_give_one_by_one(name, tmp_pa
 
 
 def test_the_conversions_build_in_the_persistent_kernels_batch(tmp_path, monkeypatch):
-    """A persistent load builds its input and output conversions in the same batch as its
-    persistent kernels (one ``build_parts``), not in one of their own before it: where helper
-    processes build, the small program would otherwise hold the start of the large ones."""
+    """A persistent load builds in one batch (one ``build_parts``): its persistent kernels, with
+    the conversions that run by themselves; those inside a persistent kernel get no program of
+    their own unless a plan without persistent kernels needs them. Where helper processes build,
+    a small program of its own would hold the start of the large ones."""
     from delegate.runtime.programs import ProgramBuilder
 
     batches: list[list[str]] = []
@@ -79,13 +80,43 @@ def test_the_conversions_build_in_the_persistent_kernels_batch(tmp_path, monkeyp
         xs = _inputs(rt, 3)
         got = rt.run(xs)
     assert len(batches) == 1, batches
-    assert any(what.startswith("persistent kernel of") for what in batches[0])
-    assert any("input" in what for what in batches[0]) and any("output" in what for what in batches[0])
+    assert batches[0] == ["persistent kernel of input 0 .. output 17"]
     # the conversions run inside the persistent kernel: one launch per call
     assert names == [f"persistent input {rt.input_ids[0]} .. output {rt.output_ids[0]}"]
     with Runtime.load(payload, cache_dir=tmp_path, persistent=False) as one_by_one:
         for a, b in zip(got, one_by_one.run(xs), strict=True):
             np.testing.assert_array_equal(a, b)
+    # a first node no persistent kernel takes leaves the input conversion by itself, bound to the
+    # caller's memory itself: built with the node kernels, which that node needs
+    batches.clear()
+    ctx = chain(5)
+    op = ctx.nodes[0].gpu_op
+    op.code = op.code.replace("MAIN_FUNCTION($0) {", "MAIN_FUNCTION($0) {\n  barrier(CLK_LOCAL_MEM_FENCE);", 1)
+    with Runtime.load(ctx, cache_dir=tmp_path, zero_copy=True) as rt:
+        assert rt.launch_names == ["input 0", "inc0", "persistent inc1 .. output 6"]
+        for seed in range(2):
+            x = np.random.default_rng(seed).standard_normal(rt.input_shapes[0]).astype(np.float32)
+            np.testing.assert_allclose(rt.run([x])[0], x + 5.0 + (x + 1.0), rtol=1e-6)
+    assert len(batches) == 2 and batches[1] == ["persistent kernel of inc1 .. output 6"], batches
+    assert batches[0][0].startswith("input 0, inc0, ")
+
+
+def test_a_persistent_kernel_that_does_not_build_leaves_every_launch_by_itself(tmp_path, monkeypatch):
+    """The conversions inside a persistent kernel have no program yet when it fails: the plan that
+    replaces it builds them, and binds the caller's memory to them again."""
+    real = persistent.build
+
+    def broken(nodes, names):
+        built = real(nodes, names)
+        return dataclasses.replace(built, source=built.source + "\nthis does not compile\n")
+
+    monkeypatch.setattr(persistent, "build", broken)
+    with Runtime.load(chain(3), cache_dir=tmp_path, zero_copy=True) as rt:
+        assert not rt.persistent and "did not build" in (rt.persistent_error or "")
+        assert rt.launch_names == ["input 0", "inc0", "inc1", "inc2", "residual", "output 4"]
+        for seed in range(2):
+            x = np.random.default_rng(seed).standard_normal(rt.input_shapes[0]).astype(np.float32)
+            np.testing.assert_allclose(rt.run([x])[0], x + 3.0 + (x + 1.0), rtol=1e-6)
 
 
 @pytest.mark.parametrize("zero_copy", [True, False], ids=["zero_copy", "copies"])

@@ -4,8 +4,10 @@ Each node's source is assembled (source.py), its constants uploaded (constants.p
 arguments resolved (binding.py); all kernels are then built as one program. When one persistent
 kernel will run every node, the node kernels are built only if a tool, tuning or a failed
 persistent build needs them: a warm start then loads one program binary of the node code instead
-of two; and the input and output conversions wait for the persistent kernels, to build in the same
-batch (in helper processes beside them, where the platform builds so). ``schedule`` plans the
+of two. The input and output conversions join the persistent kernels' runs (one launch per call
+instead of three); those left to run by themselves build in the persistent kernels' batch (in
+helper processes beside them, where the platform builds so), the others only for a plan without
+persistent kernels. ``schedule`` plans the
 launches: persistent kernels where they can run, else one by one.
 """
 
@@ -152,9 +154,11 @@ class ContextLaunches:
 
     @property
     def transfers(self) -> tuple[list[Transfer], list[Transfer]]:
-        """The input and output transfers through the conversions (built now if they are not)."""
-        self._make(self._unbuilt)
+        """The input and output transfers through the conversions (built now if they are not and
+        the schedule does not run them inside a persistent kernel)."""
         at = self.node_launches.stop
+        own = [(i, k) for i, k in enumerate(self._ins)] + [(at + j, k) for j, k in enumerate(self._outs)]
+        self._make([k for i, k in own if i not in self._folded and k.kernel is None])
         ins = [self._folded.get(i) or _transfer(k) for i, k in enumerate(self._ins)]
         outs = [self._folded.get(at + j) or _transfer(k) for j, k in enumerate(self._outs)]
         return ins, outs
@@ -206,10 +210,7 @@ class ContextLaunches:
         if self.constants.has_arena and self.persistent_error is None:
             try:
                 return self._persistent_schedule()
-            except ProgramBuildError as exc:
-                self._folded = {}
-                if self._unbuilt:  # a conversion's own program failed: no schedule runs without it
-                    raise
+            except ProgramBuildError as exc:  # the plan below builds the conversions (raising where they fail)
                 self.persistent_error = f"the persistent kernel did not build: {exc}"
         self.ensure_node_kernels()
         return Schedule(tuple(self.launches), tuple(self.one_by_one_names()), PlanMode.ONE_BY_ONE)
@@ -259,8 +260,11 @@ class ContextLaunches:
             self.ensure_node_kernels()  # those nodes are launched by themselves
         names = self.one_by_one_names()
         long_runs = [run for run in runs if len(run) > 1]
+        inside = {i for run in long_runs for i in run if i not in self.node_launches}
+        unbuilt = {id(k) for k in self._unbuilt}
         persistent = self._persistent_kernels(
-            [(kernels[run.start : run.stop], names[run.start : run.stop]) for run in long_runs]
+            [(kernels[run.start : run.stop], names[run.start : run.stop]) for run in long_runs],
+            [k for i, k in enumerate(self._ins + self._nodes + self._outs) if id(k) in unbuilt and i not in inside],
         )
         folded: dict[int, Transfer] = {}
         launches, labels = [], []
@@ -282,14 +286,15 @@ class ContextLaunches:
         return Schedule(tuple(launches), tuple(labels), mode)
 
     def _persistent_kernels(
-        self, runs: Sequence[tuple[Sequence[persistent_kernels.NodeKernel], list[str]]]
+        self, runs: Sequence[tuple[Sequence[persistent_kernels.NodeKernel], list[str]]], conversions: list[BoundKernel]
     ) -> list[tuple[Launch, list]]:
         """A persistent kernel's launch and tensor buffers (its first arguments) for each run of
         (kernels, names), their programs built at once (in helper processes where the platform
-        builds faster so, build_processes.py), with the conversions not built yet."""
+        builds faster so, build_processes.py), with ``conversions``: those not built yet that run
+        by themselves (the others are built only if a plan without persistent kernels needs them)."""
         built = [persistent_kernels.build(nodes, names) for nodes, names in runs]
         what = [f"persistent kernel of {names[0]} .. {names[-1]}" for _, names in runs]
-        programs = self._make(self._unbuilt, [(b.source, w) for b, w in zip(built, what, strict=True)])
+        programs = self._make(conversions, [(b.source, w) for b, w in zip(built, what, strict=True)])
         launches = []
         for program, kernel, (_, names) in zip(programs, built, runs, strict=True):
             if isinstance(program, ProgramBuildError):
