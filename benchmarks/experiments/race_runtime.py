@@ -189,7 +189,8 @@ def race(model: Path, old: Any, loads: int, calls: int, block: int) -> dict[str,
         "loads": loads,
         "calls": calls,
         "block": block,
-        # what the C loop runs is the same, and the new load built no program the old had not
+        # whether the C loop runs the same (today's runs the conversions inside the persistent
+        # kernels: fewer launches) and the new load built no program the old had not
         "same_plan": facts["old"] == facts["new"],
         "launches": {key: len(fact[0]) for key, fact in facts.items()},
         "same_programs": files[0] == files[1],
