@@ -218,40 +218,49 @@ def build_in_processes(
         with lock:
             return queue.popleft() if queue and not stopping.is_set() else None
 
-    def serve() -> None:
-        helper = Helper.spawn()
-        if helper is None:
-            return
-        with lock:
-            started.append(helper)  # from now on the build's end stops it, whatever it is doing
-            if stopping.is_set():
+    def serve(done: threading.Event) -> None:
+        try:
+            helper = Helper.spawn()
+            if helper is None:
                 return
-        if not helper.ready(device_key):
-            return
-        while (index := take()) is not None:
-            binary = helper.build(sources[index], options)
-            if binary is None:
-                return  # this program (and any other) is left to the caller
             with lock:
-                binaries[index] = binary
+                started.append(helper)  # from now on the build's end stops it, whatever it is doing
+                if stopping.is_set():
+                    return
+            if not helper.ready(device_key):
+                return
+            while (index := take()) is not None:
+                binary = helper.build(sources[index], options)
+                if binary is None:
+                    return  # this program (and any other) is left to the caller
+                with lock:
+                    binaries[index] = binary
+        finally:
+            done.set()
 
-    threads = [threading.Thread(target=serve, daemon=True, name="delegate-build-helper") for _ in range(helpers)]
+    # The threads are waited for through events, not Thread.join: a Ctrl-C that lands inside
+    # CPython's join (3.11) can release the thread's own lock, and a later join then raises
+    # "release unlocked lock" in place of the KeyboardInterrupt.
+    finished = [threading.Event() for _ in range(helpers)]
+    threads = [
+        threading.Thread(target=serve, args=(done,), daemon=True, name="delegate-build-helper") for done in finished
+    ]
     try:
         for thread in threads:
             thread.start()
         while (index := take()) is not None:
             build_here(index)
-        for thread in threads:
-            while thread.is_alive():
+        for done in finished:
+            while not done.wait(0.05):
                 cancel.checkpoint()
-                thread.join(0.05)
     finally:
         with lock:
             stopping.set()
             helpers_started = list(started)
         for helper in helpers_started:
             helper.stop()
-        for thread in threads:
-            thread.join(_JOIN_S)  # each ends at once: its helper's pipes are closed
+        for thread, done in zip(threads, finished, strict=True):
+            if thread.ident is not None:  # started: it ends at once, its helper's pipes closed
+                done.wait(_JOIN_S)
     with lock:
         return dict(binaries)
