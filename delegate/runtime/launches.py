@@ -93,13 +93,15 @@ class ContextLaunches:
             and all(persistent_kernels.eligible(k.src) for k in self._nodes)
         )
         self._ins, self._outs = [k for k, _ in ins], [k for k, _ in outs]
+        #: every bound kernel in ``launches``' order (conversions, nodes, conversions)
+        self._bound = self._ins + self._nodes + self._outs
         #: the conversions not built yet: those of a persistent load, until its kernels build
         self._unbuilt: list[BoundKernel] = self._ins + self._outs if self._lazy else []
         #: the transfers of the conversions the schedule runs inside a persistent kernel, by their
         #: position in ``launches``: the staging buffer is that kernel's argument
         self._folded: dict[int, Transfer] = {}
         if not self._lazy:
-            self.binder.make(self._ins + self._nodes + self._outs)
+            self.binder.make(self._bound)
         #: every launch one by one, in order; a kernel not built yet (see the module docstring)
         #: has kernel None until ``ensure_node_kernels`` or the persistent build
         self.launches = [Launch(k.kernel, *geometry) for k, geometry in ins + nodes + outs]
@@ -156,12 +158,10 @@ class ContextLaunches:
     def transfers(self) -> tuple[list[Transfer], list[Transfer]]:
         """The input and output transfers through the conversions (built now if they are not and
         the schedule does not run them inside a persistent kernel)."""
-        at = self.node_launches.stop
-        own = [(i, k) for i, k in enumerate(self._ins)] + [(at + j, k) for j, k in enumerate(self._outs)]
+        own = [(i, k) for i, k in enumerate(self._bound) if i not in self.node_launches]
         self._make([k for i, k in own if i not in self._folded and k.kernel is None])
-        ins = [self._folded.get(i) or _transfer(k) for i, k in enumerate(self._ins)]
-        outs = [self._folded.get(at + j) or _transfer(k) for j, k in enumerate(self._outs)]
-        return ins, outs
+        transfers = [self._folded.get(i) or _transfer(k) for i, k in own]
+        return transfers[: len(self._ins)], transfers[len(self._ins) :]
 
     def ensure_node_kernels(self) -> None:
         """Build the node kernels a persistent load left for later (see the module docstring)."""
@@ -179,7 +179,7 @@ class ContextLaunches:
         others = self.binder.make(kernels, alongside)
         self._unbuilt = [k for k in self._unbuilt if k.kernel is None]
         made = {id(k) for k in kernels}
-        for index, k in enumerate(self._ins + self._nodes + self._outs):  # ``launches``' order
+        for index, k in enumerate(self._bound):
             if id(k) in made:
                 self.launches[index] = self.launches[index]._replace(kernel=k.kernel)
         return others
@@ -226,19 +226,16 @@ class ContextLaunches:
     def _persistent_schedule(self) -> Schedule:
         # The conversions take part like nodes: one in a persistent kernel's run is one launch
         # fewer per call, each of whose starts wakes the device's sleeping workers (PoCL).
-        stop = self.node_launches.stop
         values = [*(k.values for k in self._ins), *self._arena_values, *(k.values for k in self._outs)]
         kernels = [
             persistent_kernels.NodeKernel(
                 bound.src,
-                list(bound_values),
+                bound_values,
                 tuple(launch.global_size),
                 tuple(launch.local_size),
                 self._free_grid(i - self.node_launches.start) if i in self.node_launches else None,
             )
-            for i, (bound, bound_values, launch) in enumerate(
-                zip(self._ins + self._nodes + self._outs, values, self.launches, strict=True)
-            )
+            for i, (bound, bound_values, launch) in enumerate(zip(self._bound, values, self.launches, strict=True))
         ]
         sizes = [len(n.src.body) for n in kernels]
         able = [persistent_kernels.eligible(n.src) for n in kernels]
@@ -264,7 +261,7 @@ class ContextLaunches:
         unbuilt = {id(k) for k in self._unbuilt}
         persistent = self._persistent_kernels(
             [(kernels[run.start : run.stop], names[run.start : run.stop]) for run in long_runs],
-            [k for i, k in enumerate(self._ins + self._nodes + self._outs) if id(k) in unbuilt and i not in inside],
+            [k for i, k in enumerate(self._bound) if id(k) in unbuilt and i not in inside],
         )
         folded: dict[int, Transfer] = {}
         launches, labels = [], []
@@ -278,9 +275,9 @@ class ContextLaunches:
             labels.append(f"persistent {names[run.start]} .. {names[run.stop - 1]}")
             for i in run:
                 if i not in self.node_launches:  # a conversion: its staging buffer is an argument here
-                    staging = _transfer(self._ins[i] if i < self.node_launches.start else self._outs[i - stop])
-                    position = next(k for k, b in enumerate(buffers) if b is staging.staging)
-                    folded[i] = Transfer(staging.staging, launch.kernel, position)
+                    staging = _transfer(self._bound[i]).staging
+                    position = next(k for k, b in enumerate(buffers) if b is staging)
+                    folded[i] = Transfer(staging, launch.kernel, position)
         self._folded = folded
         mode = PlanMode.PERSISTENT if long_runs else PlanMode.ONE_BY_ONE
         return Schedule(tuple(launches), tuple(labels), mode)
