@@ -170,6 +170,18 @@ def test_race_runtime_runs_the_runtime_before_the_split_beside_this_one(capsys):
     assert result["launches"] == {"old": 3, "new": 1} and not result["same_plan"]
 
 
+def test_persistent_race_builds_with_an_older_persistent_module_beside_this_one(capsys):
+    """The persistent.py of the commit before nodes alike shared their functions still builds
+    today's nodes: the same outputs, and fewer functions today where nodes are alike."""
+    if shutil.which("git") is None or not (Path(__file__).resolve().parent.parent / ".git").exists():
+        pytest.skip("needs the git history (a clone, not an unpacked sdist)")
+    race = benchmark_module("experiments.persistent_race")
+    model = shared_path("models", "elementwise_mix.tflite")
+    assert race.main([str(model), "--rev", "a7d8cb5", "--calls", "20"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "same outputs: True" in line and line.endswith("node functions 8 -> 7")
+
+
 def test_context_race_compiles_in_both_trees_and_races_in_one_process(capsys, monkeypatch):
     """Both compilers' contexts of a model are loaded at once and raced; the other tree's is
     compiled in a child process run in that tree (here this one, taken for another)."""

@@ -16,7 +16,7 @@ import pytest
 
 from delegate import cancel
 from delegate.errors import CompileCancelled, ProgramBuildError
-from delegate.runtime import build_processes, build_worker, driver
+from delegate.runtime import build_processes, build_worker, driver, plan
 from delegate.runtime.binding import set_kernel_args
 from delegate.runtime.device import describe, select_device
 from delegate.runtime.opencl import cl_api
@@ -111,6 +111,17 @@ def test_persistent_runs_are_cut_into_segments_of_similar_source() -> None:
     # a node that cannot run inside stays a launch of its own; pieces keep two nodes or more
     runs = persistent_runs([True, True, False, True, True, True], ["p"] * 6, [1] * 6, 4)
     assert runs == [range(0, 2), range(2, 3), range(3, 6)]
+
+
+def test_persistent_runs_hold_at_most_max_persistent_steps_nodes() -> None:
+    most = plan.MAX_PERSISTENT_STEPS
+    n = 2 * most + 1  # three even pieces, however small their source
+    runs = persistent_runs([True] * n, ["p"] * n, [1] * n)
+    assert runs == [range(n * i // 3, n * (i + 1) // 3) for i in range(3)]
+    assert persistent_runs([True] * most, ["p"] * most) == [range(0, most)]
+    # within segments cut by source too
+    runs = persistent_runs([True] * (most + 4), ["p"] * (most + 4), [1000, 1000] + [1] * (most + 2), 2)
+    assert max(len(run) for run in runs) <= most and sum(len(run) for run in runs) == most + 4
 
 
 def test_helpers_build_programs_that_run_as_this_process_builds_them(tmp_path: Path) -> None:

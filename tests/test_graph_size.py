@@ -23,7 +23,7 @@ from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Tensor
 from delegate.compiler.partition import CompileOptions, compile_partition
 from delegate.context import bounds as context_bounds
 from delegate.errors import PartitionTooLargeError
-from delegate.runtime import Runtime, launches, plan
+from delegate.runtime import Runtime, launches, persistent, plan
 from delegate.runtime.limits import LIMITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,10 +221,16 @@ def test_the_nodes_past_the_persistent_source_bound_run_one_by_one(monkeypatch):
     ctx = compile_partition(graph, list(graph.nodes), [0], [out], CompileOptions())
     x = np.linspace(-2.0, 2.0, 4, dtype=np.float32).reshape(1, 1, 1, 4)
     monkeypatch.setattr(launches, "MAX_PERSISTENT_SOURCE", 1)
+    counted: list[list[int]] = []
+    real_sizes = persistent.source_sizes
+    monkeypatch.setattr(persistent, "source_sizes", lambda nodes: counted.append(real_sizes(nodes)) or counted[-1])
     with Runtime.load(ctx) as runtime:  # no node within the bound: none persistent
         assert not runtime.persistent and runtime.persistent_error is None
         source = int(re.search(r"have (\d+) bytes of source", runtime.persistent_note or "").group(1))
-    monkeypatch.setattr(launches, "MAX_PERSISTENT_SOURCE", source // 2)
+    # the bound in the sizes the build follows (nodes alike as their steps), through half the kernels
+    (sizes,) = counted
+    assert source == sum(sizes)
+    monkeypatch.setattr(launches, "MAX_PERSISTENT_SOURCE", sum(sizes[: len(sizes) // 2]))
     with Runtime.load(ctx) as runtime:
         assert runtime.persistent and runtime.persistent_error is None
         assert "bytes of source" in (runtime.persistent_note or "")

@@ -5,6 +5,7 @@ by one, whatever the number of work-groups and however often it runs."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -233,6 +234,64 @@ def test_each_node_is_a_function_of_its_own_with_its_scalars_as_constants():
         assert "(int4)(" not in group.split("{", 1)[1].split("_item(", 1)[1].split(";", 1)[0]  # not passed on
     assert kernel.tensor_buffers == [buffer]
     assert "(int4)(3, 0, 0, 0)" not in kernel.source.split("void dlg_persistent", 1)[1]  # not passed in calls
+
+
+def test_nodes_alike_but_for_where_their_tensors_lie_share_one_function():
+    # A network's repeated blocks: the same source, shapes and launch, their tensors elsewhere in
+    # the arena. The shape's offset (s6) goes into the buffer pointer of the call, so they call
+    # the first one's function; a node of another shape keeps its own.
+    out = Param("__global float4* t_buf", "tensor_buffer", "t")
+    shape = Param("int8 t_shape", "tensor_shape", "t")
+    code = "  ((__global float4*)((__global char*)t_buf + t_shape.s6))[get_global_id(0)] = (float4)(1.0f);"
+    src = _node(code, [out, shape])
+    buffer = object()
+
+    def node(width: int, offset: int) -> persistent.NodeKernel:
+        return persistent.NodeKernel(src, [buffer, np.array([width, 1, 1, 1, 1, 4, offset, 8], np.int32)], (8,), (8,))
+
+    nodes = [node(8, 64), node(8, 192), node(9, 64)]
+    kernel = persistent.build(nodes, ["a", "b", "c"])
+    groups = kernel.source.split("__attribute__((noinline)) void ")[1:]
+    assert [f.split("(", 1)[0] for f in groups] == ["n0", "n2"]
+    assert kernel.source.count("int8 t_shape = (int8)(8, 1, 1, 1, 1, 4, 0, 8);") == 1
+    assert "int8 t_shape = (int8)(9, 1, 1, 1, 1, 4, 0, 8);" in kernel.source
+    calls = kernel.source.split("void dlg_persistent", 1)[1]
+    assert "n0(dlg_local, (int4)(s, o % 1u, o / 1u, 0), (__global float4*)(dlg_t0 + 64));" in calls
+    assert "n0(dlg_local, (int4)(s, o % 1u, o / 1u, 0), (__global float4*)(dlg_t0 + 192));" in calls
+    assert "n2(dlg_local, (int4)(s, o % 1u, o / 1u, 0), (__global float4*)(dlg_t0 + 64));" in calls
+    assert kernel.tensor_buffers == [buffer]
+    assert kernel.functions == ("n0", "n0", "n2")
+    # what the build of a program of them follows: the repeat brings only its step
+    body = len(src.body)
+    assert persistent.source_sizes(nodes) == [body, persistent.STEP_BYTES, body]
+
+
+def test_a_persistent_kernel_of_repeated_blocks_compiles_each_once_and_runs_as_one_by_one(tmp_path, monkeypatch):
+    # chain(): five "+1" nodes alike but for their tensors' places, between the conversions
+    sources: list[str] = []
+    real = persistent.build
+
+    def kept(nodes, names):
+        built = real(nodes, names)
+        sources.append(built.source)
+        return built
+
+    monkeypatch.setattr(persistent, "build", kept)
+    ctx = chain(5)
+    with Runtime.load(ctx, cache_dir=tmp_path, persistent=False) as one_by_one:
+        x = np.random.default_rng(8).standard_normal(one_by_one.input_shapes[0]).astype(np.float32)
+        (expected,) = one_by_one.run([x])
+    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+        assert rt.persistent
+        for _ in range(2):
+            np.testing.assert_array_equal(rt.run([x])[0], expected)
+    (source,) = sources
+    functions = [f.split("(", 1)[0] for f in source.split("__attribute__((noinline)) void ")[1:]]
+    calls = re.findall(r"^\s+(n\d+)\(dlg_local", source, flags=re.M)
+    # the input conversion, the five incs, the residual add, the output conversion
+    assert functions == ["n0", "n1", "n6", "n7"]
+    assert calls == ["n0", "n1", "n1", "n1", "n1", "n1", "n6", "n7"]
+    np.testing.assert_allclose(expected, x + 5.0 + (x + 1.0), rtol=1e-6)
 
 
 def test_work_items_past_a_nodes_grid_are_skipped_not_called():

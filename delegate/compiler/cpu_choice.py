@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 from ..calibration import Calibration
 from .graph import Graph, Node
-from .ops import op_for
-from .while_loop import UNROLLED
 
 
 def _elements(graph: Graph, index: int) -> int:
@@ -37,6 +35,8 @@ def _runtime(graph: Graph, ids: tuple[int, ...]) -> list[int]:
 def node_macs(node: Node, graph: Graph) -> int:
     """Multiply-adds of a matrix-product node (convolutions, fully connected, batch products); 0 for
     others: what its op says (``Op.macs``)."""
+    from .ops import op_for  # the op tables, only to estimate: a warm start imports none of them
+
     op = op_for(node)
     return op.macs(node, graph) if op is not None else 0
 
@@ -167,6 +167,9 @@ class CpuChoice:
 def estimate(graph: Graph, nodes: list[int], *, applied: bool, calibration: Calibration) -> CpuChoice:
     """The figures of the partition ``nodes`` of ``graph`` with the device's measured costs
     (``applied``: whether the rule decides)."""
+    from .ops import op_for  # see node_macs
+    from .while_loop import UNROLLED  # (it imports the op tables too)
+
     cpu_nodes = kernels = macs = elements = 0
     # an unrolled WHILE counts as its body's copies (while_loop.py), which both sides run
     for index in (m for n in nodes for m in graph.nodes[n].params.get(UNROLLED, (n,))):

@@ -68,6 +68,8 @@ class ContextLaunches:
     ) -> None:
         self._context, self._info, self._builder, self._owner = context, info, builder, owner
         self._tensors = tensors
+        #: the selector rewrites of the nodes' codes, shared by the nodes of one code (source.assemble)
+        self._rewrites: dict[tuple, tuple[str, dict[str, set[str]]]] = {}
         self.constants = ConstantStore(context, info, owner, arena=arena)
         self.binder = KernelBinder(builder, allocation, owner)
         self.inputs = [tensors[i] for i in ctx.input_ids]
@@ -125,7 +127,7 @@ class ContextLaunches:
         args = op.arguments or model.Arguments()
         object_tensors = {e.key: e.value for e in args.tensor_objects if e.key and e.value}
         try:
-            src = assemble(op, {n: t.desc for n, t in bound.items()}, self._info, precision)
+            src = assemble(op, {n: t.desc for n, t in bound.items()}, self._info, precision, self._rewrites)
         except SourceError as exc:
             raise ProgramBuildError(name, str(exc), op.code or "") from None
         objects = self.constants.objects(op, name)
@@ -237,15 +239,15 @@ class ContextLaunches:
             )
             for i, (bound, bound_values, launch) in enumerate(zip(self._bound, values, self.launches, strict=True))
         ]
-        sizes = [len(n.src.body) for n in kernels]
+        sizes = persistent_kernels.source_sizes(kernels)
         able = [persistent_kernels.eligible(n.src) for n in kernels]
         eligible = within_source_budget(able, sizes, MAX_PERSISTENT_SOURCE)
         source = sum(size for size, ok in zip(sizes, eligible, strict=True) if ok)
         if eligible != able:
             self.persistent_note = (
                 f"the context's kernels have {sum(sizes)} bytes of source, over the {MAX_PERSISTENT_SOURCE} "
-                "persistent kernels take (each inlines its nodes' code with their own constants, built anew): "
-                "the nodes past that much run one by one"
+                "persistent kernels take (each inlines its nodes' code with their own constants, built anew, "
+                "once for nodes alike): the nodes past that much run one by one"
             )
         runs = persistent_runs(
             eligible,

@@ -8,6 +8,7 @@ and flush policy.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -67,6 +68,11 @@ MAX_PERSISTENT_SOURCE = 4 << 20
 #: the OpenCL compiler's time grows faster than a program's length (PoCL: the persistent kernel of
 #: a 20,000-op chain, 600 nodes and 8 MB in one program, did not build in 15 minutes)
 MAX_PERSISTENT_PROGRAM = 1 << 20
+#: the most nodes one persistent program runs: each is a step of the kernel function, and PoCL's
+#: code generation (work-groups as loops) grows much faster than the steps of one function (a
+#: chain of nodes alike, one node function: 47 steps built in 3.5 s, 60 in 5.6 s, 75 in 9.9 s,
+#: 94 in 47 s); DenseNet121's 245 nodes make 4 programs within it
+MAX_PERSISTENT_STEPS = 64
 
 
 def persistent_segments(source: int, parts: int) -> int:
@@ -91,7 +97,8 @@ def persistent_runs(
     """The nodes in runs, in order: a run of two or more consecutive eligible nodes of one
     prelude becomes a persistent kernel; every other node is a run of one, launched by itself.
     With ``segments`` > 1, a run is cut where its nodes' source (``sizes``) passes each
-    1/``segments`` of the context's eligible source, into pieces of two nodes or more."""
+    1/``segments`` of the context's eligible source, into pieces of two nodes or more; a piece
+    of more than MAX_PERSISTENT_STEPS nodes is cut into even pieces within it."""
     runs = []
     k = 0
     while k < len(eligible):
@@ -101,10 +108,17 @@ def persistent_runs(
         end = end if end - k >= 2 else k + 1
         runs.append(range(k, end))
         k = end
-    if segments < 2:
-        return runs
-    share = sum(sizes[i] for run in runs if len(run) > 1 for i in run) / segments
-    return [piece for run in runs for piece in (_cut(run, sizes, share) if len(run) > 1 else [run])]
+    if segments >= 2:
+        share = sum(sizes[i] for run in runs if len(run) > 1 for i in run) / segments
+        runs = [piece for run in runs for piece in (_cut(run, sizes, share) if len(run) > 1 else [run])]
+    return [piece for run in runs for piece in _in_steps(run)]
+
+
+def _in_steps(run: range) -> list[range]:
+    """``run`` in pieces of at most MAX_PERSISTENT_STEPS nodes, as even as they come."""
+    pieces = -(-len(run) // MAX_PERSISTENT_STEPS)
+    bounds = [run.start + len(run) * i // pieces for i in range(pieces + 1)]
+    return [range(a, b) for a, b in itertools.pairwise(bounds)] if pieces > 1 else [run]
 
 
 def _cut(run: range, sizes: Sequence[int], share: float) -> list[range]:

@@ -223,7 +223,9 @@ class ProgramBuilder:
             else:
                 results[index] = program
 
-        limit = min(self.processes, build_processes.idle_cores()) if self.load_aware else self.processes
+        # idle_cores looks at the machine for a few milliseconds: only where there is a build to share
+        share = self.load_aware and len(pending) > 1 and self.processes > 1
+        limit = min(self.processes, build_processes.idle_cores()) if share else self.processes
         helpers = min(limit, len(pending)) - 1
 
         def build_here(index: int) -> None:

@@ -72,6 +72,8 @@ _SELECTOR_CALL = re.compile(r"args\.(\w+)\.(\w+)\(")
 _SCALAR = re.compile(r"args\.(\w+)\b(?!\s*\.)")
 #: the characters _call_args looks at
 _DELIMITERS = re.compile(r"[()\[\]{},]")
+#: a call's parentheses with no bracket of any kind between them
+_FLAT_CALL = re.compile(r"\(([^()\[\]{}]*)\)")
 
 
 class SourceError(ValueError):
@@ -160,6 +162,10 @@ def _prelude(precision: CalculationsPrecision, device: DeviceInfo, half_math: bo
 
 def _call_args(code: str, open_paren: int) -> tuple[list[str], int]:
     """The top-level comma-separated arguments of the call whose '(' is at ``open_paren``."""
+    flat = _FLAT_CALL.match(code, open_paren)
+    if flat is not None:  # most calls: no bracket inside, so every comma is a top-level one
+        inside = flat.group(1)
+        return ([a.strip() for a in inside.split(",")] if inside.strip() else []), flat.end() - 1
     depth, start, out = 0, open_paren + 1, []
     for match in _DELIMITERS.finditer(code, open_paren):
         c, i = match.group(), match.start()
@@ -398,11 +404,26 @@ class _Assembler:
 
     # ------------------------------------------------------------ rewrite
 
-    def assemble(self) -> KernelSource:
+    def assemble(self, rewrites: dict[tuple, tuple[str, dict[str, set[str]]]] | None = None) -> KernelSource:
         code = self.op.code or ""
         if "MAIN_FUNCTION" not in code:
             raise SourceError("the code has no MAIN_FUNCTION($0)")
         self._pack_scalars()
+        # the selectors' rewrite follows from the code and which names are what alone: nodes of one
+        # code (a network's repeated blocks) share it through ``rewrites``
+        names = (self.tensors, self.buffers, self.linears, self.textures)
+        key = (code, *(frozenset(kind) for kind in names))
+        done = rewrites.get(key) if rewrites is not None else None
+        if done is None:
+            done = self._rewrite_selectors(code)
+            if rewrites is not None:
+                rewrites[key] = done
+        code, usage = done
+        return self._finish(code, usage)
+
+    def _rewrite_selectors(self, code: str) -> tuple[str, dict[str, set[str]]]:
+        """``code`` with its ``args.NAME.SELECTOR(...)`` calls made macro calls, and the selectors
+        each name is used with."""
         usage: dict[str, set[str]] = {}
         out, pos = [], 0
         for match in _SELECTOR_CALL.finditer(code):
@@ -430,8 +451,9 @@ class _Assembler:
             else:
                 raise SourceError(f"args.{name}.{selector}(): no tensor or object named {name!r}")
             pos = match.end()
-        code = "".join(out) + code[pos:]
+        return "".join(out) + code[pos:], usage
 
+    def _finish(self, code: str, usage: dict[str, set[str]]) -> KernelSource:
         def scalar(m: re.Match[str]) -> str:
             before = m.string[m.start() - 1] if m.start() > 0 else " "
             if before.isalnum() or before in "_.":
@@ -473,6 +495,8 @@ def assemble(
     tensors: dict[str, model.TensorDescriptor],
     device: DeviceInfo,
     precision: CalculationsPrecision,
+    rewrites: dict[tuple, tuple[str, dict[str, set[str]]]] | None = None,
 ) -> KernelSource:
-    """Complete OpenCL source of ``op``, with ``tensors`` the descriptors its tensor refs are bound to."""
-    return _Assembler(op, tensors, device, precision).assemble()
+    """Complete OpenCL source of ``op``, with ``tensors`` the descriptors its tensor refs are bound to;
+    ``rewrites``: a dict the assemblies of one context share (its nodes of one code rewrite it once)."""
+    return _Assembler(op, tensors, device, precision).assemble(rewrites)
