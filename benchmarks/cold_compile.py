@@ -53,6 +53,8 @@ rng = np.random.default_rng(0)
 for d in it.get_input_details():
     if np.issubdtype(d["dtype"], np.floating):
         value = rng.uniform(size=d["shape"]).astype(d["dtype"])
+    elif np.dtype(d["dtype"]).itemsize >= 4:  # ids and positions (a transformer's tokens): small
+        value = rng.integers(0, 64, size=d["shape"], dtype=d["dtype"])
     else:
         info = np.iinfo(d["dtype"])
         value = rng.integers(info.min, info.max, size=d["shape"], endpoint=True, dtype=d["dtype"])

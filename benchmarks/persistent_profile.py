@@ -2,11 +2,13 @@
 """Where a persistent kernel's time goes, node by node, from `perf` samples.
 
 OpenCL profiling times a launch, and a persistent kernel is one launch for the whole model. But
-each of its nodes is a function of its own, ``n0`` for the first (delegate/runtime/persistent.py),
-so a sampling profiler names the node every sample falls in. This script compiles MODEL as the
-delegate does (``harness.contexts.compiled_context``), runs it for ``--seconds`` in a child process
-under ``perf record``, and prints per node its share of the child's samples and its CPU time per
-call (all worker threads together: on two busy cores about twice its share of the wall time).
+each of its nodes calls a function of its own, ``n0`` for the first (delegate/runtime/persistent.py),
+so a sampling profiler names the node every sample falls in; nodes alike (a network's repeated
+blocks) call the first one's function, and their samples are reported together, on that row.
+This script compiles MODEL as the delegate does (``harness.contexts.compiled_context``), runs it
+for ``--seconds`` in a child process under ``perf record``, and prints per node its share of the
+child's samples and its CPU time per call (all worker threads together: on two busy cores about
+twice its share of the wall time).
 The rest of the samples are the waits between nodes (the persistent kernel's own function), the
 conversion launches, the driver and Python.
 
@@ -30,7 +32,14 @@ from harness.contexts import compiled_context
 _CHILD = """
 import json, sys, time
 import numpy as np
-from delegate.runtime import Runtime
+from delegate.runtime import Runtime, persistent
+functions = []
+real_build = persistent.build
+def build(nodes, names):  # which function each node calls (nodes alike share one)
+    kernel = real_build(nodes, names)
+    functions.append(list(kernel.functions))
+    return kernel
+persistent.build = build
 with Runtime.load(open(sys.argv[1], "rb").read()) as rt:
     inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
     for _ in range(5):
@@ -39,7 +48,8 @@ with Runtime.load(open(sys.argv[1], "rb").read()) as rt:
     while time.perf_counter() < end:
         rt.run(inputs)
         calls += 1
-    print(json.dumps({"calls": calls, "launches": rt.launch_names, "nodes": rt.one_by_one_names}))
+    print(json.dumps({"calls": calls, "launches": rt.launch_names, "nodes": rt.one_by_one_names,
+                      "functions": functions[-1] if functions else []}))
 """
 _ROW = re.compile(r"^\s*([\d.]+)%\s+(\d+)\s+\[\.\]\s+(\S+)\s*$")
 
@@ -83,11 +93,17 @@ def main(argv: list[str] | None = None) -> int:
             per_node[int(symbol[1:])] = (share, samples)
         else:
             others.append((share, symbol))
+    functions = result["functions"] or [f"n{k}" for k in range(len(names))]
     print(f"{args.model.name}: {calls} calls in {args.seconds:g} s, {len(names)} nodes in the persistent kernel")
     print(f"  {'node':44s} {'share':>7s} {'CPU us/call':>12s}")
     for k, name in enumerate(names):
+        if functions[k] != f"n{k}":
+            print(f"  {name:44s} {'(in ' + functions[k] + ')':>20s}")  # a node alike an earlier one
+            continue
         share, samples = per_node.get(k, (0.0, 0))
-        print(f"  {name:44s} {share:6.2f}% {samples / args.frequency / max(calls, 1) * 1e6:12.1f}")
+        alike = functions.count(functions[k])
+        label = f"{name} (x{alike})" if alike > 1 else name
+        print(f"  {label:44s} {share:6.2f}% {samples / args.frequency / max(calls, 1) * 1e6:12.1f}")
     total = sum(share for share, _ in per_node.values())
     print(f"  {'all nodes':44s} {total:6.2f}%")
     for share, symbol in sorted(others, reverse=True)[:5]:
