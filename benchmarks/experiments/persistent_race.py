@@ -16,9 +16,7 @@ and the node functions in each build's programs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +28,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the harness
 
 from harness.contexts import compiled_context, random_inputs
-from harness.paths import MODELS, ROOT
+from harness.older import module_at
+from harness.paths import MODELS
 from harness.timing import fastest_call
 
 from delegate.runtime import Runtime, persistent
@@ -40,20 +39,7 @@ DEFAULT_MODELS = [MODELS / "mobilenet_v2.tflite"]
 
 def old_persistent(rev: str) -> ModuleType:
     """``delegate/runtime/persistent.py`` at ``rev``, importing its siblings from here."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:delegate/runtime/persistent.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    name = "delegate.runtime._raced_persistent"
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "delegate.runtime"
-    sys.modules[name] = module
-    exec(compile(source, f"{rev}:delegate/runtime/persistent.py", "exec"), module.__dict__)
-    return module
+    return module_at(rev, "delegate/runtime/persistent.py", "delegate.runtime._raced_persistent")
 
 
 def _old_build(old: ModuleType) -> Any:

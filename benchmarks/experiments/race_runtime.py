@@ -20,13 +20,11 @@ import argparse
 import importlib.util
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import astuple
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -35,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 
 from delegate._native import ffi
 from harness.contexts import compiled_context, random_inputs
-from harness.paths import MODELS, ROOT
+from harness.older import module_at
+from harness.paths import MODELS
 from harness.timing import fastest_call
 
 from delegate.context import model
@@ -78,20 +77,8 @@ def old_runtime(rev: str) -> Any:
     """``Runtime`` of ``delegate/runtime/runtime.py`` at ``rev``, importing its siblings from here
     (names moved since are provided where it looks for them: ``_MOVED``; the plane pitch today's
     kernels read is given to it: ``_fill_plane_pitch``)."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:delegate/runtime/runtime.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    name = "delegate.runtime._raced_runtime"
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    module.__package__ = "delegate.runtime"
-    sys.modules[name] = module
     _provide_moved_names()
-    exec(compile(source, f"{rev}:delegate/runtime/runtime.py", "exec"), module.__dict__)
+    module = module_at(rev, "delegate/runtime/runtime.py", "delegate.runtime._raced_runtime")
     if hasattr(module.Runtime, "_shape_arg"):  # the pre-split runtime builds shape arguments itself
         _fill_plane_pitch(module.Runtime)
     return module.Runtime
