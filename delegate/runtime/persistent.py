@@ -224,10 +224,6 @@ def _group_function(name: str, item: str, params: list[str], seen: tuple, ls: tu
 """
 
 
-#: the name a node's functions are made under, then given the name of the first node like it
-_SAME = "dlg_same_node"
-
-
 def _tensor_offsets(node: NodeKernel) -> dict[str, int]:
     """Where each tensor of ``node`` starts in its buffer (bytes: its shape's s6), by tensor name."""
     return {
@@ -252,7 +248,9 @@ STEP_BYTES = 12 << 10
 
 
 def _likeness(node: NodeKernel) -> tuple:
-    """What a node's functions are made of (``build``): nodes with equal likeness share them."""
+    """Everything a node's functions are made of (``build``): its source, parameter declarations,
+    constant values (tensors' offsets apart), launch sizes and grid. Nodes of equal likeness share
+    their functions."""
     constants = tuple(
         _at_buffer_start(value).tobytes() if param.kind == "tensor_shape" else np.asarray(value).tobytes()
         for param, value in zip(node.src.params, node.values, strict=True)
@@ -284,7 +282,7 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
     local_bytes = 0
     steps: list[str] = []
     prepared: dict[tuple[str, bool], tuple[str, str, str]] = {}  # nodes of one source share the text work
-    functions: dict[str, str] = {}  # a node function's text (named _SAME) -> the name it has in the program
+    functions: dict[tuple, str] = {}  # a node's likeness -> the name of its functions in the program
     called: list[str] = []  # per node, the name of the function it calls
     for k, node in enumerate(nodes):
         body = node.src.body
@@ -319,17 +317,17 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
         seen = (1, 1, 1) if serial else ls
         # work-items past the grid (rounding it up to whole work-groups) are skipped, not called
         grid = None if serial or node.grid is None else tuple(node.grid) + (1,) * (3 - len(node.grid))
-        sizes = [f"int4 {v} = (int4)({x}, {y}, {z}, 0)" for v, (x, y, z) in zip(_SIZES, (seen, ls, gs), strict=True)]
-        if (body, serial) not in prepared:
-            prepared[body, serial] = _prepared(body, serial)
-        text = _function(prepared[body, serial], f"{_SAME}_item", params, sizes + constants) + _group_function(
-            _SAME, f"{_SAME}_item", params, seen, ls, grid
-        )
-        if text not in functions:  # a node like an earlier one (shapes, constants, launch) calls its function
-            functions[text] = name
-            texts.append(text.replace(_SAME, name))
-        called.append(functions[text])
-        steps.append(_step(k, names[k], functions[text], args, groups))
+        key = _likeness(node)
+        if key not in functions:  # a node like an earlier one (shapes, constants, launch) calls its function
+            functions[key] = name
+            launch = zip(_SIZES, (seen, ls, gs), strict=True)
+            sizes = [f"int4 {v} = (int4)({x}, {y}, {z}, 0)" for v, (x, y, z) in launch]
+            if (body, serial) not in prepared:
+                prepared[body, serial] = _prepared(body, serial)
+            texts.append(_function(prepared[body, serial], f"{name}_item", params, sizes + constants))
+            texts.append(_group_function(name, f"{name}_item", params, seen, ls, grid))
+        called.append(functions[key])
+        steps.append(_step(k, names[k], functions[key], args, groups))
     nodes_count = len(nodes)
     # counters: per node, one range counter per work-group (P of them, up to MAX_UNITS) and a done
     # counter; then the exit counter
