@@ -3,7 +3,8 @@
 
 OpenCL profiling times a launch, and a persistent kernel is one launch for the whole model. But
 each of its nodes calls a function of its own, ``n0`` for the first (delegate/runtime/persistent.py),
-so a sampling profiler names the node every sample falls in; nodes alike (a network's repeated
+renamed here ``p0n0`` in the first program, ``p1n0`` in the second, so a sampling profiler names
+the node every sample falls in; nodes alike (a network's repeated
 blocks) call the first one's function, and their samples are reported together, on that row.
 This script compiles MODEL as the delegate does (``harness.contexts.compiled_context``), runs it
 for ``--seconds`` in a child process under ``perf record``, and prints per node its share of the
@@ -29,16 +30,20 @@ from harness import cli, perf
 from harness.contexts import compiled_context
 
 #: run in the child under perf: load the context, call it for the given seconds, report
-_CHILD = """
+_CHILD = r"""
 import json, sys, time
 import numpy as np
 from delegate.runtime import Runtime, persistent
+import dataclasses, re
 functions = []
 real_build = persistent.build
-def build(nodes, names):  # which function each node calls (nodes alike share one)
-    kernel = real_build(nodes, names)
-    functions.append(list(kernel.functions))
-    return kernel
+def build(nodes, names, units=1):  # which function each node calls (nodes alike share one)
+    kernel = real_build(nodes, names, units)
+    # the programs' node functions renamed n<k> -> p<program>n<k>, so that samples tell them apart
+    prefix = f"p{len(functions)}"
+    functions.append([prefix + f for f in kernel.functions])
+    source = re.sub(r"\bn(\d+)(?=(_item)?\s*\()", prefix + r"n\1", kernel.source)
+    return dataclasses.replace(kernel, source=source, functions=tuple(functions[-1]))
 persistent.build = build
 with Runtime.load(open(sys.argv[1], "rb").read()) as rt:
     inputs = [np.random.default_rng(0).random(s, dtype=np.float32) for s in rt.input_shapes]
@@ -49,19 +54,18 @@ with Runtime.load(open(sys.argv[1], "rb").read()) as rt:
         rt.run(inputs)
         calls += 1
     print(json.dumps({"calls": calls, "launches": rt.launch_names, "nodes": rt.one_by_one_names,
-                      "functions": functions[-1] if functions else []}))
+                      "functions": functions}))
 """
 _ROW = re.compile(r"^\s*([\d.]+)%\s+(\d+)\s+\[\.\]\s+(\S+)\s*$")
 
 
-def persistent_nodes(launches: list[str], nodes: list[str]) -> list[str]:
-    """What the one persistent launch ("persistent FIRST .. LAST") runs, in order, of ``nodes``
+def persistent_nodes(launches: list[str], nodes: list[str]) -> list[list[str]]:
+    """What each persistent launch ("persistent FIRST .. LAST") runs, in order, of ``nodes``
     (``Runtime.one_by_one_names``: conversions and nodes)."""
     spans = [name.removeprefix("persistent ").split(" .. ") for name in launches if name.startswith("persistent ")]
-    if len(spans) != 1:
-        raise SystemExit(f"this profiles one persistent kernel; the model runs {len(spans)}: {launches}")
-    first, last = spans[0]
-    return nodes[nodes.index(first) : nodes.index(last) + 1]
+    if not spans:
+        raise SystemExit(f"the model runs no persistent kernel: {launches}")
+    return [nodes[nodes.index(first) : nodes.index(last) + 1] for first, last in spans]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,31 +84,35 @@ def main(argv: list[str] | None = None) -> int:
         report = perf.output(
             "report", "-i", str(data), "--stdio", "--no-children", "--sort", "sym", "-F", "overhead,sample,sym"
         )
-    names = persistent_nodes(result["launches"], result["nodes"])
+    programs = persistent_nodes(result["launches"], result["nodes"])
     calls = result["calls"]
-    per_node: dict[int, tuple[float, int]] = {}
+    per_function: dict[str, tuple[float, int]] = {}
     others: list[tuple[float, str]] = []
     for line in report.splitlines():
         row = _ROW.match(line)
         if row is None:
             continue
         share, samples, symbol = float(row.group(1)), int(row.group(2)), row.group(3)
-        if re.fullmatch(r"n\d+", symbol) and int(symbol[1:]) < len(names):
-            per_node[int(symbol[1:])] = (share, samples)
+        if re.fullmatch(r"p\d+n\d+", symbol):
+            per_function[symbol] = (share, samples)
         else:
             others.append((share, symbol))
-    functions = result["functions"] or [f"n{k}" for k in range(len(names))]
-    print(f"{args.model.name}: {calls} calls in {args.seconds:g} s, {len(names)} nodes in the persistent kernel")
+    nodes = sum(len(names) for names in programs)
+    kernels = len(programs)
+    print(f"{args.model.name}: {calls} calls in {args.seconds:g} s, {nodes} nodes in {kernels} persistent kernels")
     print(f"  {'node':44s} {'share':>7s} {'CPU us/call':>12s}")
-    for k, name in enumerate(names):
-        if functions[k] != f"n{k}":
-            print(f"  {name:44s} {'(in ' + functions[k] + ')':>20s}")  # a node alike an earlier one
-            continue
-        share, samples = per_node.get(k, (0.0, 0))
-        alike = functions.count(functions[k])
-        label = f"{name} (x{alike})" if alike > 1 else name
-        print(f"  {label:44s} {share:6.2f}% {samples / args.frequency / max(calls, 1) * 1e6:12.1f}")
-    total = sum(share for share, _ in per_node.values())
+    for p, names in enumerate(programs):
+        functions = result["functions"][p] if p < len(result["functions"]) else [f"p{p}n{k}" for k in range(len(names))]
+        for k, name in enumerate(names):
+            own = f"p{p}n{k}"
+            if functions[k] != own:
+                print(f"  {name:44s} {'(in ' + functions[k] + ')':>20s}")  # a node alike an earlier one
+                continue
+            share, samples = per_function.get(own, (0.0, 0))
+            alike = functions.count(own)
+            label = f"{own} {name} (x{alike})" if alike > 1 else f"{own} {name}"
+            print(f"  {label:44s} {share:6.2f}% {samples / args.frequency / max(calls, 1) * 1e6:12.1f}")
+    total = sum(share for share, _ in per_function.values())
     print(f"  {'all nodes':44s} {total:6.2f}%")
     for share, symbol in sorted(others, reverse=True)[:5]:
         print(f"  {symbol[:44]:44s} {share:6.2f}%")

@@ -161,14 +161,14 @@ static int32_t upload(const dlg_plan *p, uint32_t i, const void *host) {
         /* The device only reads it (CL_MEM_READ_ONLY): the const is kept in fact. */
         int32_t rc = wrap_host(p, t, (void *)(uintptr_t)host, CL_MEM_READ_ONLY);
         if (rc != 0) return rc;
-        if (t->zero_copy) return sync_host(p, t, CL_MAP_WRITE_INVALIDATE_REGION);
+        if (t->zero_copy) return p->host_memory_in_place ? 0 : sync_host(p, t, CL_MAP_WRITE_INVALIDATE_REGION);
     }
     return p->api->enqueue_write_buffer(p->queue, t->buffer, CL_FALSE, 0, t->bytes, host, 0, NULL, NULL);
 }
 
 static int32_t download(const dlg_plan *p, uint32_t i, void *host) {
     dlg_transfer *t = &p->outputs[i];
-    if (t->zero_copy && t->wrapped) return sync_host(p, t, CL_MAP_READ);
+    if (t->zero_copy && t->wrapped) return p->host_memory_in_place ? 0 : sync_host(p, t, CL_MAP_READ);
     return p->api->enqueue_read_buffer(p->queue, t->buffer, CL_FALSE, 0, t->bytes, host, 0, NULL, NULL);
 }
 

@@ -68,10 +68,12 @@ def persistent_profile():
     return benchmark_module("persistent_profile")
 
 
-def test_persistent_profile_maps_the_persistent_launch_to_its_nodes(persistent_profile):
+def test_persistent_profile_maps_the_persistent_launches_to_their_nodes(persistent_profile):
     launches = ["input 0", "persistent b .. d", "output 5"]
-    assert persistent_profile.persistent_nodes(launches, ["a", "b", "c", "d", "e"]) == ["b", "c", "d"]
-    with pytest.raises(SystemExit, match="one persistent kernel; the model runs 0"):
+    assert persistent_profile.persistent_nodes(launches, ["a", "b", "c", "d", "e"]) == [["b", "c", "d"]]
+    two = ["persistent a .. b", "c", "persistent d .. e"]
+    assert persistent_profile.persistent_nodes(two, ["a", "b", "c", "d", "e"]) == [["a", "b"], ["d", "e"]]
+    with pytest.raises(SystemExit, match="runs no persistent kernel"):
         persistent_profile.persistent_nodes(["input 0", "a", "output 1"], ["a"])
 
 
@@ -89,8 +91,9 @@ def test_persistent_profile_names_every_node(persistent_profile, capsys):
     with Runtime.load(payload) as rt:  # one persistent kernel: the conversions and every node
         nodes = rt.one_by_one_names
         assert nodes == ["input 0", *rt.node_names, "output 17"]
-    rows = [" ".join(line.split()[:-2]) for line in out.splitlines()[2 : 2 + len(nodes)]]
-    assert rows == nodes
+    lines = out.splitlines()[2 : 2 + len(nodes)]
+    assert [line.split()[0] for line in lines] == [f"p0n{k}" for k in range(len(nodes))]  # the function sampled
+    assert [" ".join(line.split()[1:-2]) for line in lines] == nodes
     assert "all nodes" in out
 
 

@@ -107,8 +107,8 @@ def test_a_persistent_kernel_that_does_not_build_leaves_every_launch_by_itself(t
     replaces it builds them, and binds the caller's memory to them again."""
     real = persistent.build
 
-    def broken(nodes, names):
-        built = real(nodes, names)
+    def broken(nodes, names, units=1):
+        built = real(nodes, names, units)
         return dataclasses.replace(built, source=built.source + "\nthis does not compile\n")
 
     monkeypatch.setattr(persistent, "build", broken)
@@ -271,8 +271,8 @@ def test_a_persistent_kernel_of_repeated_blocks_compiles_each_once_and_runs_as_o
     sources: list[str] = []
     real = persistent.build
 
-    def kept(nodes, names):
-        built = real(nodes, names)
+    def kept(nodes, names, units=1):
+        built = real(nodes, names, units)
         sources.append(built.source)
         return built
 
@@ -295,15 +295,31 @@ def test_a_persistent_kernel_of_repeated_blocks_compiles_each_once_and_runs_as_o
 
 
 def test_work_items_past_a_nodes_grid_are_skipped_not_called():
-    # A node whose 5 work-items launch as one work-group of 8: the other 3 are not called, when the
-    # runtime says any local size serves it (grid given); without a grid all 8 are called.
+    # A node whose 61 work-items launch as 8 work-groups of 8: the last 3 are not called, when the
+    # runtime says any local size serves it (grid given); without a grid all 64 are called.
     out = Param("__global float4* t_buf", "tensor_buffer", "t")
     src = _node("  t_buf[get_global_id(0)] = (float4)(1.0f);", [out])
     buffer = object()
-    guarded = persistent.build([persistent.NodeKernel(src, [buffer], (8,), (8,), (5,))], ["a"]).source
-    assert "if (dlg_g.x * 8 + dl.x < 5) n0_item(" in guarded
-    plain = persistent.build([persistent.NodeKernel(src, [buffer], (8,), (8,))], ["a"]).source
-    assert "dl.x < 5" not in plain and "    n0_item(dlg_local, dlg_g, dl, t_buf);" in plain
+    guarded = persistent.build([persistent.NodeKernel(src, [buffer], (64,), (8,), (61,))], ["a"]).source
+    assert "if (dlg_g.x * 8 + dl.x < 61) n0_item(" in guarded
+    plain = persistent.build([persistent.NodeKernel(src, [buffer], (64,), (8,))], ["a"]).source
+    assert "dl.x < 61" not in plain and "    n0_item(dlg_local, dlg_g, dl, t_buf);" in plain
+
+
+def test_a_node_of_few_work_groups_takes_smaller_ones_where_any_local_size_serves():
+    # 37 work-items in 5 groups of 8: on 2 work-groups one would wait for a fifth of the node, so
+    # the groups get smaller (4 items: 10 groups, at least GROUPS_PER_UNIT per work-group); on 1
+    # they stay; a node that needs its launched local size (no grid) keeps it.
+    out = Param("__global float4* t_buf", "tensor_buffer", "t")
+    src = _node("  t_buf[get_global_id(0)] = (float4)(1.0f);", [out])
+    buffer = object()
+    node = persistent.NodeKernel(src, [buffer], (40,), (8,), (37,))
+    finer = persistent.build([node], ["a"], units=2).source
+    assert "const uint n = 10u;" in finer and "if (dlg_g.x * 4 + dl.x < 37) n0_item(" in finer
+    assert "int4 dlg_st = (int4)(4, 1, 1, 0)" in finer and "int4 dlg_gs = (int4)(40, 1, 1, 0)" in finer
+    assert "const uint n = 5u;" in persistent.build([node], ["a"], units=1).source
+    fixed = persistent.NodeKernel(src, [buffer], (40,), (8,))
+    assert "const uint n = 5u;" in persistent.build([fixed], ["a"], units=2).source
 
 
 _REVERSE_TILES = """

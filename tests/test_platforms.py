@@ -57,6 +57,9 @@ def test_what_each_platform_answers() -> None:
     assert pocl.chosen_without_gpu and not generic.chosen_without_gpu
     assert pocl.calibration is POCL_CPU and generic.calibration is None
     assert pocl.builds_in_processes and not generic.builds_in_processes
+    # PoCL's CPU driver works in the host memory a buffer is made over; another driver may copy
+    assert pocl.host_memory_in_place(is_gpu=False) and not pocl.host_memory_in_place(is_gpu=True)
+    assert not generic.host_memory_in_place(is_gpu=False) and not generic.host_memory_in_place(is_gpu=True)
     assert calibration.UNMEASURED is POCL_CPU  # what the plugin weighs where a platform measured none
     for rules in (pocl, generic):
         assert rules.persistent_kernels(is_gpu=False) and not rules.persistent_kernels(is_gpu=True)

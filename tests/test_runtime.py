@@ -7,6 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from delegate._native import ffi
 
 from delegate import (
     ContextFormatError,
@@ -657,6 +658,24 @@ def test_zero_copy_and_copy_transfers_agree(zero_copy, cache):
         x[...] = 0.5  # the same array, new contents: the device must see them
         np.testing.assert_allclose(rt.run([x])[0], 5.0, rtol=1e-6)
         assert not np.array_equal(first, rt.run([x])[0])
+
+
+def test_kept_host_buffers_see_every_write_of_the_caller_and_the_device(cache):
+    """The plugin's way: the caller's arrays stay where they are from run to run and the buffers made
+    over them are kept (keep_host_buffers). Where the driver's buffer is the caller's memory itself
+    (PoCL's CPU device: host_memory_in_place, no map and unmap around a run), every run must still
+    read what the caller wrote into the same input array and write into the same output array."""
+    with Runtime.load(chain(3), cache_dir=cache, zero_copy=True) as rt:
+        rt.keep_host_buffers()
+        in_place = rt.device_info.platform_rules.host_memory_in_place(rt.device_info.is_gpu)
+        assert rt.native_plan.host_memory_in_place == in_place
+        x = np.zeros(rt.input_shapes[0], np.float32)
+        out = np.zeros(rt.output_shapes[0], np.float32)
+        for value in (0.5, -1.25, 3.0):
+            x[...] = value  # new contents in the same array
+            out[...] = np.nan  # and the device must overwrite the same output array
+            assert rt._plan.run([x], [out], ffi.NULL) is None
+            np.testing.assert_allclose(out, 2 * value + 4.0, rtol=1e-6)
 
 
 def test_zero_copy_is_the_default_on_a_host_memory_device(cache):

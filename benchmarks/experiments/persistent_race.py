@@ -16,6 +16,7 @@ and the node functions in each build's programs.
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import sys
 import tempfile
@@ -45,14 +46,16 @@ def old_persistent(rev: str) -> ModuleType:
 def _old_build(old: ModuleType) -> Any:
     """A ``persistent.build`` that builds with ``old``, given today's NodeKernels."""
 
-    def build(nodes: list[Any], names: list[str]) -> Any:
+    takes_units = "units" in inspect.signature(old.build).parameters
+
+    def build(nodes: list[Any], names: list[str], units: int = 1) -> Any:
         def value(v: Any) -> Any:
             return old.ArenaSlice(v.offset, v.size) if isinstance(v, persistent.ArenaSlice) else v
 
         converted = [
             old.NodeKernel(n.src, [value(v) for v in n.values], n.global_size, n.local_size, n.grid) for n in nodes
         ]
-        return old.build(converted, names)
+        return old.build(converted, names, units) if takes_units else old.build(converted, names)
 
     return build
 
@@ -66,8 +69,8 @@ def _load(context: bytes, cache: Path, build: Any) -> tuple[Runtime, list[str]]:
     sources: list[str] = []
     today = persistent.build
 
-    def kept(nodes: list[Any], names: list[str]) -> Any:
-        kernel = build(nodes, names)
+    def kept(nodes: list[Any], names: list[str], units: int = 1) -> Any:
+        kernel = build(nodes, names, units)
         sources.append(kernel.source)
         return kernel
 

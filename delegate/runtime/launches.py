@@ -291,7 +291,8 @@ class ContextLaunches:
         (kernels, names), their programs built at once (in helper processes where the platform
         builds faster so, build_processes.py), with ``conversions``: those not built yet that run
         by themselves (the others are built only if a plan without persistent kernels needs them)."""
-        built = [persistent_kernels.build(nodes, names) for nodes, names in runs]
+        units = min(self._info.compute_units, persistent_kernels.MAX_UNITS)
+        built = [persistent_kernels.build(nodes, names, units) for nodes, names in runs]
         what = [f"persistent kernel of {names[0]} .. {names[-1]}" for _, names in runs]
         programs = self._make(conversions, [(b.source, w) for b, w in zip(built, what, strict=True)])
         launches = []

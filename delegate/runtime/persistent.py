@@ -14,7 +14,9 @@ cache holds what it wrote). A work-group that has finished its range takes rows 
 (work stealing through one counter per range), and waits only for groups that some running
 work-group has taken: a work-group the driver starts late, or never alongside the others, finds
 every node done and finishes, so the kernel cannot deadlock whatever the driver's scheduling.
-The last work-group to leave resets the counters for the next run.
+The last work-group to leave resets the counters for the next run. A node of few groups whose
+kernel takes any local size gets smaller ones (``_finer``), so that no work-group waits long for
+another's last group.
 
 Which nodes can run inside it (``eligible``): those with buffer arguments only, and either no
 barrier and no local memory (their work-items are independent), or code marked
@@ -272,8 +274,33 @@ def source_sizes(nodes: Sequence[NodeKernel]) -> list[int]:
     return sizes
 
 
-def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel:
-    """The persistent kernel of ``nodes`` (all ``eligible``, one prelude), run in order."""
+#: virtual work-groups a node should have per work-group of the persistent kernel (``_finer``)
+GROUPS_PER_UNIT = 4
+
+
+def _finer(grid: tuple[int, ...], gs: tuple[int, ...], ls: tuple[int, ...], units: int) -> tuple[tuple, tuple]:
+    """Launch sizes for a node whose work-items any local size serves (its ``grid``): its own
+    ``gs`` and ``ls``, unless it has fewer than GROUPS_PER_UNIT virtual groups per work-group of the
+    kernel (``units``), where its local size is divided (the largest axis first, by its least
+    factor) until it has that many or is one work-item. A work-group takes whole groups, so a node
+    of 5 groups on 2 cores kept one core waiting for a fifth of the node (MobileNetV2's last 1x1
+    products); its global size is the grid rounded up to the new local size."""
+    ls_new = list(ls)
+
+    def groups() -> int:
+        return int(np.prod([-(-grid[a] // ls_new[a]) for a in range(3)]))
+
+    while groups() < GROUPS_PER_UNIT * units and max(ls_new) > 1:
+        a = max(range(3), key=lambda i: ls_new[i])
+        ls_new[a] //= next(f for f in range(2, ls_new[a] + 1) if ls_new[a] % f == 0)
+    if ls_new == list(ls):
+        return gs, ls
+    return tuple(-(-grid[a] // ls_new[a]) * ls_new[a] for a in range(3)), tuple(ls_new)
+
+
+def build(nodes: Sequence[NodeKernel], names: Sequence[str], units: int = 1) -> PersistentKernel:
+    """The persistent kernel of ``nodes`` (all ``eligible``, one prelude), run in order by
+    ``units`` work-groups (the launch's; it sizes the smallest nodes' virtual groups, ``_finer``)."""
     if not nodes:
         raise ValueError("a persistent kernel needs nodes")
     texts: list[str] = []
@@ -317,6 +344,9 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str]) -> PersistentKernel
         seen = (1, 1, 1) if serial else ls
         # work-items past the grid (rounding it up to whole work-groups) are skipped, not called
         grid = None if serial or node.grid is None else tuple(node.grid) + (1,) * (3 - len(node.grid))
+        if grid is not None:
+            gs, ls = _finer(grid, gs, ls, units)
+            groups, seen = [gs[a] // ls[a] for a in range(3)], ls
         key = _likeness(node)
         if key not in functions:  # a node like an earlier one (shapes, constants, launch) calls its function
             functions[key] = name

@@ -163,6 +163,7 @@ class NativePlan:
         *,
         zero_copy: bool,
         keep_wrapped: bool,
+        host_memory_in_place: bool = False,
     ) -> None:
         self.schedule = schedule
         launches = schedule.launches
@@ -187,6 +188,7 @@ class NativePlan:
         plan.flush_periodically = ctx.flush_periodically
         plan.flush_period = ctx.flush_period
         plan.keep_wrapped = keep_wrapped
+        plan.host_memory_in_place = host_memory_in_place
         self._memory = (c_launches, c_inputs, c_outputs)  # what the plan points at
         self.handle = plan
 

@@ -161,6 +161,7 @@ class Runtime:
             self._model,
             zero_copy=self.zero_copy,
             keep_wrapped=self._keep_wrapped,
+            host_memory_in_place=self.device_info.platform_rules.host_memory_in_place(self.device_info.is_gpu),
         )
 
     def _install_plan(self) -> None:

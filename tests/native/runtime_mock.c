@@ -3,7 +3,8 @@
  * ASan + UBSan by tests/test_native_sanitizers.py: checks launch order and geometry, the
  * flush policies, profiling, that a failing call stops the run but still waits, and zero-copy
  * transfers (a buffer made over the host memory once per pointer, bound to the conversion
- * kernel, synchronised by map/unmap, released at the end; a refused pointer falls back to copies).
+ * kernel, synchronised by map/unmap unless the driver's buffer is the host memory itself, released at
+ * the end; a refused pointer falls back to copies).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -239,6 +240,13 @@ int main(void) {
     CHECK(mock.writes == 0 && mock.reads == 0 && mock.creates == 3 && mock.mem_releases == 3);
     CHECK(mock.bound[0] == in[0].buffer && mock.bound[1] == in[1].buffer && mock.bound[2] == out[0].buffer);
     CHECK(in[0].wrapped == NULL && out[0].wrapped == NULL);
+    /* Host memory in place (the driver's buffer is the host memory): wrapped alike, no map or unmap. */
+    plan.host_memory_in_place = 1;
+    reset(-1);
+    CHECK(dlg_run(&plan, host_in, host_out, NULL, &status) == 0);
+    CHECK(mock.creates == 3 && mock.mem_releases == 3 && mock.maps == 0 && mock.unmaps == 0);
+    CHECK(mock.writes == 0 && mock.reads == 0 && mock.launches == N && mock.finishes == 1);
+    plan.host_memory_in_place = 0;
     plan.keep_wrapped = 1;
     reset(-1);
     CHECK(dlg_run(&plan, host_in, host_out, NULL, &status) == 0);

@@ -5,7 +5,8 @@ platform's name): what to do around the loader's start (``start_loader``: enviro
 reads while it starts, taken back afterwards, and what it learns of each device once the devices
 are listed, such as the CPU model its compiler targets), how that target shows in the program
 cache key (``program_key``) and in the compiler's vector width (``vector_floats``), whether runs
-may use persistent kernels (``persistent_kernels``), whether its driver keeps compiled programs
+may use persistent kernels (``persistent_kernels``), whether a buffer over host memory is that
+memory (``host_memory_in_place``), whether its driver keeps compiled programs
 for later processes by itself (``DeviceStart.keeps_builds``), whether its devices are the default when no
 GPU is found (``chosen_without_gpu``), and the measured costs the rule cpu_when_faster weighs
 (``calibration``, data of delegate/calibration.py), and whether programs build faster in
@@ -81,4 +82,10 @@ class Platform(Protocol):
 
     def persistent_kernels(self, is_gpu: bool) -> bool:
         """May runs on a device of it launch persistent kernels (runtime/persistent.py)?"""
+        ...
+
+    def host_memory_in_place(self, is_gpu: bool) -> bool:
+        """Is a buffer its driver makes over host memory (CL_MEM_USE_HOST_PTR) that memory itself on
+        a device of it, so that zero-copy runs need no map and unmap to see the host's writes and
+        to let the host read the device's (``dlg_plan.host_memory_in_place``)?"""
         ...

@@ -46,3 +46,6 @@ class GenericPlatform:
 
     def persistent_kernels(self, is_gpu: bool) -> bool:
         return not is_gpu
+
+    def host_memory_in_place(self, is_gpu: bool) -> bool:
+        return False  # an unknown driver may copy behind a mapping: the spec's map and unmap

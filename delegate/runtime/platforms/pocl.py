@@ -90,3 +90,8 @@ class PoclPlatform:
 
     def persistent_kernels(self, is_gpu: bool) -> bool:
         return not is_gpu  # its CPU devices (a PoCL GPU driver has the GPUs' reasons against them)
+
+    def host_memory_in_place(self, is_gpu: bool) -> bool:
+        # its CPU driver's buffer over a host pointer is the pointer (its alloc_mem_obj), and its map
+        # and unmap of it copy nothing; each is still a command its worker threads take in turn
+        return not is_gpu
