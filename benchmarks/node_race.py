@@ -83,9 +83,12 @@ def samples(script: str) -> collections.Counter[tuple[str, str]]:
 
 def table(counts: collections.Counter[tuple[str, str]], result: dict, frequency: int) -> list[str]:
     """The report: per node of the persistent kernel, each side's CPU us per call and new / old."""
-    names = persistent_profile.persistent_nodes(result["launches"], result["nodes"])
-    if persistent_profile.persistent_nodes(result["old_launches"], result["old_nodes"]) != names:
+    programs = persistent_profile.persistent_nodes(result["launches"], result["nodes"])
+    if persistent_profile.persistent_nodes(result["old_launches"], result["old_nodes"]) != programs:
         raise SystemExit("the two trees run different nodes in their persistent kernels; compare them whole")
+    if len(programs) != 1:
+        raise SystemExit(f"node_race compares one persistent kernel; the model runs {len(programs)}")
+    (names,) = programs
     new, old = set(result["new"]), set(result["old"])
     if not new:
         raise SystemExit("the model ran no persistent kernel; node_race compares persistent kernels")
