@@ -1,5 +1,6 @@
 """cpu_when_faster by measurement: ``delegate.Interpreter`` times the model with the delegate against
-TFLite's CPU kernels once the delegate is built, and runs it on whichever was faster.
+TFLite's CPU kernels once the delegate is built, and runs it on whichever was faster (the delegate
+only where it was ``cpu_choice.DELEGATE_LEAD`` faster: within that the measurement cannot tell).
 
 The rule's estimate (compiler/cpu_choice.py) weighs the delegate's fixed costs only, so it never
 catches a partition whose kernels are slower than TFLite's (a transformer's batched products, an
@@ -7,7 +8,7 @@ int8 network on a CPU device). Under background compile the build thread therefo
 the delegated interpreter, makes CPU interpreters of the model (with the threads the delegated one
 has, and with TFLite's default of one) and times them all on the same inputs, interleaved (one
 invoke of each per round, so that load on the machine weighs on all alike), and compares medians.
-When TFLite's CPU kernels were faster the caller's invokes go to the fastest CPU interpreter
+When TFLite's CPU kernels were faster (``Measured.cpu_faster``) the caller's invokes go to the fastest CPU interpreter
 (``ExecutionPath.CPU_FASTER``). A later start that finds the model left on CPU by a recorded
 measurement runs it, likewise, on a CPU interpreter with the threads measured fastest.
 
@@ -85,7 +86,7 @@ class Outcome:
         m = self.measured
         if self.alone:
             return (
-                f"each of its {self.alone} delegated partitions measured alone slower than TFLite's CPU kernels "
+                f"each of its {self.alone} delegated partitions measured alone no faster than TFLite's CPU kernels "
                 f"({m.cpu_ms:.3f} ms per invoke on {m.cpu_threads} thread(s))"
             )
         if self.threads_only:
@@ -94,7 +95,7 @@ class Outcome:
                 f"({m.cpu_ms:.3f} ms) than on the interpreter's ({m.delegate_ms:.3f} ms)"
             )
         return (
-            f"measured slower than TFLite's CPU kernels ({m.delegate_ms:.3f} ms per invoke against "
+            f"{m.comparison()} ({m.delegate_ms:.3f} ms per invoke against "
             f"{m.cpu_ms:.3f} ms on {m.cpu_threads} thread(s))"
         )
 

@@ -419,7 +419,7 @@ def _comparison_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"  ... {len(r['outputs']) - MAX_OUTPUTS_SHOWN} more outputs (--json lists all)")
     if r.get("execution_path") == "cpu faster":
         lines.append(
-            "note: the delegate measured slower than TFLite's CPU kernels, so these outputs are TFLite's own;"
+            "note: the delegate did not measure faster than TFLite's CPU kernels, so these outputs are TFLite's own;"
             " --option cpu_when_faster=false compares the delegate's"
         )
     if r.get("reference_constant"):
@@ -452,7 +452,7 @@ def _cpu_nodes_lines(cpu_nodes: dict[str, str]) -> list[str]:
 
 def format_result(r: dict[str, Any]) -> str:
     timed = {k: v for k, v in r["latency_ms"].items() if v is not None}
-    # measured slower than TFLite's CPU kernels: the interpreter runs on them (measured_choice.py)
+    # not measured faster than TFLite's CPU kernels: the interpreter runs on them (measured_choice.py)
     ours = "this interpreter (on TFLite's CPU kernels)" if r.get("execution_path") == "cpu faster" else "delegate"
     latency = "latency (median): " + (
         ", ".join(f"{'CPU' if k == 'cpu' else ours} {v:.2f} ms" for k, v in timed.items()) or "not timed (--runs 0)"

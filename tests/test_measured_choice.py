@@ -18,7 +18,7 @@ import pytest
 import delegate
 from delegate import measured_choice
 from delegate.api import host_runtime
-from delegate.compiler.cpu_choice import CpuChoice, Measured
+from delegate.compiler.cpu_choice import DELEGATE_LEAD, CpuChoice, Measured
 from delegate.interpreter import DelegatedInterpreter, ExecutionPath
 from delegate.plugin.choice_record import record_measurement
 
@@ -87,6 +87,20 @@ def test_a_measurement_decides_over_the_estimate_and_survives_its_record():
         record = {k: v for k, v in choice.as_dict().items() if k != "source"}
         again = CpuChoice.from_record(json.loads(json.dumps(record)), [0, 1], ("a", "b"))
         assert again.measured == choice.measured and again.on_cpu == choice.on_cpu and again.recorded
+
+
+def test_the_delegate_keeps_a_partition_only_where_it_measured_a_lead():
+    """Within DELEGATE_LEAD (3%) a measurement at load cannot tell the two apart, and the host's own
+    kernels are the safer choice: a delegate 2% faster leaves the model on CPU, one 4% faster keeps it."""
+    assert DELEGATE_LEAD == 0.03
+    close = Measured(0.98, 1.0, 30, 2)
+    assert close.cpu_faster and close.comparison() == "measured less than 3% faster than TFLite's CPU kernels"
+    assert not Measured(0.96, 1.0, 30, 2).cpu_faster
+    assert Measured(1.02, 1.0, 30, 2).comparison() == "measured slower than TFLite's CPU kernels"
+    choice = CpuChoice((0, 1), ("a", "b"), 2, 1, 0, 64, 1.0, 100.0, measured=close)
+    assert choice.on_cpu and "0.980 ms with the delegate, less than 3% faster" in choice.reason()
+    outcome = measured_choice.Outcome(close, cpu=object())
+    assert outcome.why().startswith("measured less than 3% faster than TFLite's CPU kernels (0.980 ms")
 
 
 @pytest.mark.parametrize(
