@@ -8,8 +8,8 @@ int8 network on a CPU device). Under background compile the build thread therefo
 the delegated interpreter, makes CPU interpreters of the model (with the threads the delegated one
 has, and with TFLite's default of one) and times them all on the same inputs, interleaved (one
 invoke of each per round, so that load on the machine weighs on all alike), and compares medians.
-When TFLite's CPU kernels were faster (``Measured.cpu_faster``) the caller's invokes go to the fastest CPU interpreter
-(``ExecutionPath.CPU_FASTER``). A later start that finds the model left on CPU by a recorded
+When TFLite's CPU kernels were faster (``Measured.cpu_faster``) the caller's invokes go to the
+fastest CPU interpreter (``ExecutionPath.CPU_FASTER``). A later start that finds the model left on CPU by a recorded
 measurement runs it, likewise, on a CPU interpreter with the threads measured fastest.
 
 A model with one delegated partition the rule applies to is measured whole, and the partition

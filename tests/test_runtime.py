@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -19,6 +20,7 @@ from delegate import (
     write_context,
 )
 from delegate.context import model as m
+from delegate.runtime import runtime as runtime_module
 from delegate.runtime import select_device
 from delegate.runtime.driver import MemObject
 from delegate.runtime.memory import PLANE_PAD_LINES
@@ -667,8 +669,11 @@ def test_kept_host_buffers_see_every_write_of_the_caller_and_the_device(cache):
     read what the caller wrote into the same input array and write into the same output array."""
     with Runtime.load(chain(3), cache_dir=cache, zero_copy=True) as rt:
         rt.keep_host_buffers()
-        in_place = rt.device_info.platform_rules.host_memory_in_place(rt.device_info.is_gpu)
+        info = rt.device_info
+        in_place = info.host_unified_memory and info.platform_rules.host_memory_in_place(info.is_gpu)
         assert rt.native_plan.host_memory_in_place == in_place
+        # a device of the platform that does not share the host's memory (PoCL's remote driver) maps
+        assert not runtime_module._host_memory_in_place(dataclasses.replace(info, host_unified_memory=False))
         x = np.zeros(rt.input_shapes[0], np.float32)
         out = np.zeros(rt.output_shapes[0], np.float32)
         for value in (0.5, -1.25, 3.0):
