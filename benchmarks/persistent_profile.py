@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.model.name}: {calls} calls in {args.seconds:g} s, {nodes} nodes in {kernels} persistent kernels")
     print(f"  {'node':44s} {'share':>7s} {'CPU us/call':>12s}")
     for p, names in enumerate(programs):
-        functions = result["functions"][p] if p < len(result["functions"]) else [f"p{p}n{k}" for k in range(len(names))]
+        functions = result["functions"][p]  # the child records every build's, in launch order
         for k, name in enumerate(names):
             own = f"p{p}n{k}"
             if functions[k] != own:
