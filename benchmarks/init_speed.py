@@ -53,7 +53,7 @@ def _start(model: Path, folder: Path) -> dict:
     return run_json(["-c", _CHILD, str(model), str(folder)], "the delegate's start", env)
 
 
-def measure(model: Path, warm_runs: int = 3) -> dict:
+def measure(model: Path, warm_runs: int = 5) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         cold = _start(model, folder)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from importlib import metadata
 from types import ModuleType
 
 from .errors import DelegateError
@@ -50,8 +49,13 @@ class HostInfo:
     """Which host runs the interpreters, for reports (``run --json``, ``interpreter.opencl.host``)."""
 
     name: str
-    version: str
     numpy_version: str
+
+    @property
+    def version(self) -> str:
+        """The distribution's installed version, read when asked: importlib.metadata costs a tenth
+        of a warm start."""
+        return _installed_version(self.name) or "unknown"
 
     def __str__(self) -> str:
         return f"{self.name} {self.version} (numpy {self.numpy_version})"
@@ -102,6 +106,8 @@ def host_module() -> tuple[Host, ModuleType]:
 
 
 def _installed_version(distribution: str) -> str | None:
+    from importlib import metadata
+
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -109,7 +115,7 @@ def _installed_version(distribution: str) -> str | None:
 
 
 def describe_host(host: Host) -> HostInfo:
-    return HostInfo(host.distribution, _installed_version(host.distribution) or "unknown", _numpy_version())
+    return HostInfo(host.distribution, _numpy_version())
 
 
 def _numpy_version() -> str:
@@ -123,7 +129,6 @@ def installed_hosts() -> list[HostInfo]:
     numpy_version = _installed_version("numpy") or "not installed"
     found = []
     for host in DEFAULT_ORDER:
-        version = _installed_version(host.distribution)
-        if version is not None:
-            found.append(HostInfo(host.distribution, version, numpy_version))
+        if _installed_version(host.distribution) is not None:
+            found.append(HostInfo(host.distribution, numpy_version))
     return found

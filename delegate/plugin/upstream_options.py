@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .._generated import configuration_pb2 as pb
 from .options import OptionsError
 
 if TYPE_CHECKING:
@@ -150,6 +149,8 @@ def device_kind(device: str) -> DeviceKind | None:
 
 def _priorities(given: dict[str, str], out: dict[str, str]) -> None:
     """precision (and storage_type unless given) from the upstream precision and priority options."""
+    # here, not at the top: protobuf's import is a tenth of a warm start, and most options have no priorities
+    from .._generated import configuration_pb2 as pb
     from ..errors import SettingsError
     from ..settings.mapping import latency_outranks_memory, precision_for, priorities, storage_for, upstream_precision
 

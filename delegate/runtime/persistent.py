@@ -46,14 +46,17 @@ from typing import Any
 import numpy as np
 
 from ..context import kernel_text
+from . import kernel_scan
 from .programs import renamed_kernel
 from .source import KernelSource, float_literal
 
 #: the marker of a kernel that one work-item may run a whole work-group of (see the docstring)
 #: words of the counter buffer per counter: one 64-byte line each, so cores do not share lines
 _LINE = 16
-_LOCAL_DECL = re.compile(r"^[ \t]*__local\s+(\w+)\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;", re.M)
-_BARRIER = re.compile(r"\bbarrier\s*\([^;]*\)\s*;")
+#: a local array's declaration, on a line of its own (kernel_scan.at_line_start)
+_LOCAL_DECL = re.compile(r"__local\s+(\w+)\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;")
+#: a barrier call, as a whole word (kernel_scan.after_non_word)
+_BARRIER = re.compile(r"barrier\s*\([^;]*\)\s*;")
 _TYPE_BYTES = {
     "FLT": 4,
     "ACCUM_FLT": 4,
@@ -129,15 +132,18 @@ class PersistentKernel:
 
 def _shares_work_group(code: str) -> bool:
     """Do the kernel's work-items share a work-group (barriers or local arrays)?"""
-    # the substring tests first: the barrier's pattern costs a scan of the whole text
-    return "__local" in code or ("barrier" in code and _BARRIER.search(code) is not None)
+    if "__local" in code:
+        return True
+    # the substring test first: the barrier's pattern costs a scan of the whole text
+    return "barrier" in code and any(True for _ in kernel_scan.after_non_word(_BARRIER, code))
 
 
 def _local_bytes(code: str) -> int:
     if "__local" not in code:
         return 0
     total = 0
-    for type_name, _, count in _LOCAL_DECL.findall(code):
+    for _, match in kernel_scan.at_line_start(_LOCAL_DECL, code, " \t"):
+        type_name, count = match.group(1), match.group(3)
         base = type_name.rstrip("0123456789")
         lanes = int(type_name[len(base) :] or 1)
         if base not in _TYPE_BYTES:
@@ -184,8 +190,12 @@ def _prepared(body: str, serial: bool) -> tuple[str, str, str]:
     text = renamed_kernel(body, _PLACEHOLDER)
     text = kernel_text.without_required_work_group(text)
     if serial:
-        text = _BARRIER.sub(";", text)
-    text = _LOCAL_DECL.sub(lambda m: f"  __local {m.group(1)}* {m.group(2)} = (__local {m.group(1)}*)dlg_local;", text)
+        text = kernel_scan.sub_after_non_word(_BARRIER, text, lambda _: ";")
+    hoisted = (
+        (line, m.end(), f"  __local {m.group(1)}* {m.group(2)} = (__local {m.group(1)}*)dlg_local;")
+        for line, m in kernel_scan.at_line_start(_LOCAL_DECL, text, " \t")
+    )
+    text = kernel_scan.replaced(text, hoisted)
     head, rest = text.split(f"__kernel void {_PLACEHOLDER}(", 1)
     _, after = rest.split(")", 1)
     opening, code = after.split("{", 1)

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import os
 import re
+import string
 import time
 import warnings
 from collections.abc import Sequence
@@ -38,17 +39,18 @@ from .._warnings import warn
 from ..cache import ProgramBinaries
 from ..errors import CacheIntegrityError, CompilerWarning, ProgramBuildError
 from ..progress import report_progress
-from . import build_processes
+from . import build_processes, kernel_scan
 from .device import DeviceInfo
 from .driver import Context, OpenCLError, Program
 from .source import KernelSource
 
 log = logging.getLogger(__name__)
 
-_MACRO = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
+#: a macro's definition, on a line of its own (kernel_scan.at_line_start)
+_MACRO = re.compile(r"#\s*define\s+(\w+)")
 #: a function defined at the top level of a kernel's code (a return type, a name, parameters, a
-#: body on a line that starts unindented; not the kernel itself, not a statement)
-_HELPER = re.compile(r"^(?!__kernel)[A-Za-z_]\w*[\w \t*]*?[ \t*]+(\w+)\s*\([^;{)]*\)\s*\{", re.M)
+#: body, from the start of a line: kernel_scan.unindented; not the kernel itself, not a statement)
+_HELPER = re.compile(r"(?!__kernel)[A-Za-z_]\w*[\w \t*]*?[ \t*]+(\w+)\s*\([^;{)]*\)\s*\{")
 #: the kernel functions a program's source defines (attributes may stand between __kernel and void)
 _KERNEL = re.compile(r"__kernel\b[^{;]*?\bvoid\s+(\w+)\s*\(")
 _INVALID_KERNEL_NAME = -46
@@ -325,8 +327,9 @@ class ProgramBuilder:
 def renamed_kernel(body: str, name: str) -> str:
     """``body`` with its kernel function called ``name``, its helper functions and macros private
     to it (helpers renamed through a macro, every macro undefined after it)."""
-    helpers = sorted(set(_HELPER.findall(body)) - _KEYWORDS - {"main_function"})
+    helpers = sorted({m.group(1) for m in kernel_scan.unindented(_HELPER, body)} - _KEYWORDS - {"main_function"})
     head = "".join(f"#define {h} {h}_{name}\n" for h in helpers)
     code = body.replace("__kernel void main_function(", f"__kernel void {name}(", 1)
-    tail = "".join(f"#undef {m}\n" for m in dict.fromkeys([*_MACRO.findall(body), *helpers]))
+    macros = [m.group(1) for _, m in kernel_scan.at_line_start(_MACRO, body, string.whitespace)]
+    tail = "".join(f"#undef {m}\n" for m in dict.fromkeys([*macros, *helpers]))
     return head + code + "\n" + tail
