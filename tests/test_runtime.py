@@ -20,7 +20,6 @@ from delegate import (
     write_context,
 )
 from delegate.context import model as m
-from delegate.runtime import runtime as runtime_module
 from delegate.runtime import select_device
 from delegate.runtime.driver import MemObject
 from delegate.runtime.memory import PLANE_PAD_LINES
@@ -673,7 +672,7 @@ def test_kept_host_buffers_see_every_write_of_the_caller_and_the_device(cache):
         in_place = info.host_unified_memory and info.platform_rules.host_memory_in_place(info.is_gpu)
         assert rt.native_plan.host_memory_in_place == in_place
         # a device of the platform that does not share the host's memory (PoCL's remote driver) maps
-        assert not runtime_module._host_memory_in_place(dataclasses.replace(info, host_unified_memory=False))
+        assert not dataclasses.replace(info, host_unified_memory=False).host_memory_in_place
         x = np.zeros(rt.input_shapes[0], np.float32)
         out = np.zeros(rt.output_shapes[0], np.float32)
         for value in (0.5, -1.25, 3.0):

@@ -15,7 +15,7 @@ import numpy as np
 from ..context import model
 from ..context.model import DataType, TensorStorageType
 from ..errors import DeviceResourceError
-from . import driver, memory
+from . import driver, host_memory, memory
 from .device import DeviceInfo
 from .driver import CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, Context, MemObject
 from .graph import RuntimeTensor, semantic
@@ -191,7 +191,11 @@ class TensorAllocator:
                 f"the shared tensor arena needs {arena_size} bytes; tensors sit at most 2 GiB into it "
                 "(their offsets are 32-bit kernel arguments): use a smaller input shape or split the model"
             )
-        arena = self._buffer(max(arena_size, 4))
+        size = max(arena_size, 4)
+        if host_memory.in_huge_pages(self._info, size):
+            arena = host_memory.buffer(self._context, CL_MEM_READ_WRITE, size, self._owner)
+        else:
+            arena = self._buffer(size)
         for lt in items:
             self._bind_buffer(lt.tensor_id, arena, offsets[lt.tensor_id])
         return arena_size

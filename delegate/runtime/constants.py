@@ -15,7 +15,7 @@ import numpy as np
 
 from ..context import model
 from ..context.model import DataType
-from . import driver, memory
+from . import driver, host_memory, memory
 from .allocation import image
 from .device import DeviceInfo
 from .driver import CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, Context, MemObject
@@ -114,11 +114,15 @@ class ConstantStore:
         hold an ArenaSlice (replaced in place). Nothing to do without an arena."""
         if self._arena is None:
             return
-        host = np.zeros(max(self._arena_size, 64), np.uint8)
-        for offset, data in self._arena:
-            host[offset : offset + len(data)] = np.frombuffer(data, np.uint8)
-        arena = driver.buffer(self._context, CL_MEM_READ_WRITE, host.nbytes, host=host)
-        self._arena_buffer = self._owner.memory(arena)
+        size = max(self._arena_size, 64)
+        if host_memory.in_huge_pages(self._info, size):
+            arena = host_memory.buffer(self._context, CL_MEM_READ_WRITE, size, self._owner, self._arena)
+        else:
+            host = np.zeros(size, np.uint8)
+            for offset, data in self._arena:
+                host[offset : offset + len(data)] = np.frombuffer(data, np.uint8)
+            arena = self._owner.memory(driver.buffer(self._context, CL_MEM_READ_WRITE, host.nbytes, host=host))
+        self._arena_buffer = arena
         views: dict[ArenaSlice, MemObject] = {}
         for values in kernel_values:
             for i, value in enumerate(values):

@@ -55,6 +55,13 @@ class DeviceInfo:
         return for_name(self.platform)
 
     @property
+    def host_memory_in_place(self) -> bool:
+        """Does the device work in the host memory a buffer is made over (CL_MEM_USE_HOST_PTR),
+        with nothing to map or copy around a run? Where its platform's driver does (PoCL's CPU
+        device), on a device that shares the host's memory (not one of PoCL's remote devices)."""
+        return self.host_unified_memory and self.platform_rules.host_memory_in_place(self.is_gpu)
+
+    @property
     def vector_floats(self) -> int:
         """Floats per vector register of code compiled for this device: 16 on CPU devices whose
         compiler targets AVX-512 (platforms/cpu_models.py), else 8, GPUs included."""

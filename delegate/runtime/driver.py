@@ -24,6 +24,7 @@ CL_QUEUE_PROFILING_ENABLE = 1 << 1
 CL_MEM_READ_WRITE = 1 << 0
 CL_MEM_WRITE_ONLY = 1 << 1
 CL_MEM_READ_ONLY = 1 << 2
+CL_MEM_USE_HOST_PTR = 1 << 3
 CL_MEM_COPY_HOST_PTR = 1 << 5
 CL_R, CL_RG, CL_RGBA = 0x10B0, 0x10B2, 0x10B5
 CL_HALF_FLOAT, CL_FLOAT = 0x10DD, 0x10DE
@@ -243,6 +244,15 @@ def buffer(context: Context, flags: int, size: int, host: Any = None) -> MemObje
         if len(data) < size:
             raise ValueError(f"a buffer of {size} bytes from {len(data)} bytes of host memory")
     handle = cl_api().create_buffer(context.handle, flags, size, data, err)
+    check(err[0], "clCreateBuffer")
+    return MemObject(handle, size)
+
+
+def buffer_over(context: Context, flags: int, size: int, host: Any) -> MemObject:
+    """A buffer over ``size`` bytes of host memory at ``host`` (a cdata pointer), which the caller
+    keeps valid until the buffer and every object made from it are released."""
+    err = ffi.new("int32_t *")
+    handle = cl_api().create_buffer(context.handle, flags | CL_MEM_USE_HOST_PTR, size, host, err)
     check(err[0], "clCreateBuffer")
     return MemObject(handle, size)
 

@@ -1,4 +1,5 @@
-"""What a Runtime owns and must release: memory objects, kernels, programs, queue, context.
+"""What a Runtime owns and must release: memory objects, kernels, programs, queue, context, and
+the host memory mappings buffers are made over (host_memory.py).
 
 Every part of a load (allocation, constants, kernels, plan) records what it creates here as soon
 as it exists, so a load that fails halfway releases exactly what it made.
@@ -6,6 +7,7 @@ as it exists, so a load that fails halfway releases exactly what it made.
 
 from __future__ import annotations
 
+import mmap
 from typing import Any, Protocol, TypeVar
 
 from .driver import MemObject
@@ -23,12 +25,13 @@ class Resources:
     """OpenCL objects of one Runtime, released once: memory objects last made first (an image
     or sub-buffer is always made after the buffer it is over, so children go before their
     parents), then kernels (last made first), then what they were made from (program builder,
-    queue, context: last adopted first)."""
+    queue, context: last adopted first), and last the host memory buffers were made over."""
 
     def __init__(self) -> None:
         self._memory: list[MemObject] = []
         self._kernels: list[Any] = []  # cl_kernel handles
         self._owners: list[_Releasable] = []
+        self._mappings: list[mmap.mmap] = []
 
     def memory(self, obj: MemObject) -> MemObject:
         """Own ``obj`` (released at ``release``); returns it."""
@@ -39,6 +42,11 @@ class Resources:
         """Own a cl_kernel handle; returns it."""
         self._kernels.append(handle)
         return handle
+
+    def mapping(self, mapping: mmap.mmap) -> mmap.mmap:
+        """Own host memory a buffer is made over (unmapped at ``release``, after the context); returns it."""
+        self._mappings.append(mapping)
+        return mapping
 
     def adopt(self, obj: _R) -> _R:
         """Own a context, queue or program builder (released after every kernel); returns it."""
@@ -67,3 +75,5 @@ class Resources:
                 api.release_kernel(self._kernels.pop())
         while self._owners:
             self._owners.pop().release()
+        while self._mappings:
+            self._mappings.pop().close()

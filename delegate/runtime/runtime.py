@@ -39,13 +39,6 @@ from .tuning import TunedNode, TuningReport, tune_context
 __all__ = ["MemoryReport", "Runtime", "TunedNode", "TuningReport"]
 
 
-def _host_memory_in_place(info: DeviceInfo) -> bool:
-    """Do zero-copy runs on the device skip the map and unmap around them (``dlg_plan``)? Where its
-    platform's driver works in the host memory a buffer is made over, on a device that shares the
-    host's memory (not one of PoCL's remote devices)."""
-    return info.host_unified_memory and info.platform_rules.host_memory_in_place(info.is_gpu)
-
-
 def _cache_folder(cache_dir: str | os.PathLike[str] | bool | None, info: DeviceInfo) -> Path | None:
     """Where program binaries go: a folder given is used; by default the user's cache folder,
     except where the driver keeps its builds itself (PoCL), whose binaries would only cost
@@ -168,7 +161,7 @@ class Runtime:
             self._model,
             zero_copy=self.zero_copy,
             keep_wrapped=self._keep_wrapped,
-            host_memory_in_place=_host_memory_in_place(self.device_info),
+            host_memory_in_place=self.device_info.host_memory_in_place,
         )
 
     def _install_plan(self) -> None:
