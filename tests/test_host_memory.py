@@ -110,20 +110,38 @@ def test_small_arenas_and_other_devices_keep_the_drivers_buffers(tmp_path):
     assert not host_memory.in_huge_pages(info, host_memory.HUGE_PAGE - 1)
 
 
-def test_a_buffer_holds_its_parts_at_their_offsets_and_refuses_one_past_its_end():
+def test_an_arena_holds_its_parts_at_their_offsets_and_refuses_one_past_its_end():
     owner = Resources()
     context = owner.adopt(driver.Context(select_device()))
+    info = describe(context.device)
+    size = host_memory.HUGE_PAGE
     try:
-        parts = [(0, b"abc"), (4093, np.arange(3, dtype=np.uint8))]
-        host_memory.buffer(context, driver.CL_MEM_READ_WRITE, 4096, owner, parts)
-        (mapping,) = owner._mappings
-        whole = np.frombuffer(mapping, np.uint8)
-        start = -whole.ctypes.data % host_memory.HUGE_PAGE
-        assert bytes(whole[start : start + 3]) == b"abc"
-        assert list(whole[start + 4093 : start + 4096]) == [0, 1, 2]
-        assert not whole[start + 3 : start + 4093].any()
-        del whole
+        parts = [(0, b"abc"), (size - 3, np.arange(3, dtype=np.uint8))]
+        host_memory.arena(info, context, driver.CL_MEM_READ_WRITE, size, owner, parts)
+        if info.host_memory_in_place:
+            (mapping,) = owner._mappings
+            whole = np.frombuffer(mapping, np.uint8)
+            start = -whole.ctypes.data % host_memory.HUGE_PAGE
+            assert bytes(whole[start : start + 3]) == b"abc"
+            assert list(whole[start + size - 3 : start + size]) == [0, 1, 2]
+            assert not whole[start + 3 : start + size - 3].any()
+            del whole
         with pytest.raises(ValueError, match="3 bytes at offset 4094 of a buffer of 4096 bytes"):
-            host_memory.buffer(context, driver.CL_MEM_READ_WRITE, 4096, owner, [(4094, b"abc")])
+            host_memory.arena(info, context, driver.CL_MEM_READ_WRITE, 4096, owner, [(4094, b"abc")])
     finally:
         owner.release()
+
+
+def test_a_mapping_the_system_refuses_leaves_the_drivers_buffer(wide, in_place, tmp_path, monkeypatch):
+    with Runtime.load(wide, cache_dir=tmp_path) as rt:
+        xs = _inputs(rt)
+        expected = rt.run(xs)
+
+    def refused(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(host_memory.mmap, "mmap", refused)
+    with Runtime.load(wide, cache_dir=tmp_path) as rt:
+        assert rt._resources._mappings == []
+        for got, want in zip(rt.run(xs), expected, strict=True):
+            np.testing.assert_array_equal(got, want)

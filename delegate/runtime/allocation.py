@@ -191,11 +191,7 @@ class TensorAllocator:
                 f"the shared tensor arena needs {arena_size} bytes; tensors sit at most 2 GiB into it "
                 "(their offsets are 32-bit kernel arguments): use a smaller input shape or split the model"
             )
-        size = max(arena_size, 4)
-        if host_memory.in_huge_pages(self._info, size):
-            arena = host_memory.buffer(self._context, CL_MEM_READ_WRITE, size, self._owner)
-        else:
-            arena = self._buffer(size)
+        arena = host_memory.arena(self._info, self._context, CL_MEM_READ_WRITE, max(arena_size, 4), self._owner)
         for lt in items:
             self._bind_buffer(lt.tensor_id, arena, offsets[lt.tensor_id])
         return arena_size

@@ -115,13 +115,7 @@ class ConstantStore:
         if self._arena is None:
             return
         size = max(self._arena_size, 64)
-        if host_memory.in_huge_pages(self._info, size):
-            arena = host_memory.buffer(self._context, CL_MEM_READ_WRITE, size, self._owner, self._arena)
-        else:
-            host = np.zeros(size, np.uint8)
-            for offset, data in self._arena:
-                host[offset : offset + len(data)] = np.frombuffer(data, np.uint8)
-            arena = self._owner.memory(driver.buffer(self._context, CL_MEM_READ_WRITE, host.nbytes, host=host))
+        arena = host_memory.arena(self._info, self._context, CL_MEM_READ_WRITE, size, self._owner, self._arena)
         self._arena_buffer = arena
         views: dict[ArenaSlice, MemObject] = {}
         for values in kernel_values:

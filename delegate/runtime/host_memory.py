@@ -1,5 +1,5 @@
-"""Large buffers over memory this process maps itself, in huge pages, on devices that work in the
-host's memory in place.
+"""The buffers of the runtime's arenas: over memory this process maps itself, in huge pages, on
+devices that work in the host's memory in place; the driver's own elsewhere.
 
 A CPU device reads a model's weights and writes its tensors in the host's memory. In pages of
 4 KiB, MobileNetV3 (21 MB of weights) touches about 5,000 pages a run, more than a Zen 4 core's
@@ -9,7 +9,8 @@ second-level TLB holds (3,072 entries), so every run walks the page tables again
 least ``HUGE_PAGE`` bytes are made over a private anonymous mapping aligned to 2 MiB that asks the
 kernel for transparent huge pages (``madvise(MADV_HUGEPAGE)``). Linux grants them where
 ``/sys/kernel/mm/transparent_hugepage/enabled`` is ``always`` or ``madvise``; elsewhere the
-mapping has ordinary pages and works the same. Other devices keep the driver's own buffers.
+mapping has ordinary pages and works the same. Other devices, smaller arenas, and a mapping the
+system refuses (no memory or address space left) keep the driver's buffers.
 
 The mapping is owned by the Runtime's ``Resources`` and unmapped after every OpenCL object.
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 import mmap
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from .._native import ffi
 from . import driver
@@ -35,13 +38,36 @@ def in_huge_pages(info: DeviceInfo, size: int) -> bool:
     return info.host_memory_in_place and size >= HUGE_PAGE
 
 
-def buffer(
-    context: Context, flags: int, size: int, owner: Resources, parts: Iterable[tuple[int, Any]] = ()
+def arena(
+    info: DeviceInfo, context: Context, flags: int, size: int, owner: Resources, parts: Iterable[tuple[int, Any]] = ()
 ) -> MemObject:
-    """A buffer of ``size`` bytes over a new mapping (zero), each ``(offset, bytes-like)`` of
-    ``parts`` copied in at its offset; the buffer and the mapping are owned by ``owner``."""
-    # one page more, to start at a huge page's boundary (the kernel backs aligned 2 MiB runs only)
-    mapping = owner.mapping(mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
+    """The buffer of an arena of ``size`` bytes, zero but for each ``(offset, bytes-like)`` of
+    ``parts`` copied in at its offset (no parts: uninitialised where it is the driver's), owned by
+    ``owner``: over a mapping of this module's where ``in_huge_pages``, else the driver's own."""
+    parts = [(offset, memoryview(data).cast("B")) for offset, data in parts]
+    for offset, data in parts:
+        if offset < 0 or offset + len(data) > size:
+            raise ValueError(f"{len(data)} bytes at offset {offset} of a buffer of {size} bytes")
+    if in_huge_pages(info, size):
+        try:
+            # one page more, to start at a huge page's boundary (the kernel backs aligned 2 MiB runs only)
+            mapping = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except OSError:  # no memory or address space for it: the driver's buffer, which may still fit
+            pass
+        else:
+            return _over(owner.mapping(mapping), context, flags, size, owner, parts)
+    if not parts:
+        return owner.memory(driver.buffer(context, flags, size))
+    host = np.zeros(size, np.uint8)
+    for offset, data in parts:
+        host[offset : offset + len(data)] = np.frombuffer(data, np.uint8)
+    return owner.memory(driver.buffer(context, flags, size, host=host))
+
+
+def _over(
+    mapping: mmap.mmap, context: Context, flags: int, size: int, owner: Resources, parts: list[tuple[int, memoryview]]
+) -> MemObject:
+    """The buffer over ``mapping`` from its first huge page boundary, ``parts`` copied in."""
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if advice is not None:
         try:
@@ -54,9 +80,7 @@ def buffer(
         host = ffi.cast("char *", whole) + start
         for offset, data in parts:
             source = ffi.from_buffer(data)
-            if offset < 0 or offset + len(source) > size:
-                raise ValueError(f"{len(source)} bytes at offset {offset} of a buffer of {size} bytes")
-            ffi.memmove(host + offset, source, len(source))
+            ffi.memmove(host + offset, source, len(data))
             ffi.release(source)
         return owner.memory(driver.buffer_over(context, flags, size, host))
     finally:
