@@ -57,6 +57,9 @@ class HostInfo:
         of a warm start."""
         return _installed_version(self.name) or "unknown"
 
+    def __repr__(self) -> str:
+        return f"HostInfo(name={self.name!r}, version={self.version!r}, numpy_version={self.numpy_version!r})"
+
     def __str__(self) -> str:
         return f"{self.name} {self.version} (numpy {self.numpy_version})"
 
