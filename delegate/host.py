@@ -7,6 +7,7 @@ converters. ``DELEGATE_TFLITE_HOST`` picks one by any of the names people type f
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from dataclasses import dataclass
@@ -51,10 +52,10 @@ class HostInfo:
     name: str
     numpy_version: str
 
-    @property
+    @functools.cached_property
     def version(self) -> str:
-        """The distribution's installed version, read when asked: importlib.metadata costs a tenth
-        of a warm start."""
+        """The distribution's installed version, read when first asked (once per HostInfo):
+        importlib.metadata costs a tenth of a warm start."""
         return _installed_version(self.name) or "unknown"
 
     def __repr__(self) -> str:

@@ -17,24 +17,37 @@ _UNINDENTED_LINE = re.compile(r"\n[A-Za-z_]")
 def at_line_start(pattern: re.Pattern[str], text: str, blanks: str) -> Iterator[tuple[int, re.Match[str]]]:
     """The matches of ``pattern`` preceded on their line by ``blanks`` characters only, each with
     the index where its line starts."""
-    pos = 0
-    while (match := pattern.search(text, pos)) is not None:
-        line = text.rfind("\n", 0, match.start()) + 1
-        if text[line : match.start()].strip(blanks):
-            pos = match.start() + 1  # a match may start inside this one (the ^ pattern's would)
-            continue
-        pos = max(match.end(), match.start() + 1)
-        yield line, match
+
+    def alone(start: int) -> bool:
+        return not text[_line_start(text, start) : start].strip(blanks)
+
+    for match in _accepted(pattern, text, alone):
+        yield _line_start(text, match.start()), match
 
 
 def after_non_word(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """The matches of ``pattern`` not preceded by a letter, a digit or an underscore (``\\b``
     before a pattern that starts with one)."""
+
+    def word_start(start: int) -> bool:
+        before = text[start - 1] if start else " "
+        return not (before.isalnum() or before == "_")
+
+    return _accepted(pattern, text, word_start)
+
+
+def _line_start(text: str, index: int) -> int:
+    return text.rfind("\n", 0, index) + 1
+
+
+def _accepted(pattern: re.Pattern[str], text: str, accept: Callable[[int], bool]) -> Iterator[re.Match[str]]:
+    """The matches of ``pattern`` whose start ``accept`` takes, not overlapping; after one it
+    refuses, the search goes on from the next character (a match of the anchored pattern may
+    start inside it)."""
     pos = 0
     while (match := pattern.search(text, pos)) is not None:
-        before = text[match.start() - 1] if match.start() else " "
-        if before.isalnum() or before == "_":
-            pos = match.start() + 1  # a match may start inside this one (the \\b pattern's would)
+        if not accept(match.start()):
+            pos = match.start() + 1
             continue
         pos = max(match.end(), match.start() + 1)
         yield match
