@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from delegate import Runtime
-from delegate.runtime import persistent
+from delegate.runtime import driver, launches, persistent
 from delegate.runtime import runtime as runtime_module
 from delegate.runtime.source import KernelSource, Param
 
@@ -354,3 +354,36 @@ def test_a_serial_work_group_sees_its_first_work_items_ids(tmp_path):
         with Runtime.load(ctx, cache_dir=tmp_path, persistent=flag) as rt:
             assert rt.persistent is flag
             np.testing.assert_allclose(rt.run([x])[0], expected, rtol=1e-6)
+
+
+def test_each_run_resets_the_counters_it_used_and_no_others(tmp_path, units, monkeypatch):
+    # A run takes P range counters and a done counter per node (one 64-byte line each, laid out
+    # for up to MAX_UNITS work-groups); the last work-group out sets those back to zero. Resetting
+    # every line instead cost that work-group about 4 KB of stores per node on each run, past the
+    # end of the kernel's work (DenseNet121: 1 MB per call).
+    kept: list[np.ndarray] = []
+
+    def counters_in_view(context, words):
+        host = np.zeros(words, np.uint32)
+        kept.append(host)
+        return driver.buffer_over(context, driver.CL_MEM_READ_WRITE, host.nbytes, driver.ffi.from_buffer(host))
+
+    monkeypatch.setattr(launches, "counter_buffer", counters_in_view)
+    units(3)
+    ctx = chain(5)
+    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+        if not rt.device_info.host_memory_in_place:
+            pytest.skip("the counters are read in place: this device keeps buffers in memory of its own")
+        x = np.random.default_rng(4).standard_normal(rt.input_shapes[0]).astype(np.float32)
+        (counters,) = kept
+        line = 16
+        lines = counters.reshape(-1, line)
+        nodes = (len(lines) - 1) // (persistent.MAX_UNITS + 1)
+        per_node = lines[:-1].reshape(nodes, persistent.MAX_UNITS + 1, line)
+        per_node[:, 3 : persistent.MAX_UNITS, 0] = 0xDEAD  # lines of work-groups that do not run
+        expected = x + 5.0 + (x + 1.0)
+        for _ in range(3):
+            np.testing.assert_allclose(rt.run([x])[0], expected, rtol=1e-6)
+            assert not per_node[:, :3].any() and not per_node[:, persistent.MAX_UNITS].any()
+            assert not lines[-1].any()  # the exit counter
+            assert (per_node[:, 3 : persistent.MAX_UNITS, 0] == 0xDEAD).all()

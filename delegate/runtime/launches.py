@@ -307,12 +307,16 @@ class ContextLaunches:
     ) -> Launch:
         units = min(self._info.compute_units, persistent_kernels.MAX_UNITS)
         handle = self.binder.create(program, built.name, names[0], built.source)
-        counters = driver.buffer(
-            self._context, CL_MEM_READ_WRITE, built.counter_words * 4, host=np.zeros(built.counter_words, np.uint32)
-        )
+        counters = counter_buffer(self._context, built.counter_words)
         self._owner.memory(counters)
         set_kernel_args(handle, [*built.tensor_buffers, self.constants.arena_buffer, counters], names[0])
         return Launch(handle, (units,), (1,))
+
+
+def counter_buffer(context: Context, words: int) -> MemObject:
+    """A persistent kernel's counters (``words`` of them), zero before its first run; each run
+    leaves the counters it used at zero again (persistent.py)."""
+    return driver.buffer(context, CL_MEM_READ_WRITE, words * 4, host=np.zeros(words, np.uint32))
 
 
 def _transfer(conversion: BoundKernel) -> Transfer:

@@ -445,8 +445,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void dlg_persistent({par
   __local char* dlg_local = (__local char*)dlg_local8;
   const uint p = get_group_id(0), P = get_num_groups(0);
 {chr(10).join(steps)}
-  if (atomic_inc(&dlg_counters[{exit_word}u]) == P - 1u) {{  /* the last one out resets the counters */
-    for (uint i = 0u; i < {exit_word + _LINE}u; ++i) dlg_counters[i] = 0u;
+  if (atomic_inc(&dlg_counters[{exit_word}u]) == P - 1u) {{
+    /* the last one out resets the counters for the next run: those this run used, P range
+       counters and the done counter of each node, not the lines of every possible work-group */
+    for (uint k = 0u; k < {nodes}u; ++k) {{
+      for (uint r = 0u; r < P; ++r) dlg_counters[k * {(MAX_UNITS + 1) * _LINE}u + r * {_LINE}u] = 0u;
+      dlg_counters[k * {(MAX_UNITS + 1) * _LINE}u + {MAX_UNITS * _LINE}u] = 0u;
+    }}
+    dlg_counters[{exit_word}u] = 0u;
   }}
 }}
 """
