@@ -387,3 +387,32 @@ def test_each_run_resets_the_counters_it_used_and_no_others(tmp_path, units, mon
             assert not per_node[:, :3].any() and not per_node[:, persistent.MAX_UNITS].any()
             assert not lines[-1].any()  # the exit counter
             assert (per_node[:, 3 : persistent.MAX_UNITS, 0] == 0xDEAD).all()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_node_of_few_rows_is_taken_in_runs_of_groups_across_them(n, units, tmp_path, monkeypatch):
+    # 16x16 pixels of 7 slices in 4x4 work-groups: 7 slices (the longest axis) of 16 groups. Taken
+    # row by row, 2 work-groups would split it 4:3; in runs of 112 / (16 * n) groups (not whole
+    # numbers of them), no piece is more than a few groups, and every group runs once.
+    sources: list[str] = []
+    real = persistent.build
+
+    def kept(nodes, names, units=1):
+        built = real(nodes, names, units)
+        sources.append(built.source)
+        return built
+
+    monkeypatch.setattr(persistent, "build", kept)
+    ctx = chain(3, c=28)
+    with Runtime.load(ctx, cache_dir=tmp_path, persistent=False) as one_by_one:
+        x = np.random.default_rng(5).standard_normal(one_by_one.input_shapes[0]).astype(np.float32)
+        (expected,) = one_by_one.run([x])
+    units(n)
+    with Runtime.load(ctx, cache_dir=tmp_path) as rt:
+        assert rt.persistent
+        for _ in range(3):
+            np.testing.assert_array_equal(rt.run([x])[0], expected)
+    (source,) = sources
+    step = source.split("/* inc0 */", 1)[1]
+    assert f"const uint n = {persistent.PIECES_PER_UNIT * n}u;" in step.split("DLG_DONE", 1)[0]
+    np.testing.assert_allclose(expected, x + 3.0 + (x + 1.0), rtol=1e-6)

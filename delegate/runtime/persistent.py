@@ -11,7 +11,8 @@ same kernels launched one by one (benchmarks/RESULTS.md).
 Scheduling: a node's groups are split along its longest grid axis into one contiguous range per
 work-group, so a core keeps working on the same part of the image from layer to layer (its
 cache holds what it wrote). A work-group that has finished its range takes rows from the others
-(work stealing through one counter per range), and waits only for groups that some running
+(work stealing through one counter per range; a node of few rows is taken in runs of groups
+across them instead, ``_pieces``), and waits only for groups that some running
 work-group has taken: a work-group the driver starts late, or never alongside the others, finds
 every node done and finishes, so the kernel cannot deadlock whatever the driver's scheduling.
 The last work-group to leave resets the counters for the next run. A node of few groups whose
@@ -367,7 +368,7 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str], units: int = 1) -> 
             texts.append(_function(prepared[body, serial], f"{name}_item", params, sizes + constants))
             texts.append(_group_function(name, f"{name}_item", params, seen, ls, grid))
         called.append(functions[key])
-        steps.append(_step(k, names[k], functions[key], args, groups))
+        steps.append(_step(k, names[k], functions[key], args, groups, units))
     nodes_count = len(nodes)
     # counters: per node, one range counter per work-group (P of them, up to MAX_UNITS) and a done
     # counter; then the exit counter
@@ -391,30 +392,55 @@ def _counter_words(nodes: int) -> int:
     return (nodes * (MAX_UNITS + 1) + 1) * _LINE
 
 
-def _step(k: int, name: str, function: str, args: list[str], groups: list[int]) -> str:
-    """Node ``k``: take rows of its groups (its longest grid axis), run each group through its
-    group ``function``, then wait for the node's end."""
+#: the fewest pieces a node's groups are taken in, per work-group of the kernel (``_pieces``)
+PIECES_PER_UNIT = 16
+
+
+def _pieces(rows: int, inner: int, units: int) -> int:
+    """How many pieces the work-groups take a node's ``rows`` x ``inner`` groups in: its rows
+    (longest grid axis) where there are PIECES_PER_UNIT per work-group or more, else runs of
+    groups cut across rows, that many or one group each. A work-group that has taken its last
+    piece waits for the others' last ones: with whole rows, the 4 rows of MLP-Mixer's mixing
+    products of 16 groups each, a core waited up to a quarter of the node."""
+    return max(rows, min(rows * inner, PIECES_PER_UNIT * units))
+
+
+def _step(k: int, name: str, function: str, args: list[str], groups: list[int], units: int) -> str:
+    """Node ``k``: take pieces of its groups (``_pieces``: rows along its longest grid axis, or
+    runs of groups in that order), run each group through its group ``function``, then wait for
+    the node's end."""
     axis = max(range(3), key=lambda a: groups[a])
     others = [a for a in range(3) if a != axis]
-    inner = groups[others[0]] * groups[others[1]]
+    rows, inner = groups[axis], groups[others[0]] * groups[others[1]]
     component = {axis: "s", others[0]: f"o % {groups[others[0]]}u", others[1]: f"o / {groups[others[0]]}u"}
     group = f"(int4)({component[0]}, {component[1]}, {component[2]}, 0)"
     call = f"{function}(dlg_local, {group}{''.join(', ' + a for a in args)});"
     base = k * (MAX_UNITS + 1) * _LINE
     label = re.sub(r"[^\w+.-]", "_", name)[:80]
+    pieces = _pieces(rows, inner, units)
+    if pieces == rows:  # a piece is a row: its groups in a loop
+        run = f"""const uint s = c;
+        for (uint o = 0u; o < {inner}u; ++o) {{
+          {call}
+        }}"""
+    else:  # a piece is a run of groups in row order, from c * total / pieces
+        total = rows * inner
+        run = f"""const uint end = (uint)((c + 1ul) * {total}ul / {pieces}ul);
+        for (uint g = (uint)(c * {total}ul / {pieces}ul); g < end; ++g) {{
+          const uint s = g / {inner}u, o = g % {inner}u;
+          {call}
+        }}"""
     return f"""  /* {label} */
   {{
-    const uint n = {groups[axis]}u;
+    const uint n = {pieces}u;
     uint taken = 0u;
     for (uint q = 0u; q < P; ++q) {{
       const uint range = (p + q) % P;
       const uint lo = range * n / P, hi = (range + 1u) * n / P;
-      for (uint s = lo + atomic_inc(&dlg_counters[{base} + range * {_LINE}u]); s < hi;
-           s = lo + atomic_inc(&dlg_counters[{base} + range * {_LINE}u])) {{
+      for (uint c = lo + atomic_inc(&dlg_counters[{base} + range * {_LINE}u]); c < hi;
+           c = lo + atomic_inc(&dlg_counters[{base} + range * {_LINE}u])) {{
         ++taken;
-        for (uint o = 0u; o < {inner}u; ++o) {{
-          {call}
-        }}
+        {run}
       }}
     }}
     DLG_DONE({base + MAX_UNITS * _LINE}u, taken, n);
