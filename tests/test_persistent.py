@@ -44,6 +44,21 @@ def units(monkeypatch):
     return set_units
 
 
+@pytest.fixture
+def built_sources(monkeypatch) -> list[str]:
+    """The source of every persistent kernel built while the test runs, in order."""
+    sources: list[str] = []
+    real = persistent.build
+
+    def kept(nodes, names, units=1):
+        built = real(nodes, names, units)
+        sources.append(built.source)
+        return built
+
+    monkeypatch.setattr(persistent, "build", kept)
+    return sources
+
+
 @pytest.mark.parametrize("name", ["small_cnn", "elementwise_mix", "unet_small", "mobilenet_v2"])
 def test_a_persistent_kernel_gives_what_the_kernels_give_one_by_one(name, tmp_path):
     payload = _compiled(name)
@@ -266,17 +281,8 @@ def test_nodes_alike_but_for_where_their_tensors_lie_share_one_function():
     assert persistent.source_sizes(nodes) == [body, persistent.STEP_BYTES, body]
 
 
-def test_a_persistent_kernel_of_repeated_blocks_compiles_each_once_and_runs_as_one_by_one(tmp_path, monkeypatch):
+def test_a_persistent_kernel_of_repeated_blocks_compiles_each_once_and_runs_as_one_by_one(tmp_path, built_sources):
     # chain(): five "+1" nodes alike but for their tensors' places, between the conversions
-    sources: list[str] = []
-    real = persistent.build
-
-    def kept(nodes, names, units=1):
-        built = real(nodes, names, units)
-        sources.append(built.source)
-        return built
-
-    monkeypatch.setattr(persistent, "build", kept)
     ctx = chain(5)
     with Runtime.load(ctx, cache_dir=tmp_path, persistent=False) as one_by_one:
         x = np.random.default_rng(8).standard_normal(one_by_one.input_shapes[0]).astype(np.float32)
@@ -285,7 +291,7 @@ def test_a_persistent_kernel_of_repeated_blocks_compiles_each_once_and_runs_as_o
         assert rt.persistent
         for _ in range(2):
             np.testing.assert_array_equal(rt.run([x])[0], expected)
-    (source,) = sources
+    (source,) = built_sources
     functions = [f.split("(", 1)[0] for f in source.split("__attribute__((noinline)) void ")[1:]]
     calls = re.findall(r"^\s+(n\d+)\(dlg_local", source, flags=re.M)
     # the input conversion, the five incs, the residual add, the output conversion
@@ -390,19 +396,10 @@ def test_each_run_resets_the_counters_it_used_and_no_others(tmp_path, units, mon
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_a_node_of_few_rows_is_taken_in_runs_of_groups_across_them(n, units, tmp_path, monkeypatch):
+def test_a_node_of_few_rows_is_taken_in_runs_of_groups_across_them(n, units, tmp_path, built_sources):
     # 16x16 pixels of 7 slices in 4x4 work-groups: 7 slices (the longest axis) of 16 groups. Taken
     # row by row, 2 work-groups would split it 4:3; in runs of 112 / (16 * n) groups (not whole
     # numbers of them), no piece is more than a few groups, and every group runs once.
-    sources: list[str] = []
-    real = persistent.build
-
-    def kept(nodes, names, units=1):
-        built = real(nodes, names, units)
-        sources.append(built.source)
-        return built
-
-    monkeypatch.setattr(persistent, "build", kept)
     ctx = chain(3, c=28)
     with Runtime.load(ctx, cache_dir=tmp_path, persistent=False) as one_by_one:
         x = np.random.default_rng(5).standard_normal(one_by_one.input_shapes[0]).astype(np.float32)
@@ -412,7 +409,7 @@ def test_a_node_of_few_rows_is_taken_in_runs_of_groups_across_them(n, units, tmp
         assert rt.persistent
         for _ in range(3):
             np.testing.assert_array_equal(rt.run([x])[0], expected)
-    (source,) = sources
+    (source,) = built_sources
     step = source.split("/* inc0 */", 1)[1]
     assert f"const uint n = {persistent.PIECES_PER_UNIT * n}u;" in step.split("DLG_DONE", 1)[0]
     np.testing.assert_allclose(expected, x + 3.0 + (x + 1.0), rtol=1e-6)
