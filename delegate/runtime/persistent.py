@@ -400,8 +400,8 @@ def _pieces(rows: int, inner: int, units: int) -> int:
     """How many pieces the work-groups take a node's ``rows`` x ``inner`` groups in: its rows
     (longest grid axis) where there are PIECES_PER_UNIT per work-group or more, else runs of
     groups cut across rows, that many or one group each. A work-group that has taken its last
-    piece waits for the others' last ones: with whole rows, the 4 rows of MLP-Mixer's mixing
-    products of 16 groups each, a core waited up to a quarter of the node."""
+    piece waits for the others' last ones: with whole rows, SSD's 9 rows of 3 groups split 5:4
+    between two cores, and one core waited a ninth of the node."""
     return max(rows, min(rows * inner, PIECES_PER_UNIT * units))
 
 
