@@ -388,8 +388,14 @@ def build(nodes: Sequence[NodeKernel], names: Sequence[str], units: int = 1) -> 
 MAX_UNITS = 64
 
 
+#: the counter words of one node: a line per range (one per work-group), then its done line
+_NODE_WORDS = (MAX_UNITS + 1) * _LINE
+#: where a node's done counter lies among its words
+_DONE = MAX_UNITS * _LINE
+
+
 def _counter_words(nodes: int) -> int:
-    return (nodes * (MAX_UNITS + 1) + 1) * _LINE
+    return nodes * _NODE_WORDS + _LINE  # and the exit counter's line
 
 
 #: the fewest pieces a node's groups are taken in, per work-group of the kernel (``_pieces``)
@@ -415,7 +421,7 @@ def _step(k: int, name: str, function: str, args: list[str], groups: list[int], 
     component = {axis: "s", others[0]: f"o % {groups[others[0]]}u", others[1]: f"o / {groups[others[0]]}u"}
     group = f"(int4)({component[0]}, {component[1]}, {component[2]}, 0)"
     call = f"{function}(dlg_local, {group}{''.join(', ' + a for a in args)});"
-    base = k * (MAX_UNITS + 1) * _LINE
+    base = k * _NODE_WORDS
     label = re.sub(r"[^\w+.-]", "_", name)[:80]
     pieces = _pieces(rows, inner, units)
     if pieces == rows:  # a piece is a row: its groups in a loop
@@ -443,7 +449,7 @@ def _step(k: int, name: str, function: str, args: list[str], groups: list[int], 
         {run}
       }}
     }}
-    DLG_DONE({base + MAX_UNITS * _LINE}u, taken, n);
+    DLG_DONE({base + _DONE}u, taken, n);
   }}"""
 
 
@@ -455,7 +461,7 @@ def _kernel(steps: list[str], tensors: int, local_bytes: int, nodes: int) -> str
             "__global volatile uint* dlg_counters",
         ]
     )
-    exit_word = nodes * (MAX_UNITS + 1) * _LINE
+    exit_word = nodes * _NODE_WORDS
     return f"""
 /* a node is done when the groups every work-group took add up to its n; the wait is for groups a
    running work-group has taken, so it always ends */
@@ -475,8 +481,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void dlg_persistent({par
     /* the last one out resets the counters for the next run: those this run used, P range
        counters and the done counter of each node, not the lines of every possible work-group */
     for (uint k = 0u; k < {nodes}u; ++k) {{
-      for (uint r = 0u; r < P; ++r) dlg_counters[k * {(MAX_UNITS + 1) * _LINE}u + r * {_LINE}u] = 0u;
-      dlg_counters[k * {(MAX_UNITS + 1) * _LINE}u + {MAX_UNITS * _LINE}u] = 0u;
+      for (uint r = 0u; r < P; ++r) dlg_counters[k * {_NODE_WORDS}u + r * {_LINE}u] = 0u;
+      dlg_counters[k * {_NODE_WORDS}u + {_DONE}u] = 0u;
     }}
     dlg_counters[{exit_word}u] = 0u;
   }}
