@@ -9,13 +9,14 @@ nodes get the kernel. The device tests compare the kernel's outputs with TFLite'
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pytest
 
 from delegate.compiler.graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Padding, Tensor
-from delegate.compiler.kernels.cpu.gemm_blocks import pack_integer_weights
+from delegate.compiler.kernels.cpu.gemm_blocks import column_codes, pack_integer_weights
 from delegate.compiler.options import CompileOptions
 from delegate.compiler.quant import INT8, UINT8, carry_quantized
 from delegate.compiler.selectors.conv import select_conv, select_fully_connected
@@ -68,6 +69,22 @@ def test_packed_codes_give_the_real_products(dtype, zero, taps):
     want = values.reshape(cout, -1).astype(np.float64) @ ((q.reshape(-1) - zero) * 0.05) * scales
     np.testing.assert_allclose(np.concatenate(got)[:cout], want, rtol=1e-6)
     assert not np.concatenate(got)[cout:].any()
+
+
+@pytest.mark.parametrize("dtype, zero", [(INT8, 127), (INT8, -128), (UINT8, 255), (UINT8, 131)])
+def test_padding_codes_are_int_literals(dtype, zero):
+    """The codes a pixel outside the input reads (the real zero's, offset to unsigned, four to an
+    int) are written as a literal within int's range: one past it (zero points from 0 on, in int8)
+    made the compiler warn on every line of the kernel, and PoCL print the count on stderr."""
+    low, high = (-128, 127) if dtype == INT8 else (0, 255)
+    masks = [p for p in column_codes("  ", 3, Carried(0.05, zero, low, high, dtype)) if isinstance(p, str)]
+    assert len(masks) == 3
+    for line in masks:
+        found = re.fullmatch(r"\s*u(\d) = in\1 \? u\1 : (-?\d+);\n", line)
+        assert found is not None, line
+        value = int(found.group(2))
+        assert -(2**31) <= value < 2**31
+        assert np.int32(value).view(np.uint32) == (zero - low) * 0x01010101
 
 
 @pytest.mark.parametrize("dtype, zero", [(INT8, -3), (UINT8, 131)])

@@ -440,7 +440,9 @@ def column_codes(indent: str, count: int, grid: Carried, masked: bool = True) ->
     ``grid``), made unsigned and packed four to an int (``pack_integer_weights``): converted from
     the carried floats, or loaded where the input carries codes (kernel.CodesRead, codes.py);
     ``masked``: a pixel whose ``in{c}`` is false reads the real zero's codes (padding)."""
-    zero = (grid.zero_point - grid.low) * 0x01010101
+    # the four codes' bit pattern as a signed int: a literal past INT_MAX would make the compiler
+    # warn on every line, and PoCL prints its count on stderr
+    zero = int(np.uint32((grid.zero_point - grid.low) * 0x01010101).view(np.int32))
     converted, loaded, masks = [], [], []
     for c in range(count):
         real = f"convert_float4(args.src_tensor.ReadAt(o{c} + s * sstride))"
