@@ -1403,6 +1403,35 @@ def test_grouped_conv_2d(groups, cin_group, cout_group, k, stride, hw, seed, act
     check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
 
 
+@EXAMPLES
+@given(
+    groups=st.integers(2, 4),
+    cin_group=st.sampled_from([4, 8, 24]),
+    cout_group=st.sampled_from([4, 8, 12, 16, 24, 32]),
+    k=st.sampled_from([1, 3]),
+    stride=st.integers(1, 2),
+    hw=st.tuples(st.integers(1, 13), st.integers(1, 13)),
+    batch=st.integers(1, 2),
+    seed=seeds,
+    act=st.sampled_from([0, 1, 3]),
+)
+def test_grouped_conv_2d_of_whole_slices(groups, cin_group, cout_group, k, stride, hw, batch, seed, act):
+    # each group's inputs and outputs whole slices: the matrix products, every block of output
+    # channels reading its own group's input slices (selectors/conv.grouped_product)
+    rng = np.random.default_rng(seed)
+    cin, cout = groups * cin_group, groups * cout_group
+    src = (batch, hw[0], hw[1], cin)
+    out = (batch, -(-hw[0] // stride), -(-hw[1] // stride), cout)
+    tensors = [
+        T(src),
+        T((cout, k, k, cin_group), rand((cout, k, k, cin_group), rng)),
+        T((cout,), rand((cout,), rng)),
+        T(out),
+    ]
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act})
+    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
+
+
 @pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
 def test_dequantize_of_int8_weights_is_folded(per_channel):
     rng = np.random.default_rng(12)

@@ -116,9 +116,28 @@ def _conv(src: tuple[int, int, int, int], cout: int, options: CompileOptions, **
     return select_conv(node, g.graph, options)
 
 
-def test_grouped_convolutions_pick_grouped_in_every_family_and_storage():
-    for options in (CPU, GPU, TEXTURE, CompileOptions(conv_kernels=ConvKernels.PLAIN)):
+def test_grouped_convolutions_of_whole_slices_take_the_matrix_products_on_buffers():
+    wide = CompileOptions(vector_width=16)
+    # 8 groups of 4 -> 24: blocks of 8 channels (16 would span two groups), 3 per group
+    spec = _conv((1, 8, 8, 32), 192, wide, kernel=3, cin_group=4)
+    assert spec.variant is Variant.GEMM_ROWS and spec.gemm is not None
+    assert (spec.gemm.width, spec.gemm.group_slices, spec.gemm.group_blocks) == (8, 1, 3)
+    assert 3 % spec.gemm.groups == 0  # a work-item's blocks lie in one group
+    flat = _conv((1, 8, 8, 64), 64, wide, kernel=1, cin_group=16)  # 4 groups of 16 -> 16
+    assert flat.variant is Variant.GEMM_FLAT and flat.gemm is not None
+    assert (flat.gemm.width, flat.gemm.group_slices, flat.gemm.group_blocks, flat.gemm.groups) == (16, 4, 1, 1)
+    narrow = _conv((1, 8, 8, 16), 16, wide, kernel=3, cin_group=4)  # groups of 4 -> 4: blocks of 4
+    assert narrow.gemm is not None and (narrow.gemm.width, narrow.gemm.group_blocks) == (4, 1)
+    assert narrow.gemm.integer is None and not narrow.gemm.dot
+
+
+def test_other_grouped_convolutions_pick_grouped():
+    whole = _conv((1, 8, 8, 16), 16, GPU, kernel=3, cin_group=4)  # the gpu family: the cpu family's product
+    assert whole.variant is Variant.GEMM_ROWS and whole == _conv((1, 8, 8, 16), 16, CPU, kernel=3, cin_group=4)
+    for options in (TEXTURE, CompileOptions(conv_kernels=ConvKernels.PLAIN)):
         assert _conv((1, 8, 8, 16), 16, options, kernel=3, cin_group=4) == KernelSpec(Variant.GROUPED)
+    assert _conv((1, 8, 8, 12), 12, CPU, kernel=3, cin_group=3) == KernelSpec(Variant.GROUPED)  # 4 groups of 3
+    assert _conv((1, 8, 8, 16), 8, CPU, kernel=3, cin_group=4) == KernelSpec(Variant.GROUPED)  # 4 groups -> 2
 
 
 def test_the_gpu_family_takes_small_windows_and_leaves_large_ones_to_the_matrix_products():

@@ -2,10 +2,12 @@
 shapes and the CompileOptions: pure decisions, no kernel text (the op's ``emit`` renders the
 KernelSpec returned, ops/conv_render.py).
 
-- CONV_2D: GROUPED when its input channels split into groups; in the gpu family GPU_DIRECT or
-  GPU_REDUCTION (selectors/gpu.py) for windows of up to GPU_MAX_TAPS taps; else a matrix product
-  on buffer storage (GEMM_FLAT for a 1x1 / stride 1 / unpadded window, GEMM_ROWS otherwise;
-  selectors/gemm.py); else the generic kernels, BLOCKED or (conv_kernels ``plain``) PLAIN.
+- CONV_2D: in the gpu family GPU_DIRECT or GPU_REDUCTION (selectors/gpu.py) for windows of up
+  to GPU_MAX_TAPS taps; else a matrix product on buffer storage (GEMM_FLAT for a 1x1 / stride 1 /
+  unpadded window, GEMM_ROWS otherwise; selectors/gemm.py); else the generic kernels, BLOCKED or
+  (conv_kernels ``plain``) PLAIN. One whose input channels split into groups takes the matrix
+  products where each group's inputs and outputs are whole slices (``grouped_product``), else
+  GROUPED.
 - DEPTHWISE_CONV_2D: DEPTHWISE_MULTIPLIER for a depth multiplier > 1; GPU_DEPTHWISE in the gpu
   family (up to GPU_MAX_TAPS taps); DEPTHWISE_ROWS on buffer storage (up to DEPTHWISE_MAX_TAPS);
   else PLAIN.
@@ -45,21 +47,32 @@ def select_conv(node: Node, graph: Graph, options: CompileOptions, sources: int 
     src, dst = graph.tensor(node.inputs[0]).shape, graph.tensor(node.outputs[0]).shape
     filters = graph.tensor(node.inputs[1]).shape
     _, kh, kw, cin = filters
-    if cin != src[3]:
-        return KernelSpec(Variant.GROUPED)
     window = conv_window(node, graph)
+    strides, pads = (window["stride_h"], window["stride_w"]), (window["pad_h"], window["pad_w"])
+    flat = kh == kw == 1 and strides == (1, 1) and pads == (0, 0)
+    product = Variant.GEMM_FLAT if flat else Variant.GEMM_ROWS
+    if cin != src[3]:
+        conv_groups = src[3] // cin
+        if not grouped_product(cin, dst[3] // conv_groups, options):
+            return KernelSpec(Variant.GROUPED)
+        return select_gemm(node, graph, product, (kh, kw), options.vector_width, conv_groups=conv_groups)
     if options.kernel_family is KernelFamily.GPU and kh * kw <= GPU_MAX_TAPS:
         return select_gpu_conv(dst, filters, window, options.gpu_work_group)
     if use_gemm(options):
-        strides, pads = (window["stride_h"], window["stride_w"]), (window["pad_h"], window["pad_w"])
-        flat = kh == kw == 1 and strides == (1, 1) and pads == (0, 0)
-        variant = Variant.GEMM_FLAT if flat else Variant.GEMM_ROWS
-        return select_gemm(node, graph, variant, (kh, kw), options.vector_width, sources, gate, options.int8_dot)
+        return select_gemm(node, graph, product, (kh, kw), options.vector_width, sources, gate, options.int8_dot)
     if options.conv_kernels is ConvKernels.PLAIN:
         return KernelSpec(Variant.PLAIN)
     b, h, w, c = dst
     grid = (-(-w // BLOCKED_PIXELS) * b, h, -(-layout.slices(c) // BLOCKED_SLICES))
     return KernelSpec(Variant.BLOCKED, grid=grid, work_group=(4, 4, 2))
+
+
+def grouped_product(group_inputs: int, group_outputs: int, options: CompileOptions) -> bool:
+    """Does a grouped CONV_2D with these input and output channels per group take the matrix
+    product (GemmSpec.group_slices)? On buffers (in either family, as the windows the gpu family
+    leaves), when both are whole slices: each group's input is then a run of slices and its
+    outputs whole blocks. Others take GROUPED, one output lane at a time."""
+    return use_gemm(options) and group_inputs % 4 == 0 and group_outputs % 4 == 0
 
 
 def select_depthwise(node: Node, graph: Graph, options: CompileOptions) -> KernelSpec:

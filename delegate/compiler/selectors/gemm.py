@@ -124,7 +124,7 @@ def lane_registers(pixels: int, groups: int) -> int:
 
 
 def row_blocking(row: int, groups: int, width: int = 8, most_groups: int = 0,
-                 most_pixels: int = 0) -> tuple[int, int, str]:  # fmt: skip
+                 most_pixels: int = 0, divides: int = 0) -> tuple[int, int, str]:  # fmt: skip
     """Pixels, groups (of ``width`` channels) and ``lane_step`` order of a work-item of the
     lane-order row kernel, for output rows of ``row`` pixels and ``groups`` groups: of the blocks within
     VECTOR_REGISTERS and ROW_MAX_PIXELS (WIDE_... for 16-wide groups; ``most_pixels`` where it is
@@ -135,13 +135,16 @@ def row_blocking(row: int, groups: int, width: int = 8, most_groups: int = 0,
     pixels x 4 groups measured faster than 4 x 2), plus a block's setup and write, about one
     product's worth per output vector. Blocks of one pixel load a weight vector per product and
     measured slower than blocks of two (the weights of many groups leave the L1 cache), so they
-    serve rows of one pixel only. ``most_groups`` (0: no limit) caps the groups (``cached_groups``).
-    The layers measured are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
+    serve rows of one pixel only. ``most_groups`` (0: no limit) caps the groups (``cached_groups``);
+    ``divides`` (0: any) takes only group counts that divide it (a grouped convolution's blocks per
+    group, ``grouped_blocking``). The layers measured are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
     wide = width == 16
     registers = WIDE_VECTOR_REGISTERS if wide else VECTOR_REGISTERS
     most = most_pixels or (WIDE_ROW_MAX_PIXELS if wide else ROW_MAX_PIXELS)
     best: tuple[float, int, int] | None = None
     for g in range(1, (most_groups or groups) + 1):
+        if divides and divides % g:
+            continue
         for p in range(min(2, row), min(row, most) + 1):
             if lane_registers(p, g) > registers:
                 continue
@@ -191,32 +194,58 @@ def integer_input(node: Node, graph: Graph) -> Carried | None:
     return grid
 
 
+def grouped_width(group_outputs: int, vector_width: int) -> int:
+    """Output channels per block of a grouped convolution's matrix product with ``group_outputs``
+    output channels per group (a multiple of 4): ``gemm_width``'s choice for them, narrowed until
+    it divides them, so that no block spans two groups."""
+    width = gemm_width(group_outputs, vector_width, narrow=True)
+    while group_outputs % width:
+        width //= 2
+    return width
+
+
+def largest_divisor(limit: int, blocks: int) -> int:
+    """The most blocks of a grouped convolution's group (``blocks``) a work-item may take, at most
+    ``limit``: the largest divisor of ``blocks`` up to it, so that a work-item's blocks all read
+    one group's input slices."""
+    return max(d for d in range(1, min(limit, blocks) + 1) if blocks % d == 0)
+
+
 def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, int], vector_width: int,
-                sources: int = 1, gate: bool = False, int8_dot: bool = False) -> KernelSpec:  # fmt: skip
+                sources: int = 1, gate: bool = False, int8_dot: bool = False,
+                conv_groups: int = 1) -> KernelSpec:  # fmt: skip
     """The matrix product ``variant`` (GEMM_FLAT: CONV_2D 1x1 or FULLY_CONNECTED; GEMM_ROWS: CONV_2D;
     GEMM_TRANSPOSED / GEMM_PHASES: TRANSPOSE_CONV, whose input is its input 2) of ``node`` with a
     ``kernel`` (KH, KW) window, for a device of ``vector_width`` floats per vector; ``sources``:
     how many tensors the input is concatenated from (EmitContext.concat_sources); ``gate``:
     GEMM_FLAT's input read times a squeeze-excite gate (GemmSpec.gate); ``int8_dot``: the device
-    has the 16-lane integer dot product (CompileOptions.int8_dot)."""
+    has the 16-lane integer dot product (CompileOptions.int8_dot); ``conv_groups`` > 1: a grouped
+    CONV_2D of that many groups (GemmSpec.group_slices; ``grouped_product`` says which take it)."""
     assert variant in GEMM_VARIANTS
     flat, rows = variant is Variant.GEMM_FLAT, variant is Variant.GEMM_ROWS
     phases = variant is Variant.GEMM_PHASES
     b, h, w, c = layout.bhwc(graph.tensor(node.outputs[0]).shape)
-    width = gemm_width(c, vector_width, narrow=True)
-    npix, groups = b * h * w, gemm_groups(c, width)
     transposed = variant in (Variant.GEMM_TRANSPOSED, Variant.GEMM_PHASES)
     _, ih, iw, cin = layout.bhwc(graph.tensor(node.inputs[2 if transposed else 0]).shape)
+    grouped = conv_groups > 1
+    if grouped:
+        c_group, cin = c // conv_groups, cin // conv_groups  # from here on, one group's input
+        width = grouped_width(c_group, vector_width)
+        group_blocks = c_group // width
+    else:
+        width, group_blocks = gemm_width(c, vector_width, narrow=True), 0
+    fit = (lambda most: largest_divisor(most, group_blocks)) if grouped else (lambda most: most)
+    npix, groups = b * h * w, gemm_groups(c, width)
     pixels = gemm_pixels(npix if flat else iw if phases else w)
-    per_item = GEMM_GROUPS if groups >= GEMM_GROUPS else 1
-    if not transposed and pixels > 1 and odd_thirds(groups):
+    per_item = fit(GEMM_GROUPS) if groups >= GEMM_GROUPS else 1
+    if not transposed and pixels > 1 and odd_thirds(groups) and fit(THIRDS_GROUPS) == THIRDS_GROUPS:
         pixels, per_item = THIRDS_PIXELS, THIRDS_GROUPS
     lanes = cin if sources == 1 and cin < 4 else 4
-    dot = dot_outputs(c, width, lanes)
+    dot = 0 if grouped else dot_outputs(c, width, lanes)
     # the integer product: one input slice is four 8-bit codes, one int32 lane per output channel
     # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop); an input of fewer than 4
     # channels too, its padding lanes meeting zero codes; a gated read's in the flat mode
-    wide = (flat or (rows and not gate)) and int8_dot and width == 16 and sources == 1 and not dot
+    wide = (flat or (rows and not gate)) and int8_dot and width == 16 and sources == 1 and not dot and not grouped
     integer = integer_input(node, graph) if wide else None
     order, shared_columns = "", 0
     if integer is not None:
@@ -230,8 +259,11 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     elif rows and width > 4 and not dot and groups > 1:
         most_pixels = LANES_ROW_MAX_PIXELS if lanes < 4 else 0
         most_groups = cached_groups(kernel, layout.slices(cin), width)
-        pixels, per_item, order = row_blocking(w, groups, width, most_groups, most_pixels)
-    elif flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS:
+        pixels, per_item, order = row_blocking(w, groups, width, most_groups, most_pixels, group_blocks)
+    elif (
+        flat and width == 8 and groups > 1 and not odd_thirds(groups) and npix >= FLAT_PIXELS
+        and fit(FLAT_GROUPS) == FLAT_GROUPS
+    ):  # fmt: skip
         pixels, per_item, order = FLAT_PIXELS, FLAT_GROUPS, lane_order(FLAT_PIXELS, FLAT_GROUPS)
     # the slice planes lie a plane apart, further than the hardware prefetchers look: hints
     # measured 0.80-0.85x the time of MobileNetV2's 1x1 projections (10x10 and 5x5 pixels, 192 to
@@ -256,6 +288,8 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
         integer=integer,
         shared_columns=shared_columns,
         prefetch=prefetch,
+        group_slices=layout.slices(cin) if grouped else 0,
+        group_blocks=group_blocks,
     )
     item_groups = -(-groups // per_item)
     if flat:

@@ -148,7 +148,7 @@ def source_names(sources: int) -> list[str]:
 def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, names: list[str], lanes: int = 4,
                width: int = 8, dot: int = 0, order: str = "", consecutive: bool = False,
                gate: bool = False, gate_rounding: dict[int, str] | None = None,
-               prefetch: bool = False) -> list[str]:  # fmt: skip
+               prefetch: bool = False, grouped: bool = False) -> list[str]:  # fmt: skip
     """Accumulate every input slice of pixels at offsets o0.. against weights from ``wbase``0.. on,
     through the input tensors ``names`` in turn (same geometry, so the same offsets). ``lanes`` < 4:
     a single input of one slice, read without a loop (its bound is a run-time value the compiler
@@ -163,7 +163,9 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
     statements rounding FLT``width`` ``result`` onto the grid of the product x * g (a carried
     MUL's output, compiler/quant.py): each input slice is multiplied and rounded as the MUL's
     kernel would write it, then read (``rounded_slices``). ``prefetch`` (one input ``src_tensor``,
-    FLT4 slices): hint the slices ``slice_prefetches`` ahead."""
+    FLT4 slices): hint the slices ``slice_prefetches`` ahead. ``grouped`` (one input): the loop
+    runs over the ``src_slices`` slices from ``gslice`` on, a grouped convolution's group
+    (gemm_conv.GemmSpec.group_slices)."""
     mask = " * m{p}" if masked else ""
     if lanes < 4:
         (name,) = names
@@ -176,7 +178,8 @@ def slice_loop(indent: str, pixels: int, groups: int, wbase: str, masked: bool, 
     for name in names:
         if order:
             parts.append(f"{indent}#pragma unroll 1\n")
-        parts.append(f"{indent}for (int s = 0; s < args.{name}.Slices(); ++s) {{\n")
+        bounds = "int s = gslice; s < gslice + src_slices" if grouped else f"int s = 0; s < args.{name}.Slices()"
+        parts.append(f"{indent}for ({bounds}; ++s) {{\n")
         if prefetch and not order:
             parts += slice_prefetches(f"{indent}  ", pixels)
         if gate:

@@ -104,6 +104,12 @@ class GemmSpec:
     #: flat mode over FLT4 slices: hint the input slice ``gemm_blocks.PREFETCH_SLICES`` ahead of
     #: the one read (``slice_prefetches``), for inputs of more slices than that
     prefetch: bool = False
+    #: a grouped convolution (input channels split into groups, each group's outputs reading its
+    #: own): the input slices of one group (0: not grouped) and the blocks of ``width`` output
+    #: channels each group has; a work-item's ``groups`` blocks lie in one group, whose slices
+    #: are all its slice loop reads (``_input_slices``' ``gslice``, the first of them)
+    group_slices: int = 0
+    group_blocks: int = 0
 
     @property
     def per(self) -> int:
@@ -117,10 +123,15 @@ class GemmSpec:
 
 def _input_slices(spec: GemmSpec) -> str:
     kh, kw = spec.kernel
-    return f"""  int src_slices = {" + ".join(f"args.{name}.Slices()" for name in spec.names)};
+    if spec.group_slices:
+        count = str(spec.group_slices)
+        first = f"  int gslice = (g0 / {spec.group_blocks}) * {spec.group_slices};\n"
+    else:
+        count, first = " + ".join(f"args.{name}.Slices()" for name in spec.names), ""
+    return f"""  int src_slices = {count};
   int sstride = args.src_tensor.Offset(0, 0, 1, 0);
   int group_size = {kh * kw} * src_slices * 4;
-"""
+{first}"""
 
 
 def _pixel_ops(spec: GemmSpec) -> list[Piece]:
@@ -170,7 +181,7 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
     else:
         parts += slice_loop(
             "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive,
-            spec.gate, rounding, prefetch=spec.prefetch,
+            spec.gate, rounding, prefetch=spec.prefetch, grouped=spec.group_slices > 0,
         )  # fmt: skip
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
@@ -289,7 +300,7 @@ def rows_code(spec: GemmSpec) -> list[Piece]:
     else:
         parts += accumulators(pixels, groups, width, dot=spec.dot)
     window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": width, "dot": spec.dot,
-              "order": spec.order, "one_slice": spec.one_slice}  # fmt: skip
+              "order": spec.order, "one_slice": spec.one_slice, "grouped": spec.group_slices > 0}  # fmt: skip
     # Work-items whose window columns are all inside the input (most of them) skip the checks
     # and masks.
     last = f"(X0 + {pixels - 1}) * args.stride_w + {kw - 1} * args.dilation_w - args.pad_w"
@@ -345,7 +356,7 @@ def phases_code(spec: GemmSpec) -> list[Piece]:
 
 def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], lanes: int, *, transposed: bool,
                 interior: bool, width: int = 8, dot: int = 0, order: str = "",
-                one_slice: bool = False) -> list[str]:  # fmt: skip
+                one_slice: bool = False, grouped: bool = False) -> list[str]:  # fmt: skip
     """The window loops of the row mode: per tap, the pixels' input offsets, then the slice loop.
     Outside ``interior``, a pixel whose input column is outside the input reads the row's first
     pixel instead, and the tap's sums are undone for it: its accumulators are kept before the slice
@@ -387,7 +398,9 @@ def _row_window(pixels: int, groups: int, kh: int, kw: int, names: list[str], la
         parts.append(f"    long t = w + (ky * {kw} + kx) * src_slices * {4 * groups};\n")
     for g in range(groups if not order else 0):
         parts.append(f"    int t{g} = w{g} + (ky * {kw} + kx) * src_slices * 4;\n")
-    parts += slice_loop("    ", pixels, groups, "t", masked and not interior, names, lanes, width, dot, order)
+    parts += slice_loop(
+        "    ", pixels, groups, "t", masked and not interior, names, lanes, width, dot, order, grouped=grouped
+    )
     for p in range(pixels if kept else 0):
         undo = " ".join(f"{name} = k_{name};" for _, name, pixel in kept if pixel == p)
         parts.append(f"    if (!in{p}) {{ {undo} }}\n")
