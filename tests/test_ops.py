@@ -1377,6 +1377,22 @@ def test_log_softmax(shape, seed):
     )
 
 
+def _check_grouped_conv(groups, cin_group, cout_group, k, stride, hw, seed, act, batch=1):
+    """A CONV_2D of ``groups`` groups (SAME padding) on a random input, against TFLite's."""
+    rng = np.random.default_rng(seed)
+    cin, cout = groups * cin_group, groups * cout_group
+    src = (batch, hw[0], hw[1], cin)
+    out = (batch, -(-hw[0] // stride), -(-hw[1] // stride), cout)
+    tensors = [
+        T(src),
+        T((cout, k, k, cin_group), rand((cout, k, k, cin_group), rng)),
+        T((cout,), rand((cout,), rng)),
+        T(out),
+    ]
+    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act})
+    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
+
+
 @EXAMPLES
 @given(
     groups=st.integers(2, 3),
@@ -1389,18 +1405,7 @@ def test_log_softmax(shape, seed):
     act=st.sampled_from([0, 1, 3]),
 )
 def test_grouped_conv_2d(groups, cin_group, cout_group, k, stride, hw, seed, act):
-    rng = np.random.default_rng(seed)
-    cin, cout = groups * cin_group, groups * cout_group
-    src = (1, hw[0], hw[1], cin)
-    out = (1, -(-hw[0] // stride), -(-hw[1] // stride), cout)
-    tensors = [
-        T(src),
-        T((cout, k, k, cin_group), rand((cout, k, k, cin_group), rng)),
-        T((cout,), rand((cout,), rng)),
-        T(out),
-    ]
-    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act})
-    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
+    _check_grouped_conv(groups, cin_group, cout_group, k, stride, hw, seed, act)
 
 
 @EXAMPLES
@@ -1418,18 +1423,7 @@ def test_grouped_conv_2d(groups, cin_group, cout_group, k, stride, hw, seed, act
 def test_grouped_conv_2d_of_whole_slices(groups, cin_group, cout_group, k, stride, hw, batch, seed, act):
     # each group's inputs and outputs whole slices: the matrix products, every block of output
     # channels reading its own group's input slices (selectors/conv.grouped_product)
-    rng = np.random.default_rng(seed)
-    cin, cout = groups * cin_group, groups * cout_group
-    src = (batch, hw[0], hw[1], cin)
-    out = (batch, -(-hw[0] // stride), -(-hw[1] // stride), cout)
-    tensors = [
-        T(src),
-        T((cout, k, k, cin_group), rand((cout, k, k, cin_group), rng)),
-        T((cout,), rand((cout,), rng)),
-        T(out),
-    ]
-    options = ("Conv2DOptions", {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": act})
-    check(tensors, [Op(Builtin.CONV_2D, [0, 1, 2], [3], options)], [0], [3], [rand(src, rng)])
+    _check_grouped_conv(groups, cin_group, cout_group, k, stride, hw, seed, act, batch)
 
 
 @pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
