@@ -22,7 +22,11 @@ hold their float model's weights.
   concatenate), 3 heads of 3 anchors x 25 (sigmoid) |
 | mlp_mixer | 128x128x3 | 16x16 patches (64 tokens of 128), 4 Mixer blocks (token MLP 64, channel
   MLP 256, GELU), 100 classes |
-| *_int8 | as the float one | efficientnet_b0, mobilenet_v3_small and resnet50, full-integer |
+| regnet_like | 128x128x3 | RegNetX-style: 7 bottleneck blocks whose 3x3 convolutions are grouped
+  (24 channels per group, 2 to 22 groups), 1000 classes |
+| mobilenet_v1 | 160x160x3 | keras.applications MobileNet (alpha 0.75), 1000 classes |
+| *_int8 | as the float one | efficientnet_b0, mobilenet_v1, mobilenet_v3_small and resnet50,
+  full-integer |
 
 Run with the TensorFlow venv's Python (TensorFlow 2.21, Keras 3):
 
@@ -147,6 +151,24 @@ def mlp_mixer() -> Built:
     return keras.Model(image, layers.Dense(100, name="logits")(x)), specs
 
 
+def regnet_like() -> Built:
+    """RegNetX-style: a strided stem, then bottleneck blocks (1x1, grouped 3x3 of 24 channels per
+    group, 1x1; BatchNorm, ReLU; a residual where the shape allows), widths 48 to 528, four
+    strided, global average pool, 1000 classes."""
+    image, specs = _image(128)
+    x = _conv(image, 32, 3, 2)
+    for width, stride in ((48, 2), (48, 1), (96, 2), (96, 1), (240, 2), (240, 1), (528, 2)):
+        y = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(width, 1, use_bias=False)(x)))
+        y = layers.Conv2D(width, 3, strides=stride, padding="same", groups=width // 24, use_bias=False)(y)
+        y = layers.ReLU()(layers.BatchNormalization()(y))
+        y = layers.BatchNormalization()(layers.Conv2D(width, 1, use_bias=False)(y))
+        if stride == 1 and x.shape[-1] == width:
+            y = layers.Add()([y, x])
+        x = layers.ReLU()(y)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(image, layers.Dense(1000, name="logits")(x)), specs
+
+
 #: file stem -> its builder; a ``_int8`` stem is its float model, full-integer
 BUILDERS: dict[str, Callable[[], Built]] = {
     "efficientnet_b0": _application(applications.EfficientNetB0, 128),
@@ -161,8 +183,10 @@ BUILDERS: dict[str, Callable[[], Built]] = {
     "ssd_mobilenet_v2": ssd_mobilenet_v2,
     "yolo_like": yolo_like,
     "mlp_mixer": mlp_mixer,
+    "regnet_like": regnet_like,
+    "mobilenet_v1": _application(applications.MobileNet, 160, alpha=0.75),
 }
-INT8 = ("efficientnet_b0", "mobilenet_v3_small", "resnet50")
+INT8 = ("efficientnet_b0", "mobilenet_v1", "mobilenet_v3_small", "resnet50")
 NAMES = [*BUILDERS, *(f"{name}_int8" for name in INT8)]
 
 
