@@ -494,9 +494,9 @@ def format_result(r: dict[str, Any]) -> str:
     lines.extend(format_cpu_choice(c) for c in r.get("cpu_choices", []))
     if r.get("tflite_threads"):
         t = r["tflite_threads"]
+        work = "not known, it lies in subgraphs" if t["work_us"] is None else f"{t['work_us']:.1f} us per invoke"
         lines.append(
-            f"TFLite's kernels: {t['threads']} thread(s) of {t['cores']} cores (the model's estimated work:"
-            f" {t['work_us']:.1f} us per invoke)"
+            f"TFLite's kernels: {t['threads']} thread(s) of {t['cores']} cores (the model's estimated work: {work})"
         )
     if r.get("worker_affinity"):
         lines.append(f"PoCL's worker threads: {r['worker_affinity']}")

@@ -73,6 +73,25 @@ def test_one_thread_below_the_threshold_every_core_above():
     assert choice.as_dict() == {"threads": 4, "work_us": round(choice.work_us, 2), "cores": 4}
 
 
+def test_a_model_whose_work_lies_in_subgraphs_takes_every_core():
+    # a Keras LSTM: its steps' products are in the WHILE loop's body, which these nodes do not show
+    tensors = {0: (1, 32, 64), 1: (1, 128), 2: (1, 10)}
+    loop = _Details(tensors, [("WHILE", [0], [1]), ("FULLY_CONNECTED", [1], [2])])
+    assert model_work_us(loop) is None
+    choice = tflite_threads(loop, 4)
+    assert choice.threads == 4 and choice.as_dict() == {"threads": 4, "work_us": None, "cores": 4}
+
+
+def test_a_fused_lstm_counts_its_gates_products():
+    # inputs: 0 the sequence, 1-4 input weights [units, features], 5-8 recurrent weights [units, units]
+    tensors = {0: (1, 32, 64), 2: (128, 64), 6: (128, 128), 9: (1, 32, 128)}
+    inputs = [0, -1, 2, 2, 2, -1, 6, 6, 6]  # no input gate (CIFG): the forget gate's weights are there
+    lstm = _Details(tensors, [("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, [9])])
+    macs, elements = 32 * 128 * 4 * (64 + 128), 32 * 128
+    assert model_work_us(lstm) == pytest.approx(macs / 40_000 + 2 * elements / 15_000)
+    assert tflite_threads(lstm, 2).threads == 2
+
+
 def _model_of_adds(n: int, shape: tuple[int, ...]) -> bytes:
     tensors = [T(shape)] + [T(shape) for _ in range(n)]
     ops = [Op(Builtin.ADD, [k, k], [k + 1]) for k in range(n)]
