@@ -137,7 +137,8 @@ def row_blocking(row: int, groups: int, width: int = 8, most_groups: int = 0,
     measured slower than blocks of two (the weights of many groups leave the L1 cache), so they
     serve rows of one pixel only. ``most_groups`` (0: no limit) caps the groups (``cached_groups``);
     ``divides`` (0: any) takes only group counts that divide it (a grouped convolution's blocks per
-    group, ``grouped_blocking``). The layers measured are in benchmarks/RESULTS.md, "Lane-order matrix products"."""
+    group: a work-item's blocks then lie in one group). The layers measured are in
+    benchmarks/RESULTS.md, "Lane-order matrix products"."""
     wide = width == 16
     registers = WIDE_VECTOR_REGISTERS if wide else VECTOR_REGISTERS
     most = most_pixels or (WIDE_ROW_MAX_PIXELS if wide else ROW_MAX_PIXELS)
