@@ -57,17 +57,18 @@ def model_work_us(interpreter: Any) -> float | None:
     shape = _shape_reader(interpreter)
     macs = elements = 0
     for op in interpreter._get_ops_details():
-        outputs = [math.prod(shape(i)) for i in op["outputs"] if i >= 0]
-        elements += sum(outputs)
         if op["op_name"] in _HIDDEN_WORK:
             return None
+        outputs = [math.prod(shape(i)) for i in op["outputs"] if i >= 0]
+        elements += sum(outputs)
         dims = _MAC_DIMS.get(op["op_name"])
         inputs = [i for i in op["inputs"] if i >= 0]
         if dims is not None and len(inputs) > 1 and outputs:
             macs += outputs[0] * math.prod(shape(inputs[1])[dims])
-        if op["op_name"] in _RECURRENT and len(op["inputs"]) > 6 and min(op["inputs"][2], op["inputs"][6]) >= 0:
+        if op["op_name"] in _RECURRENT and len(op["inputs"]) > 6 and outputs:
             forget, recurrent = op["inputs"][2], op["inputs"][6]
-            macs += outputs[0] * 4 * (shape(forget)[-1] + shape(recurrent)[-1]) if outputs else 0
+            if forget >= 0 and recurrent >= 0:
+                macs += outputs[0] * 4 * (shape(forget)[-1] + shape(recurrent)[-1])
     return macs / POCL_CPU.cpu_macs_per_us + 2 * elements / POCL_CPU.cpu_elements_per_us
 
 
