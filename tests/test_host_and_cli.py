@@ -132,9 +132,12 @@ def test_demo_leaves_no_temporary_files(tmp_path):
 
 
 def _run_on_a_terminal(args: list[str], tmp_path: Path) -> tuple[int, str]:
-    """``python -m delegate ARGS`` with stderr on a pseudo-terminal; its exit code and what stderr showed."""
+    """``python -m delegate ARGS`` with stderr on a pseudo-terminal, its caches (the delegate's and
+    PoCL's kernel cache) in ``tmp_path``: a cold start whatever earlier runs left; its exit code and
+    what stderr showed."""
     controller, terminal = pty.openpty()
-    env = {**os.environ, "COLUMNS": "200"}
+    caches = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "POCL_CACHE_DIR": str(tmp_path / "pocl")}
+    env = {**os.environ, "COLUMNS": "200", **caches}
     process = subprocess.Popen(
         [sys.executable, "-m", "delegate", *args], stdout=subprocess.DEVNULL, stderr=terminal, cwd=ROOT, env=env
     )
