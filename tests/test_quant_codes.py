@@ -129,6 +129,46 @@ def test_a_tensor_with_a_float_reader_stays_float(monkeypatch):
     assert {t.id for ctx in contexts for t in ctx.tensors} >= {0, 3, 7}
 
 
+def swish(rng: np.random.Generator) -> tuple[list[T], list[Op]]:
+    """conv 1x1 (37 -> 40) -> LOGISTIC and MUL (a swish, its table linked into the product) ->
+    conv 3x3 (40 -> 24): tensor 5, the swish's output, lies between integer products."""
+    tensors = [qt(_SRC, 0.05, -7)]
+    _layer(tensors, 0, 37, 40, 1, (1, 9, 11, 40), 0.09, 3, rng)
+    tensors += [qt((1, 9, 11, 40), 1 / 256, -128), qt((1, 9, 11, 40), 0.045, -122)]
+    _layer(tensors, 5, 40, 24, 3, (1, 9, 11, 24), 0.3, -5, rng)
+    logistic = Op(Builtin.LOGISTIC, [3], [4])
+    mul = Op(Builtin.MUL, [3, 4], [5], ("MulOptions", {}), version=2)
+    return tensors, [_conv(0, 3, 1), logistic, mul, _conv(5, 8, 3)]
+
+
+@pytest.mark.opencl
+def test_a_table_ending_on_the_grid_writes_codes(monkeypatch):
+    """A swish's table (its values on the output's grid, quant_table.py) linked into the product
+    ends the kernel on the grid, as a rounding step does: its output, tensor 5, carries codes to
+    the next product; the values are TFLite's."""
+    _needs_int8_dot()
+    rng = np.random.default_rng(6)
+    tensors, ops = swish(rng)
+    contexts = _contexts(monkeypatch)
+    check_quant(tensors, ops, [0], [8], [qrand(_SRC, rng)], steps=2, exact=0.85)  # two layers deep, as above
+    assert _codes_tensors(contexts) == {5}
+
+
+@pytest.mark.opencl
+def test_a_table_after_a_table_on_the_grid_keeps_both():
+    """A LOGISTIC linked after the swish's table: the swish's table ends on its grid but is no
+    rounding step, which the LOGISTIC's table could take as its index in its place; the values
+    are TFLite's."""
+    rng = np.random.default_rng(7)
+    tensors, ops = swish(rng)
+    tensors, ops = tensors[:6], ops[:3]
+    tensors.append(qt((1, 9, 11, 40), 1 / 256, -128))
+    ops.append(Op(Builtin.LOGISTIC, [5], [6]))
+    # a step off at a tie before the swish moves the LOGISTIC by up to 4 steps (its slope, 1/4,
+    # times 0.045 / (1/256) steps per step of its input, with the swish's own rounding)
+    check_quant(tensors, ops, [0], [6], [qrand(_SRC, rng)], steps=4, exact=0.9)
+
+
 # ---------------------------------------------------------------- the context format
 
 

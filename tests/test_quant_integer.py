@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from delegate.compiler.graph import FLOAT32, INT32, Builtin, Carried, Graph, Node, Padding, Tensor
-from delegate.compiler.kernels.cpu.gemm_blocks import column_codes, pack_integer_weights
+from delegate.compiler.kernels.cpu.gemm_blocks import column_codes, pack_integer_weights, vnni
 from delegate.compiler.options import CompileOptions
 from delegate.compiler.quant import INT8, UINT8, carry_quantized
 from delegate.compiler.selectors.conv import select_conv, select_fully_connected
@@ -27,7 +27,7 @@ from .test_quant import check_quant, int_bias, qrand, qt
 from .tflite_builder import Op, T, build_model
 
 #: the dot product's mark in a kernel's code
-VNNI = "__builtin_ia32_vpdpbusd512"
+VNNI = vnni(16)
 
 
 def _vpdpbusd(acc: np.ndarray, u: int, k: np.ndarray) -> np.ndarray:
@@ -115,11 +115,12 @@ def test_row_sums_stand_for_a_row_of_padding(dtype, zero):
 
 
 def _graph(op: int, src: tuple[int, ...], cout: int, *, in_dtype: int = INT8, per_channel: bool = True,
-           float_model: bool = False, kernel: int = 1, stride: int = 1) -> tuple[Graph, Node]:  # fmt: skip
+           float_model: bool = False, kernel: int = 1, stride: int = 1,
+           groups: int = 1) -> tuple[Graph, Node]:  # fmt: skip
     """One CONV_2D (1x1) or FULLY_CONNECTED node over a quantized input, as read from a model, with
-    carry_quantized applied; ``float_model``: every tensor float."""
+    carry_quantized applied; ``float_model``: every tensor float; ``groups``: a grouped CONV_2D's."""
     rng = np.random.default_rng(0)
-    cin = src[-1]
+    cin = src[-1] // groups
     wshape = (cout, kernel, kernel, cin) if op == Builtin.CONV_2D else (cout, cin)
     oshape = (*src[:-1], cout)
     scales = tuple(float(s) for s in rng.uniform(0.01, 0.02, size=cout if per_channel else 1))
@@ -329,6 +330,19 @@ def test_integer_product_not_chosen_for_float_models_or_narrow_outputs():
     assert spec is not None and spec.width == 8 and spec.integer is None
 
 
+@pytest.mark.parametrize(("group_outputs", "width"), [(24, 8), (8, 8), (32, 16), (48, 16)])
+def test_grouped_convolutions_take_the_integer_product_of_their_group_width(group_outputs, width):
+    """A grouped CONV_2D over a carried input multiplies integers in blocks as wide as its groups'
+    outputs allow (16, else the 256-bit form's 8), a work-item's blocks within one group; none on a
+    device without the dot product."""
+    graph, node = _graph(Builtin.CONV_2D, (1, 8, 8, 3 * group_outputs), 3 * group_outputs, kernel=3, groups=3)
+    spec = _spec(graph, node, int8_dot=True)
+    assert spec is not None and spec.integer is not None and spec.width == width
+    assert spec.group_slices == group_outputs // 4 and (group_outputs // width) % spec.groups == 0
+    spec = _spec(graph, node, int8_dot=False)
+    assert spec is not None and spec.integer is None
+
+
 # ---------------------------------------------------------------- on the device
 
 
@@ -371,30 +385,39 @@ DEVICE_CASES = [
     "conv3x3s2-int8-c3",
     "conv7x7s2-int8-c3",
     "fully-connected",
+    # grouped: 3 groups of 24 channels (8-wide, the 256-bit product), 2 of 16 in and 32 out
+    # (16-wide, flat mode), 4 of 8 strided (8-wide, shared columns)
+    "grouped3x3-int8-g3x24",
+    "grouped1x1-int8-g2x16",
+    "grouped3x3s2-int8-g4x8",
 ]
 
 
 def _case(name: str, rng: np.random.Generator) -> tuple[list[T], list[Op], tuple[int, ...]]:
-    if name.startswith("conv"):
+    if name.startswith(("conv", "grouped")):
         dtype = np.uint8 if "uint8" in name else np.int8
         # c3: an image's 3 channels, one padded slice; -96: 96 outputs, 6 groups in items of 3
         src, cout = (1, 9, 11, 3 if "c3" in name else 37), 96 if name.endswith("-96") else 20
+        cin = src[3]
+        if name.startswith("grouped"):  # -gNxC: N groups of C input channels, twice C outputs in the 1x1
+            groups, cin = (int(v) for v in name.rsplit("-g", 1)[1].split("x"))
+            src, cout = (1, 9, 11, groups * cin), groups * cin * (2 if "1x1" in name else 1)
         k = 7 if "7x7" in name else 3 if "3x3" in name else 1
         stride = 2 if "s2" in name else 1
         if dtype == np.uint8:  # uint8 weights: per tensor, zero point near 128
-            wq = rng.integers(0, 256, size=(cout, k, k, src[3])).astype(np.uint8)
+            wq = rng.integers(0, 256, size=(cout, k, k, cin)).astype(np.uint8)
             w_scales = np.full(cout, 0.01, np.float32)
             weights = T(wq.shape, wq, np.uint8, quant=([0.01], [128], 0))
             bias = T((cout,), rng.integers(-3000, 3000, size=cout).astype(np.int32), np.int32,
                      quant=([float(np.float32(0.05) * np.float32(0.01))], [0], 0))  # fmt: skip
             zeros = (140, 120)
         else:
-            wq = rng.integers(-127, 128, size=(cout, k, k, src[3])).astype(np.int8)
+            wq = rng.integers(-127, 128, size=(cout, k, k, cin)).astype(np.int8)
             w_scales = rng.uniform(0.002, 0.02, size=cout).astype(np.float32)
             weights = T(wq.shape, wq, np.int8, quant=([float(s) for s in w_scales], [0] * cout, 0))
             bias = int_bias(w_scales * np.float32(0.05), rng)
             zeros = (-7, 4)
-        out_scale = 0.05 * float(w_scales.mean()) * 64 * k * np.sqrt(src[3]) / 4
+        out_scale = 0.05 * float(w_scales.mean()) * 64 * k * np.sqrt(cin) / 4
         out = (1, -(-src[1] // stride), -(-src[2] // stride), cout)  # SAME padding
         tensors = [qt(src, 0.05, zeros[0], dtype), weights, bias, qt(out, out_scale, zeros[1], dtype)]
         window = {"Padding": 0, "StrideW": stride, "StrideH": stride, "FusedActivationFunction": 0}
@@ -419,7 +442,9 @@ def test_integer_product_matches_tflite_integer_kernels(case, monkeypatch):
     codes = _kernel_codes(monkeypatch)
     dtype = np.uint8 if "uint8" in case else np.int8
     check_quant(tensors, ops, [0], [3], [qrand(src, rng, dtype)], exact=0.99)
-    assert any(VNNI in c for c in codes), "the integer product did not run"
+    # groups of 24 or 8 output channels: 8-wide blocks, the 256-bit form
+    mark = vnni(8) if case.endswith(("x24", "x8")) else VNNI
+    assert any(mark in c for c in codes), "the integer product did not run"
 
 
 @pytest.mark.opencl

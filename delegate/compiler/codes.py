@@ -16,8 +16,9 @@ A tensor carries codes when all of these hold, so that nothing but those product
   whose input or output holds codes, context/semantics.py);
 - one kernel writes it, whose writes all go through its write hooks (``Kernel.codes_writer``: a
   matrix product's, integer or float: a squeeze-excite block's gated projection too) and
-  whose last step rounds the result onto the tensor's grid (``Kernel.rounds_onto``): the value
-  converted is on the grid, as the stored float would be;
+  whose last step rounds the result onto the tensor's grid (``Kernel.rounds_onto``) or looks it
+  up in a table of the grid's values (``Kernel.table_onto``): the value converted is on the grid,
+  as the stored float would be;
 - every kernel reading it reads it as its input ``src_tensor`` through ``CodesRead`` pieces on the
   same grid (``Kernel.codes_input``) and nowhere else: no op fused into the read, no linked op
   reading it as an operand.
@@ -46,7 +47,9 @@ def carry_codes(kernels: list[KernelNode], graph: Graph, edges: set[int]) -> set
         if grid is None or index in edges or len(written) != 1 or not readers.get(index):
             continue
         writer = written[0].kernel
-        if not writer.codes_writer or writer.rounds_onto != grid or written[0].output_ids != [index]:
+        if not writer.codes_writer or grid not in (writer.rounds_onto, writer.table_onto):
+            continue
+        if written[0].output_ids != [index]:
             continue
         if all(
             r.kernel.codes_input == grid and r.input_ids[0] == index and index not in r.input_ids[1:]

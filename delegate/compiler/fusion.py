@@ -110,7 +110,7 @@ def _append_link(kernel: Kernel, code: str, wide: dict[int, str | None]) -> bool
     per width of its kernel.WideOps points) when every link before it runs there and it has
     code for each width. Whether it runs there."""
     kernel.linked.append(code)
-    kernel.rounds_onto = None
+    kernel.rounds_onto = kernel.table_onto = None
     if len(kernel.wide_linked) == len(kernel.linked) - 1:  # every op before it ran wide
         if wide and all(c is not None for c in wide.values()):
             kernel.wide_linked.append({width: f"  {{\n{c}  }}\n" for width, c in wide.items() if c is not None})
@@ -161,9 +161,14 @@ def quantize_output(placed: KernelNode, node: Node, graph: Graph) -> bool:
     False when the kernel has no write hook for it and the step is needed."""
     params = graph.tensor(node.outputs[0]).carried if len(node.outputs) == 1 else None
     op = op_for(node)
-    if params is None or (op is not None and op.writes_grid(node, graph)):
-        return True  # nothing to round, or a table whose values are on the grid (quant_table.py)
     kernel = placed.kernel
+    if params is None:
+        return True
+    if op is not None and op.writes_grid(node, graph):
+        # a table whose values are on the grid (quant_table.py): its lookup is the last step and
+        # ends on the grid, as a rounding step would (the output may carry codes, codes.py)
+        kernel.table_onto = params
+        return True
     if kernel.accepts_links:
         with_zero_point = traits_of(node.op).rounds_with_zero_point
         wide = {width: qdq_code(params, with_zero_point, width) for width in kernel.wide_widths}

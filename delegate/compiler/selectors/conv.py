@@ -55,7 +55,9 @@ def select_conv(node: Node, graph: Graph, options: CompileOptions, sources: int 
         conv_groups = src[3] // cin
         if not grouped_product(cin, dst[3] // conv_groups, options):
             return KernelSpec(Variant.GROUPED)
-        return select_gemm(node, graph, product, (kh, kw), options.vector_width, conv_groups=conv_groups)
+        return select_gemm(
+            node, graph, product, (kh, kw), options.vector_width, int8_dot=options.int8_dot, conv_groups=conv_groups
+        )
     if options.kernel_family is KernelFamily.GPU and kh * kw <= GPU_MAX_TAPS:
         return select_gpu_conv(dst, filters, window, options.gpu_work_group)
     if use_gemm(options):

@@ -245,15 +245,17 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     dot = 0 if grouped else dot_outputs(c, width, lanes)
     # the integer product: one input slice is four 8-bit codes, one int32 lane per output channel
     # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop); an input of fewer than 4
-    # channels too, its padding lanes meeting zero codes; a gated read's in the flat mode
-    wide = (flat or (rows and not gate)) and int8_dot and width == 16 and sources == 1 and not dot and not grouped
+    # channels too, its padding lanes meeting zero codes; a gated read's in the flat mode; a
+    # grouped convolution's 8-wide groups too (the 256-bit form), as its groups' outputs come
+    wide = width == 16 or (grouped and width == 8)
+    wide = (flat or (rows and not gate)) and int8_dot and wide and sources == 1 and not dot
     integer = integer_input(node, graph) if wide else None
     order, shared_columns = "", 0
     if integer is not None:
         # the products are a quarter of the float kernel's instructions, so the inputs' conversion
         # to codes weighs more: blocks of 4 groups share it (measured 0.75x the time of 2 groups
         # on a 56x56 64 -> 256 product, 0.2x on a 28x28 512 -> 128 one)
-        pixels, per_item = gemm_pixels(npix) if flat else integer_row_pixels(w), integer_groups(groups)
+        pixels, per_item = gemm_pixels(npix) if flat else integer_row_pixels(w), fit(integer_groups(groups))
         window = conv_window(node, graph) if rows else {}
         if rows and window["dilation_w"] == 1 and kernel[1] > window["stride_w"]:
             shared_columns = window["stride_w"]

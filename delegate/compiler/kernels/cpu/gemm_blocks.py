@@ -359,49 +359,61 @@ def pack_integer_weights(values: np.ndarray, scales: np.ndarray, grid: Carried, 
     return np.ascontiguousarray(codes).tobytes(), np.ascontiguousarray(params).tobytes()
 
 
-def integer_accumulators(pixels: int, groups: int, taps: int = 1) -> list[str]:
-    """The integer product's ``accumulators``: per group g of the work-item ``n{g}`` (its index,
-    the last group's for groups past ``ngroups``), ``c{g}``, its codes (``taps`` window taps of
-    every input slice), and its ``pixels`` int32 sums ``i{g}{p}``."""
-    parts = ["  __global const int16* codes = (__global const int16*)args.weights.GetPtr();\n"]
+def integer_accumulators(pixels: int, groups: int, taps: int = 1, width: int = 16) -> list[str]:
+    """The integer product's ``accumulators``: per group g of ``width`` channels of the work-item
+    ``n{g}`` (its index, the last group's for groups past ``ngroups``), ``c{g}``, its codes
+    (``taps`` window taps of every input slice), and its ``pixels`` int32 sums ``i{g}{p}``."""
+    parts = [f"  __global const int{width}* codes = (__global const int{width}*)args.weights.GetPtr();\n"]
     for g in range(groups):
         parts.append(f"  int n{g} = g0 + {g} < ngroups ? g0 + {g} : ngroups - 1;\n")
         # a pointer per group: its taps' and slices' offsets are then one index shared by the
         # groups, where a sign-extended int index per group cost each load five instructions
-        parts.append(f"  __global const int16* c{g} = codes + n{g} * {taps} * src_slices;\n")
-        parts += [f"  int16 i{g}{p} = (int16)(0);\n" for p in range(pixels)]
+        parts.append(f"  __global const int{width}* c{g} = codes + n{g} * {taps} * src_slices;\n")
+        parts += [f"  int{width} i{g}{p} = (int{width})(0);\n" for p in range(pixels)]
     return parts
 
 
 def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = "  ", tap: str = "",
-                       masked: bool = False, prefetch: bool = False, gated: bool = False) -> list[Piece]:  # fmt: skip
+                       masked: bool = False, prefetch: bool = False, gated: bool = False, width: int = 16,
+                       grouped: bool = False) -> list[Piece]:  # fmt: skip
     """Every input slice of pixels at offsets o0.. times the codes of the work-item's groups, in
     integers: a pixel's FLT4 (real values on ``grid``) back to its four codes, made unsigned
     (``pack_integer_weights``) and packed into one int, then per group one AVX512-VNNI dot product
-    (16 lanes, each the sum of four u8 x s8 products) into each pixel's sums. Exact, as TFLite's
-    int32 accumulators. ``tap``: the offset of the window tap's codes past each group's;
-    ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding);
+    (``width`` lanes, 16 or 8, each the sum of four u8 x s8 products) into each pixel's sums.
+    Exact, as TFLite's int32 accumulators. ``tap``: the offset of the window tap's codes past each
+    group's; ``masked``: a pixel whose ``in{p}`` is false reads the real zero's codes (padding);
     ``prefetch``: hint the slices ahead with a ``tap`` too (a window of one tap); ``gated``: the
-    input is a squeeze-excite MUL's output read as its operands (``gated_codes``)."""
-    parts: list[Piece] = [f"{indent}for (int s = 0; s < args.src_tensor.Slices(); ++s) {{\n"]
+    input is a squeeze-excite MUL's output read as its operands (``gated_codes``); ``grouped``: the
+    ``src_slices`` input slices from ``gslice`` on, a grouped convolution's group."""
+    bound, at = slice_run(grouped)
+    parts: list[Piece] = [f"{indent}for (int s = 0; s < {bound}; ++s) {{\n"]
     if not tap or prefetch:
-        parts += slice_prefetches(f"{indent}  ", pixels)
+        parts += slice_prefetches(f"{indent}  ", pixels, at)
     if gated:
-        assert not masked, "a gated read is the flat mode's"
+        assert not masked and not grouped, "a gated read is the flat mode's, over every slice"
         parts += gated_codes(f"{indent}  ", pixels, grid)
     else:
-        parts += column_codes(f"{indent}  ", pixels, grid, masked)
+        parts += column_codes(f"{indent}  ", pixels, grid, masked, at)
     at = f"{tap} + " if tap else ""
-    parts += [f"{indent}  int16 k{g} = c{g}[{at}s];\n" for g in range(groups)]
+    parts += [f"{indent}  int{width} k{g} = c{g}[{at}s];\n" for g in range(groups)]
     # pixel by pixel, each pixel's broadcast codes meeting every group's weights: one broadcast
     # live at a time beside the groups' weights (group by group kept every pixel's broadcast
     # live, and the accumulators no longer fit AVX-512's 32 registers: rotations and spills)
     for p in range(pixels):
-        parts += [
-            f"{indent}  i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p}), k{g});\n" for g in range(groups)
-        ]
+        parts += [f"{indent}  i{g}{p} = {vnni(width)}(i{g}{p}, (int{width})(u{p}), k{g});\n" for g in range(groups)]
     parts.append(f"{indent}}}\n")
     return parts
+
+
+def vnni(width: int) -> str:
+    """The dot product's builtin for ``width`` int32 lanes (AVX512-VNNI; its 256-bit form with VL)."""
+    return f"__builtin_ia32_vpdpbusd{32 * width}"
+
+
+def slice_run(grouped: bool) -> tuple[str, str]:
+    """An integer slice loop's bound and the input slice of its index ``s``: a grouped
+    convolution's group's ``src_slices`` from ``gslice`` on, or every slice."""
+    return ("src_slices", "(gslice + s)") if grouped else ("args.src_tensor.Slices()", "s")
 
 
 def gated_codes(indent: str, pixels: int, grid: Carried) -> list[str]:
@@ -428,29 +440,30 @@ def gated_codes(indent: str, pixels: int, grid: Carried) -> list[str]:
 PREFETCH_SLICES = 4
 
 
-def slice_prefetches(indent: str, pixels: int) -> list[str]:
+def slice_prefetches(indent: str, pixels: int, at: str = "s") -> list[str]:
     """Prefetch hints for the input slice PREFETCH_SLICES ahead of ``s`` at offsets ``o0``..: the
     slice planes lie a plane apart in memory, further than the hardware prefetchers look, so each
     slice's lines are otherwise fetched when the loads reach them (measured 0.75x the time of a
     flat 64x64-pixel 256 -> 64 product without them). One hint per 64-byte line the pixels span
     (every fourth pixel and the last: consecutive FLT4 offsets in the flat mode)."""
     hinted = sorted({*range(0, pixels, 4), pixels - 1})
-    return [f"{indent}args.src_tensor.PrefetchAt(o{p} + (s + {PREFETCH_SLICES}) * sstride);\n" for p in hinted]
+    return [f"{indent}args.src_tensor.PrefetchAt(o{p} + ({at} + {PREFETCH_SLICES}) * sstride);\n" for p in hinted]
 
 
-def column_codes(indent: str, count: int, grid: Carried, masked: bool = True) -> list[Piece]:
+def column_codes(indent: str, count: int, grid: Carried, masked: bool = True, at: str = "s") -> list[Piece]:
     """``u0``.. ``u{count - 1}``: the codes of input slice ``s`` at offsets ``o0``.. (real values on
     ``grid``), made unsigned and packed four to an int (``pack_integer_weights``): converted from
     the carried floats, or loaded where the input carries codes (kernel.CodesRead, codes.py);
-    ``masked``: a pixel whose ``in{c}`` is false reads the real zero's codes (padding)."""
+    ``masked``: a pixel whose ``in{c}`` is false reads the real zero's codes (padding); ``at``: the
+    input slice read."""
     # the four codes' bit pattern as a signed int: a literal past INT_MAX would make the compiler
     # warn on every line, and PoCL prints its count on stderr
     zero = int(np.uint32((grid.zero_point - grid.low) * 0x01010101).view(np.int32))
     converted, loaded, masks = [], [], []
     for c in range(count):
-        real = f"convert_float4(args.src_tensor.ReadAt(o{c} + s * sstride))"
+        real = f"convert_float4(args.src_tensor.ReadAt(o{c} + {at} * sstride))"
         converted.append(f"{indent}int u{c} = as_int(convert_uchar4({codes_code(real, grid)}));\n")
-        loaded.append(f"{indent}int u{c} = args.src_tensor.CodesAt(o{c} + s * sstride);\n")
+        loaded.append(f"{indent}int u{c} = args.src_tensor.CodesAt(o{c} + {at} * sstride);\n")
         if masked:
             masks.append(f"{indent}u{c} = in{c} ? u{c} : {zero};\n")
     return [CodesRead("".join(converted), "".join(loaded)), *masks]
@@ -462,32 +475,33 @@ def integer_params(rows: int) -> int:
     return 2 + (rows if rows > 1 else 0)
 
 
-def skipped_row(pixels: int, groups: int, rows: int) -> str:
+def skipped_row(pixels: int, groups: int, rows: int, width: int = 16) -> str:
     """In a window-row loop over ``rows`` rows (``ky``) with ``rin`` (the row lies inside the
     input): a row outside adds the sums its padding would (``pack_integer_weights``, ``rows``) and
     is not read, the same int32 sums for less work (a 4x4-pixel 3x3 layer reads 2 rows of 12 so)."""
     step = integer_params(rows)
-    parts = ["  if (!rin) {\n    __global const int16* rq = (__global const int16*)args.params.GetPtr();\n"]
+    parts = [f"  if (!rin) {{\n    __global const int{width}* rq = (__global const int{width}*)args.params.GetPtr();\n"]
     for g in range(groups):
-        parts.append(f"    {{ int16 r = rq[{step} * n{g} + 2 + ky];")
+        parts.append(f"    {{ int{width} r = rq[{step} * n{g} + 2 + ky];")
         parts.append("".join(f" i{g}{p} += r;" for p in range(pixels)) + " }\n")
     parts.append("    continue;\n  }\n")
     return "".join(parts)
 
 
-def integer_sums(pixels: int, groups: int, rows: int = 1) -> list[str]:
+def integer_sums(pixels: int, groups: int, rows: int = 1, width: int = 16) -> list[str]:
     """The float accumulators ``a{g}{p}`` the writes take, from the integer sums: corrected
     (``pack_integer_weights``; ``rows``: the window's, which sets where each group's are), times
     the channels' real scales, plus the biases."""
     step = integer_params(rows)
-    parts = ["  __global const int16* qp = (__global const int16*)args.params.GetPtr();\n"]
+    w = width
+    parts = [f"  __global const int{w}* qp = (__global const int{w}*)args.params.GetPtr();\n"]
     for g in range(groups):
         parts.append(
-            f"  float16 scale{g} = as_float16(qp[{step} * n{g}]);\n  int16 corr{g} = qp[{step} * n{g} + 1];\n"
-            f"  ACCUM_FLT16 bias{g} = TO_ACCUM_FLT16(args.biases.Read(n{g}));\n"
+            f"  float{w} scale{g} = as_float{w}(qp[{step} * n{g}]);\n  int{w} corr{g} = qp[{step} * n{g} + 1];\n"
+            f"  ACCUM_FLT{w} bias{g} = TO_ACCUM_FLT{w}(args.biases.Read(n{g}));\n"
         )
         parts += [
-            f"  ACCUM_FLT16 a{g}{p} = TO_ACCUM_FLT16(convert_float16(i{g}{p} + corr{g}) * scale{g}) + bias{g};\n"
+            f"  ACCUM_FLT{w} a{g}{p} = TO_ACCUM_FLT{w}(convert_float{w}(i{g}{p} + corr{g}) * scale{g}) + bias{g};\n"
             for p in range(pixels)
         ]
     return parts

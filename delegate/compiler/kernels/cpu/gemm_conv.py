@@ -49,8 +49,10 @@ from .gemm_blocks import (
     skipped_row,
     slice_loop,
     slice_prefetches,
+    slice_run,
     source_names,
     spilled_writes,
+    vnni,
 )
 
 #: Windows up to this many taps are unrolled in the matrix-product kernel, in the interior path
@@ -162,7 +164,7 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         # twice, with the same values
         parts.append(f"  p0 = p0 + {pixels} <= npix ? p0 : npix - {pixels};\n  long o0 = p0;\n")
     elif spec.integer is not None:
-        parts += integer_accumulators(pixels, groups)
+        parts += integer_accumulators(pixels, groups, width=width)
         # the last block moved back to end on the last pixel, as the lane order's, so that every
         # block takes the whole-vector writes (a 4x4 layer's third block of 6 took the FLT4 writes);
         # the pixels it shares with the block before are written twice, with the same values
@@ -177,7 +179,9 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         assert not spec.order, "a rounded gate reads FLT4 slices"
         rounding = {width: qdq_code(spec.gate_grid, width=width) for width in (4, 8, 16)}
     if spec.integer is not None:
-        parts += integer_slice_loop(pixels, groups, spec.integer, gated=spec.gate) + integer_sums(pixels, groups)
+        grouped = spec.group_slices > 0
+        parts += integer_slice_loop(pixels, groups, spec.integer, gated=spec.gate, width=width, grouped=grouped)
+        parts += integer_sums(pixels, groups, width=width)
     else:
         parts += slice_loop(
             "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive,
@@ -232,10 +236,11 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups = spec.kernel, spec.pixels, spec.groups
     assert spec.integer is not None
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
-    parts += integer_accumulators(pixels, groups, kh * kw)
+    width, grouped = spec.width, spec.group_slices > 0
+    parts += integer_accumulators(pixels, groups, kh * kw, width)
     if spec.shared_columns:
-        return parts + _shared_columns(spec) + integer_sums(pixels, groups, kh) + _row_closing(spec)
-    parts.append(_integer_window_row(kh, pixels, groups))
+        return parts + _shared_columns(spec) + integer_sums(pixels, groups, kh, width) + _row_closing(spec)
+    parts.append(_integer_window_row(kh, pixels, groups, width))
     parts.append(f"  for (int kx = 0; kx < {kw}; ++kx) {{\n    int t = (ky * {kw} + kx) * src_slices;\n")
     for p in range(pixels):
         parts.append(
@@ -243,12 +248,14 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
             f"    bool in{p} = rin && xc{p} >= 0 && xc{p} < iw;\n    int o{p} = in{p} ? row + xc{p} * B : row;\n"
         )
     # a strided 1x1 layer reads each slice once, as the flat mode does: its slices are hinted too
-    parts += integer_slice_loop(pixels, groups, spec.integer, "    ", "t", masked=True, prefetch=kh * kw == 1)
+    parts += integer_slice_loop(
+        pixels, groups, spec.integer, "    ", "t", masked=True, prefetch=kh * kw == 1, width=width, grouped=grouped
+    )
     parts.append("  }\n  }\n")
-    return parts + integer_sums(pixels, groups, kh) + _row_closing(spec)
+    return parts + integer_sums(pixels, groups, kh, width) + _row_closing(spec)
 
 
-def _integer_window_row(kh: int, pixels: int, groups: int) -> str:
+def _integer_window_row(kh: int, pixels: int, groups: int, width: int) -> str:
     """Open the integer rows mode's loop over window rows: ``row`` is the input row's linear
     offset, ``rin`` whether it lies inside the input. The correction counts every tap, so a row
     outside adds the sums its padding would (``skipped_row``) where the window has several rows;
@@ -257,7 +264,7 @@ def _integer_window_row(kh: int, pixels: int, groups: int) -> str:
   int yc = Y * args.stride_h + ky * args.dilation_h - args.pad_h;
   bool rin = yc >= 0 && yc < ih;
 """
-    skip = skipped_row(pixels, groups, kh) if kh > 1 else ""
+    skip = skipped_row(pixels, groups, kh, width) if kh > 1 else ""
     return opening + skip + "  int row = args.src_tensor.Offset(0, rin ? yc : 0, 0, b);\n"
 
 
@@ -267,23 +274,24 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
     (``column_codes``), then each tap kx multiplies pixel p by column p x s + kx: a column is
     converted once instead of once per tap that reads it (KW / s times for most)."""
     (kh, kw), pixels, groups, stride = spec.kernel, spec.pixels, spec.groups, spec.shared_columns
+    width, grouped = spec.width, spec.group_slices > 0
     assert spec.integer is not None
     columns = (pixels - 1) * stride + kw
-    parts: list[Piece] = [_integer_window_row(kh, pixels, groups) + f"  int t = ky * {kw} * src_slices;\n"]
+    parts: list[Piece] = [_integer_window_row(kh, pixels, groups, width) + f"  int t = ky * {kw} * src_slices;\n"]
     for c in range(columns):
         parts.append(
             f"  int xc{c} = X0 * {stride} + {c} - args.pad_w;\n"
             f"  bool in{c} = rin && xc{c} >= 0 && xc{c} < iw;\n  int o{c} = in{c} ? row + xc{c} * B : row;\n"
         )
-    parts.append("  for (int s = 0; s < args.src_tensor.Slices(); ++s) {\n")
-    parts += slice_prefetches("    ", columns)
-    parts += column_codes("    ", columns, spec.integer)
+    bound, at = slice_run(grouped)
+    parts.append(f"  for (int s = 0; s < {bound}; ++s) {{\n")
+    parts += slice_prefetches("    ", columns, at)
+    parts += column_codes("    ", columns, spec.integer, at=at)
     for kx in range(kw):
         for g in range(groups):
-            parts.append(f"    {{ int16 k = c{g}[t + {kx} * src_slices + s];\n")
+            parts.append(f"    {{ int{width} k = c{g}[t + {kx} * src_slices + s];\n")
             parts += [
-                f"      i{g}{p} = __builtin_ia32_vpdpbusd512(i{g}{p}, (int16)(u{p * stride + kx}), k);\n"
-                for p in range(pixels)
+                f"      i{g}{p} = {vnni(width)}(i{g}{p}, (int{width})(u{p * stride + kx}), k);\n" for p in range(pixels)
             ]
             parts.append("    }\n")
     parts.append("  }\n  }\n")
