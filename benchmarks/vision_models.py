@@ -25,8 +25,8 @@ hold their float model's weights.
 | regnet_like | 128x128x3 | RegNetX-style: 7 bottleneck blocks whose 3x3 convolutions are grouped
   (24 channels per group, 2 to 22 groups), 1000 classes |
 | mobilenet_v1 | 160x160x3 | keras.applications MobileNet (alpha 0.75), 1000 classes |
-| *_int8 | as the float one | efficientnet_b0, mobilenet_v1, mobilenet_v3_small and resnet50,
-  full-integer |
+| *_int8 | as the float one | efficientnet_b0, mobilenet_v1, mobilenet_v3_small, resnet50,
+  densenet121, yolo_like and regnet_like, full-integer |
 
 Run with the TensorFlow venv's Python (TensorFlow 2.21, Keras 3):
 
@@ -186,7 +186,7 @@ BUILDERS: dict[str, Callable[[], Built]] = {
     "regnet_like": regnet_like,
     "mobilenet_v1": _application(applications.MobileNet, 160, alpha=0.75),
 }
-INT8 = ("efficientnet_b0", "mobilenet_v1", "mobilenet_v3_small", "resnet50")
+INT8 = ("efficientnet_b0", "mobilenet_v1", "mobilenet_v3_small", "resnet50", "densenet121", "yolo_like", "regnet_like")
 NAMES = [*BUILDERS, *(f"{name}_int8" for name in INT8)]
 
 
