@@ -385,15 +385,15 @@ def integer_slice_loop(pixels: int, groups: int, grid: Carried, indent: str = " 
     ``prefetch``: hint the slices ahead with a ``tap`` too (a window of one tap); ``gated``: the
     input is a squeeze-excite MUL's output read as its operands (``gated_codes``); ``grouped``: the
     ``src_slices`` input slices from ``gslice`` on, a grouped convolution's group."""
-    bound, at = slice_run(grouped)
+    bound, read_slice = slice_run(grouped)
     parts: list[Piece] = [f"{indent}for (int s = 0; s < {bound}; ++s) {{\n"]
     if not tap or prefetch:
-        parts += slice_prefetches(f"{indent}  ", pixels, at)
+        parts += slice_prefetches(f"{indent}  ", pixels, read_slice)
     if gated:
         assert not masked and not grouped, "a gated read is the flat mode's, over every slice"
         parts += gated_codes(f"{indent}  ", pixels, grid)
     else:
-        parts += column_codes(f"{indent}  ", pixels, grid, masked, at)
+        parts += column_codes(f"{indent}  ", pixels, grid, masked, read_slice)
     at = f"{tap} + " if tap else ""
     parts += [f"{indent}  int{width} k{g} = c{g}[{at}s];\n" for g in range(groups)]
     # pixel by pixel, each pixel's broadcast codes meeting every group's weights: one broadcast

@@ -96,8 +96,9 @@ class GemmSpec:
     #: with ``gate``: the grid the product is rounded onto before the weights meet it (a carried
     #: MUL's output, compiler/quant.py); a FLT4 slice per pixel only (no ``order``)
     gate_grid: Carried | None = None
-    #: flat mode, 16-wide groups: the input's grid (a carried int8 / uint8 tensor, compiler/quant.py)
-    #: where the product multiplies its integers by the weights' int8 codes (``integer_slice_loop``)
+    #: 16-wide groups (a grouped convolution's 8-wide ones too): the input's grid (a carried int8 /
+    #: uint8 tensor, compiler/quant.py) where the product multiplies its integers by the weights'
+    #: int8 codes (``integer_slice_loop``)
     integer: Carried | None = None
     #: rows mode over integers with dilation 1 along the row, taps overlapping (KW > stride): the
     #: stride along the row, whose (``pixels`` - 1) x stride + KW input columns of a window row are
