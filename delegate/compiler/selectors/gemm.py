@@ -247,9 +247,9 @@ def select_gemm(node: Node, graph: Graph, variant: Variant, kernel: tuple[int, i
     # of a 16-wide group (kernels/cpu/gemm_blocks.integer_slice_loop); an input of fewer than 4
     # channels too, its padding lanes meeting zero codes; a gated read's in the flat mode; a
     # grouped convolution's 8-wide groups too (the 256-bit form), as its groups' outputs come
-    wide = width == 16 or (grouped and width == 8)
-    wide = (flat or (rows and not gate)) and int8_dot and wide and sources == 1 and not dot
-    integer = integer_input(node, graph) if wide else None
+    integer_width = width == 16 or (grouped and width == 8)
+    takes_integer = (flat or (rows and not gate)) and int8_dot and integer_width and sources == 1 and not dot
+    integer = integer_input(node, graph) if takes_integer else None
     order, shared_columns = "", 0
     if integer is not None:
         # the products are a quarter of the float kernel's instructions, so the inputs' conversion

@@ -115,6 +115,11 @@ class GemmSpec:
     group_blocks: int = 0
 
     @property
+    def grouped(self) -> bool:
+        """A grouped convolution's product (``group_slices``)."""
+        return self.group_slices > 0
+
+    @property
     def per(self) -> int:
         """Slices per group."""
         return len(SLICE_PARTS[self.width])
@@ -180,13 +185,12 @@ def flat_code(spec: GemmSpec) -> list[Piece]:
         assert not spec.order, "a rounded gate reads FLT4 slices"
         rounding = {width: qdq_code(spec.gate_grid, width=width) for width in (4, 8, 16)}
     if spec.integer is not None:
-        grouped = spec.group_slices > 0
-        parts += integer_slice_loop(pixels, groups, spec.integer, gated=spec.gate, width=width, grouped=grouped)
+        parts += integer_slice_loop(pixels, groups, spec.integer, gated=spec.gate, width=width, grouped=spec.grouped)
         parts += integer_sums(pixels, groups, width=width)
     else:
         parts += slice_loop(
             "  ", pixels, groups, "w", False, spec.names, spec.lanes, width, spec.dot, spec.order, consecutive,
-            spec.gate, rounding, prefetch=spec.prefetch, grouped=spec.group_slices > 0,
+            spec.gate, rounding, prefetch=spec.prefetch, grouped=spec.grouped,
         )  # fmt: skip
     parts += dot_fold(pixels, spec.dot)
     parts += _pixel_ops(spec)
@@ -237,7 +241,7 @@ def _integer_rows(spec: GemmSpec) -> list[Piece]:
     (kh, kw), pixels, groups = spec.kernel, spec.pixels, spec.groups
     assert spec.integer is not None
     parts: list[Piece] = [_row_opening(spec), _input_slices(spec)]
-    width, grouped = spec.width, spec.group_slices > 0
+    width, grouped = spec.width, spec.grouped
     parts += integer_accumulators(pixels, groups, kh * kw, width)
     if spec.shared_columns:
         return parts + _shared_columns(spec) + integer_sums(pixels, groups, kh, width) + _row_closing(spec)
@@ -275,7 +279,7 @@ def _shared_columns(spec: GemmSpec) -> list[Piece]:
     (``column_codes``), then each tap kx multiplies pixel p by column p x s + kx: a column is
     converted once instead of once per tap that reads it (KW / s times for most)."""
     (kh, kw), pixels, groups, stride = spec.kernel, spec.pixels, spec.groups, spec.shared_columns
-    width, grouped = spec.width, spec.group_slices > 0
+    width, grouped = spec.width, spec.grouped
     assert spec.integer is not None
     columns = (pixels - 1) * stride + kw
     parts: list[Piece] = [_integer_window_row(kh, pixels, groups, width) + f"  int t = ky * {kw} * src_slices;\n"]
@@ -309,7 +313,7 @@ def rows_code(spec: GemmSpec) -> list[Piece]:
     else:
         parts += accumulators(pixels, groups, width, dot=spec.dot)
     window = {"names": spec.names, "lanes": spec.lanes, "transposed": False, "width": width, "dot": spec.dot,
-              "order": spec.order, "one_slice": spec.one_slice, "grouped": spec.group_slices > 0}  # fmt: skip
+              "order": spec.order, "one_slice": spec.one_slice, "grouped": spec.grouped}  # fmt: skip
     # Work-items whose window columns are all inside the input (most of them) skip the checks
     # and masks.
     last = f"(X0 + {pixels - 1}) * args.stride_w + {kw - 1} * args.dilation_w - args.pad_w"
