@@ -69,7 +69,11 @@ def _run(builder: ProgramBuilder, program: driver.Program) -> np.ndarray:
 def _children() -> set[int]:
     found: set[int] = set()
     for task in Path("/proc/self/task").iterdir():
-        found |= {int(pid) for pid in (task / "children").read_text().split()}
+        try:
+            listed = (task / "children").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended after the listing; its children went to the process
+        found |= {int(pid) for pid in listed.split()}
     return found
 
 
