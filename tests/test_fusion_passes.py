@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from delegate.compiler import fusion, partition
-from delegate.compiler.graph import FLOAT32, Builtin, Graph, Node, Tensor
+from delegate.compiler.concat_chains import ConcatChainRewrite
+from delegate.compiler.graph import FLOAT32, Builtin, Carried, Graph, Node, Tensor
 from delegate.compiler.kernel import Kernel, KernelNode
+from delegate.compiler.ops.concatenation import MAX_INPUTS
 from delegate.compiler.pad_merge import PadMerge
 from delegate.compiler.partition import CompileOptions, compile_partition
 from delegate.compiler.rewrites import make_site, rewrite
@@ -18,6 +20,7 @@ from delegate.compiler.swish import SwishRewrite
 from delegate.context import model
 from delegate.context.schedule import schedule_violation
 
+_INT8 = 9  # kTfLiteInt8
 _CONV = {"stride_height": 1, "stride_width": 1, "padding": 2, "activation": 0}  # VALID
 
 
@@ -179,3 +182,51 @@ def test_the_scheduler_moves_a_kernel_only_for_a_late_operand():
     a.position, b.position = 1, 0
     a.joins[0] = (3, [2])
     assert [k.nodes[0] for k in schedule([a, b, c], [0])] == ["b", "a", "c"]
+
+
+def _dense_chain(layers: int, growth: int = 4) -> tuple[Graph, list[int], list[int]]:
+    """x_k = CONCATENATION(x_k-1, y_k) along channels, each x_k also read by a RELU; x_0 and the
+    y_k are partition inputs (tensor 0, then y_k = 3k - 2, x_k = 3k - 1, relu_k = 3k). Returns
+    the graph, its nodes and its outputs (the RELUs')."""
+    tensors: list[tuple[tuple[int, ...], np.ndarray | None]] = [((1, 2, 2, 4), None)]
+    nodes = []
+    for k in range(1, layers + 1):
+        tensors += [((1, 2, 2, growth), None), ((1, 2, 2, 4 + k * growth), None), ((1, 2, 2, 4 + k * growth), None)]
+        x = 0 if k == 1 else 3 * k - 4
+        nodes.append(Node(2 * k - 2, Builtin.CONCATENATION, 1, (x, 3 * k - 2), (3 * k - 1,), {"axis": 3}))
+        nodes.append(Node(2 * k - 1, Builtin.RELU, 1, (3 * k - 1,), (3 * k,)))
+    return _graph(tensors, nodes), [n.index for n in nodes], [3 * k for k in range(1, layers + 1)]
+
+
+def test_concatenations_of_concatenations_read_the_inner_inputs_up_to_the_kernels_limit():
+    """Each x_k reads x_0 and y_1 .. y_k, so no concatenation reads another, until the inputs would
+    pass MAX_INPUTS: x_16 reads x_15 and y_16, and x_17 starts again from there."""
+    graph, nodes, outputs = _dense_chain(18)
+    site = rewrite(graph, nodes, outputs, [ConcatChainRewrite()])
+    concat = [site.graph.nodes[2 * k - 2].inputs for k in range(1, 19)]
+    for k in range(1, 16):
+        assert concat[k - 1] == (0, *(3 * j - 2 for j in range(1, k + 1)))
+    assert len(concat[14]) == MAX_INPUTS
+    assert concat[15] == (3 * 15 - 1, 3 * 16 - 2) and concat[16] == (3 * 15 - 1, 3 * 16 - 2, 3 * 17 - 2)
+    assert site.nodes == nodes  # every x_k has its RELU
+    ctx = compile_partition(graph, nodes, [0, *(3 * k - 2 for k in range(1, 19))], outputs, CompileOptions())
+    # x_15 is written, read by its own RELU kernel and by x_16 and x_17
+    assert [n.name.count("+relu") for n in ctx.nodes] == [1] * 14 + [0, 0, 1, 1, 1]
+
+
+def test_a_concatenation_alone_in_its_reader_is_dropped_and_one_that_moves_values_stays():
+    """An inner concatenation read only by the outer one is dropped; one whose inputs are on other
+    grids (it requantizes them) or are part slices along channels (the outer copy would go lane by
+    lane) stays in the outer one's inputs."""
+    graph, nodes, _ = _dense_chain(2)
+    site = rewrite(graph, [0, 2, 3], [6], [ConcatChainRewrite()])  # x_1's RELU is not in the partition
+    assert site.graph.nodes[2].inputs == (0, 1, 4) and site.nodes == [2, 3]
+    grid = Carried(0.5, -7, -128, 127, _INT8)
+    for t in (2, 5):
+        graph.tensors[t].carried = grid
+    graph.tensors[0].carried = graph.tensors[1].carried = grid
+    assert rewrite(graph, nodes, [6], [ConcatChainRewrite()]).graph.nodes[2].inputs == (0, 1, 4)
+    graph.tensors[1].carried = Carried(0.25, -7, -128, 127, _INT8)
+    assert rewrite(graph, nodes, [6], [ConcatChainRewrite()]).graph.nodes[2].inputs == (2, 4)
+    graph, nodes, _ = _dense_chain(2, growth=6)
+    assert rewrite(graph, nodes, [6], [ConcatChainRewrite()]).graph.nodes[2].inputs == (2, 4)

@@ -18,8 +18,11 @@ import numpy as np
 import pytest
 
 from delegate import ContextFile, ContextFormatError, serialize_context
+from delegate.compiler import partition
+from delegate.compiler.concat_chains import ConcatChainRewrite
 from delegate.compiler.graph import Builtin
 from delegate.compiler.options import CompileOptions
+from delegate.compiler.quant_step import qdq_code
 from delegate.context import model
 from delegate.context.model import DataType, TensorStorageType
 from delegate.context.semantics import check_semantics
@@ -167,6 +170,113 @@ def test_a_table_after_a_table_on_the_grid_keeps_both():
     # a step off at a tie before the swish moves the LOGISTIC by up to 4 steps (its slope, 1/4,
     # times 0.045 / (1/256) steps per step of its input, with the swish's own rounding)
     check_quant(tensors, ops, [0], [6], [qrand(_SRC, rng)], steps=4, exact=0.9)
+
+
+_BLOCK = (1, 7, 9, 16)
+_GROWTH = 8
+
+
+def _small_layer(tensors: list[T], src: int, shape: tuple[int, ...], k: int, grid: tuple[float, int],
+                 rng: np.random.Generator) -> Op:  # fmt: skip
+    """A convolution (``k`` x ``k``, SAME) reading tensor ``src`` into ``shape``, its weights at
+    most 0.64 in magnitude: a step off at a tie in its input moves an output by under a step or two,
+    where test_quant's weights (up to 2.5) make the block's loop of layers amplify it."""
+    cin, cout = tensors[src].shape[3], shape[3]
+    scales = rng.uniform(0.001, 0.005, size=cout).astype(np.float32)
+    q = rng.integers(-127, 128, size=(cout, k, k, cin)).astype(np.int8)
+    weights = T(q.shape, q, np.int8, quant=([float(v) for v in scales], [0] * cout, 0))
+    tensors += [weights, int_bias(scales * np.float32(tensors[src].quant[0][0]), rng), qt(shape, *grid)]
+    return _conv(src, len(tensors) - 1, k)
+
+
+def dense_block(rng: np.random.Generator, layers: int = 3) -> tuple[list[T], list[Op], list[int]]:
+    """A DenseNet block of int8 layers: x_k = CONCATENATION(x_k-1, y_k), all on x_0's grid, where
+    y_k is conv 3x3 (24 -> 8) of conv 1x1 (-> 24) of MUL(x_k-1, per-channel scale, RELU). Each x_k
+    but the last is read by its MUL and the next concatenation. Returns the tensors, the ops and
+    the MULs' outputs."""
+    grid = (0.5, -7)
+    tensors = [qt(_BLOCK, *grid)]
+    ops: list[Op] = []
+    muls: list[int] = []
+    x = 0
+    for k in range(layers):
+        channels = _BLOCK[3] + k * _GROWTH
+        q = rng.integers(30, 127, size=(1, 1, 1, channels)).astype(np.int8)
+        # scales whose products are no power of two: a power of two puts many MUL results on a tie
+        tensors += [T(q.shape, q, np.int8, quant=([0.0081], [0], 0)), qt((*_BLOCK[:3], channels), 0.47, -128)]
+        relu = ("MulOptions", {"FusedActivationFunction": 1})
+        ops.append(Op(Builtin.MUL, [x, len(tensors) - 2], [len(tensors) - 1], relu, version=2))
+        muls.append(len(tensors) - 1)
+        ops.append(_small_layer(tensors, len(tensors) - 1, (*_BLOCK[:3], 24), 1, (0.31, 3), rng))
+        ops.append(_small_layer(tensors, len(tensors) - 1, (*_BLOCK[:3], _GROWTH), 3, grid, rng))
+        tensors.append(qt((*_BLOCK[:3], channels + _GROWTH), *grid))
+        concat = ("ConcatenationOptions", {"Axis": 3, "FusedActivationFunction": 0})
+        ops.append(Op(Builtin.CONCATENATION, [x, len(tensors) - 2], [len(tensors) - 1], concat, version=2))
+        x = len(tensors) - 1
+    return tensors, ops, muls
+
+
+@pytest.mark.opencl
+def test_a_dense_block_reads_its_concatenations_inputs_and_carries_codes(monkeypatch):
+    """The second concatenation reads x_0, y_1 and y_2 (concat_chains.py), so the first one's only
+    reader is its MUL, linked into its kernel: x_1 is never written. The MULs' outputs carry codes
+    to the 1x1 products, written by the first MUL's kernel and by the concatenation's. The values
+    are TFLite's, and bit for bit those of the block compiled without the rewrite and the codes."""
+    _needs_int8_dot()
+    rng = np.random.default_rng(8)
+    tensors, ops, muls = dense_block(rng, layers=2)
+    out = len(tensors) - 1
+    feeds = [qrand(_BLOCK, rng)]
+    contexts = _contexts(monkeypatch)
+    # a step off at a tie in a MUL or a 1x1 layer moves the sums of the 3x3 layer after it (216
+    # inputs): two layers deep, outputs within two steps
+    check_quant(tensors, ops, [0], [out], feeds, steps=2, exact=0.85)
+    assert set(muls) <= _codes_tensors(contexts)
+    nodes = [n for ctx in contexts for n in ctx.nodes]
+    concats = [n for n in nodes if "concatenation" in n.name]
+    assert [n.name.count("+mul") for n in concats] == [1, 0]
+    assert [len(n.input_ids) for n in concats] == [2, 3]
+    assert ops[3].outputs[0] not in {i for n in nodes for i in n.output_ids}
+    model = build_model(tensors, ops, [0], [out])
+    rewritten, _, _ = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
+
+    plain = [r for r in partition.REWRITES if not isinstance(r, ConcatChainRewrite)]
+    monkeypatch.setattr("delegate.compiler.partition.REWRITES", plain)
+    monkeypatch.setattr("delegate.compiler.partition.carry_codes", lambda *args: set())
+    del contexts[:]
+    floats, _, _ = delegate_and_builtin(model, feeds, PROGRAM_CACHE)
+    assert contexts and not _codes_tensors(contexts)
+    assert sum("concatenation" in n.name for ctx in contexts for n in ctx.nodes) == 2
+    assert rewritten[0].tobytes() == floats[0].tobytes()
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("scale, rounds", [(0.5, False), (0.375, True)])
+def test_a_concatenation_rounds_only_an_input_off_its_grid(monkeypatch, scale, rounds):
+    """A concatenation whose inputs are on its output's grid copies values on the grid, with no
+    rounding step after them (Op.writes_grid: its output may carry codes as it is); one input on
+    another grid is requantized, the step in place. The values are TFLite's."""
+    from delegate.plugin.registry import REGISTRY
+    from tests.plugin_testing import inject
+
+    real = REGISTRY.plan.loader.compiler.compile
+    steps: list[tuple[str, str]] = []
+
+    def spied(graph: Any, nodes: list[int], inputs: Any, outputs: Any, options: CompileOptions) -> Any:
+        ctx = real(graph, nodes, inputs, outputs, options)
+        step = qdq_code(graph.tensor(outputs[0]).carried)
+        steps.extend((step, n.gpu_op.code) for n in ctx.nodes if "concatenation" in n.name)
+        return ctx
+
+    inject(monkeypatch, compile=spied)
+    rng = np.random.default_rng(9)
+    # uint8: TFLite's int8 kernel takes inputs on the output's grid only
+    tensors = [qt((1, 5, 6, 8), 0.5, 121, np.uint8), qt((1, 5, 6, 12), scale, 121, np.uint8)]
+    tensors.append(qt((1, 5, 6, 20), 0.5, 121, np.uint8))
+    concat = Op(Builtin.CONCATENATION, [0, 1], [2], ("ConcatenationOptions", {"Axis": 3}))
+    feeds = [qrand((1, 5, 6, 8), rng, np.uint8), qrand((1, 5, 6, 12), rng, np.uint8)]
+    check_quant(tensors, [concat], [0, 1], [2], feeds)
+    assert len(steps) == 1 and (steps[0][0] in steps[0][1]) == rounds
 
 
 # ---------------------------------------------------------------- the context format

@@ -15,10 +15,11 @@ A tensor carries codes when all of these hold, so that nothing but those product
   and a tool reading an intermediate tensor makes it an output; the runtime refuses a context
   whose input or output holds codes, context/semantics.py);
 - one kernel writes it, whose writes all go through its write hooks (``Kernel.codes_writer``: a
-  matrix product's, integer or float: a squeeze-excite block's gated projection too) and
-  whose last step rounds the result onto the tensor's grid (``Kernel.rounds_onto``) or looks it
-  up in a table of the grid's values (``Kernel.table_onto``): the value converted is on the grid,
-  as the stored float would be;
+  matrix product's, integer or float: a squeeze-excite block's gated projection too; a
+  concatenation's; a binary elementwise op's) and
+  whose last step rounds the result onto the tensor's grid (``Kernel.rounds_onto``), looks it
+  up in a table of the grid's values or copies values on the grid (``Kernel.on_grid``): the value
+  converted is on the grid, as the stored float would be;
 - every kernel reading it reads it as its input ``src_tensor`` through ``CodesRead`` pieces on the
   same grid (``Kernel.codes_input``) and nowhere else: no op fused into the read, no linked op
   reading it as an operand.
@@ -47,7 +48,7 @@ def carry_codes(kernels: list[KernelNode], graph: Graph, edges: set[int]) -> set
         if grid is None or index in edges or len(written) != 1 or not readers.get(index):
             continue
         writer = written[0].kernel
-        if not writer.codes_writer or grid not in (writer.rounds_onto, writer.table_onto):
+        if not writer.codes_writer or grid not in (writer.rounds_onto, writer.on_grid):
             continue
         if written[0].output_ids != [index]:
             continue

@@ -110,7 +110,7 @@ def _append_link(kernel: Kernel, code: str, wide: dict[int, str | None]) -> bool
     per width of its kernel.WideOps points) when every link before it runs there and it has
     code for each width. Whether it runs there."""
     kernel.linked.append(code)
-    kernel.rounds_onto = kernel.table_onto = None
+    kernel.rounds_onto = kernel.on_grid = None
     if len(kernel.wide_linked) == len(kernel.linked) - 1:  # every op before it ran wide
         if wide and all(c is not None for c in wide.values()):
             kernel.wide_linked.append({width: f"  {{\n{c}  }}\n" for width, c in wide.items() if c is not None})
@@ -165,9 +165,9 @@ def quantize_output(placed: KernelNode, node: Node, graph: Graph) -> bool:
     if params is None:
         return True
     if op is not None and op.writes_grid(node, graph):
-        # a table whose values are on the grid (quant_table.py): its lookup is the last step and
-        # ends on the grid, as a rounding step would (the output may carry codes, codes.py)
-        kernel.table_onto = params
+        # a table whose values are on the grid (quant_table.py), or a copy of values on it: the
+        # last step ends on the grid, as a rounding step would (the output may carry codes, codes.py)
+        kernel.on_grid = params
         return True
     if kernel.accepts_links:
         with_zero_point = traits_of(node.op).rounds_with_zero_point

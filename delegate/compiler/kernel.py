@@ -182,9 +182,10 @@ class Kernel:
     #: the grid the last of ``linked`` rounds ``result`` onto (the rounding step of a carried
     #: output, quant_step.qdq_code), which a table read next may fold into its index (fusion.py)
     rounds_onto: Carried | None = None
-    #: the grid the last of ``linked`` leaves ``result`` on as a table of that grid's values
-    #: (quant_table.py): on the grid as after a rounding step, but no step a table may fold into
-    table_onto: Carried | None = None
+    #: the grid ``result`` is on without a rounding step (Op.writes_grid: the last of ``linked``
+    #: looks it up in a table of that grid's values, quant_table.py, or the kernel's own op copies
+    #: values already on it): on the grid as after a rounding step, but no step a table may fold into
+    on_grid: Carried | None = None
     #: the grid of ``src_tensor`` where every read of it is a ``CodesRead`` (an integer matrix
     #: product, which may read the tensor as codes, codes.py); None: it reads values
     codes_input: Carried | None = None

@@ -8,6 +8,7 @@ from . import layout
 from .attention import AttentionRewrite
 from .bounds import check_bounds
 from .codes import carry_codes
+from .concat_chains import ConcatChainRewrite
 from .fusion import FUSIONS, UNFUSED, check_rounded
 from .graph import BOOL, FLOAT32, INT32, INT64, Graph, Node
 from .kernel import KernelNode
@@ -38,6 +39,7 @@ REWRITES: list[Rewrite] = [
     UpsampleRewrite(),
     TransposedProductsRewrite(),
     ReindexChainRewrite(),
+    ConcatChainRewrite(),
 ]
 
 

@@ -4,8 +4,8 @@ passes, each a ``match`` (where its pattern sits, from the node that ends it) an
 readers edited to take over a node's work). The PAD merge (pad_merge.py) runs first, then the
 layer norm pass (layer_norm.py), then the attention pass (attention.py), then the swish pass
 (swish.py), then the upsampling pass (upsample.py), then the transposed products
-(transposed_products.py), then the re-index chains (reindex_chains.py); partition.REWRITES lists
-them. The passes over the emitted kernels come
+(transposed_products.py), then the re-index chains (reindex_chains.py), then the concatenation
+chains (concat_chains.py); partition.REWRITES lists them. The passes over the emitted kernels come
 after (fusion.py)."""
 
 from __future__ import annotations

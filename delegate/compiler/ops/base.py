@@ -183,7 +183,8 @@ class Op:
 
     def writes_grid(self, node: Node, graph: Graph) -> bool:
         """Whether the node's code writes its carried output (compiler/quant.py) on the output's
-        grid already (a table of its integers, quant_table.py), so that no rounding step follows it."""
+        grid already (a table of its integers, quant_table.py; a copy of inputs on that grid), so
+        that no rounding step follows it."""
         return False
 
     def updated_inputs(self, node: Node) -> tuple[int, ...]:

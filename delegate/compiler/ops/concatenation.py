@@ -8,15 +8,27 @@ import numpy as np
 
 from .. import layout
 from ..graph import Builtin, Graph, Node
-from ..kernel import Kernel
+from ..kernel import WRITE, Kernel, Piece
 from ..kernels.common.pieces import HEAD, LANES, activation_code, operation, written
+from ..selectors.pointwise import select_copy
+from ..selectors.spec import Variant
 from . import shape_rules
 from .base import EmitContext, Op, activation_check, operands, runtime_io
+from .conv_render import launched
+from .elementwise import ROW_START, row_runs
 from .traits import Quantization, Traits
+
+#: the most inputs one kernel reads (each a tensor argument of its own)
+MAX_INPUTS = 16
 
 
 def _axis4(axis: int, rank: int) -> int:
     return (axis % rank) + (4 - rank)
+
+
+def concat_axis(node: Node, graph: Graph) -> int:
+    """The axis ``node`` concatenates along, in BHWC (3: channels)."""
+    return _axis4(node.params.get("axis", 0), len(graph.tensor(node.outputs[0]).shape))
 
 
 class Concatenation(Op):
@@ -26,6 +38,15 @@ class Concatenation(Op):
     code_traits: ClassVar[dict[int, Traits]] = {
         Builtin.CONCATENATION: Traits(quantization=Quantization.REQUANTIZES, passes_bound=True, own_kernel=False)
     }
+
+    def writes_grid(self, node: Node, graph: Graph) -> bool:
+        """Inputs all on the output's grid, copied without an activation: on the grid already."""
+        grid = graph.tensor(node.outputs[0]).carried
+        inputs = [graph.tensor(i) for i in node.inputs]
+        return (
+            grid is not None and not node.params.get("activation", 0)
+            and all(not t.is_constant and t.carried == grid for t in inputs)
+        )  # fmt: skip
 
     def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
         return shape_rules.concatenation(node, graph)
@@ -37,8 +58,8 @@ class Concatenation(Op):
         problem = runtime_io(node, graph)
         if problem:
             return problem
-        if not 1 <= len(node.inputs) <= 16:
-            return f"{len(node.inputs)} inputs (1 to 16 supported)"
+        if not 1 <= len(node.inputs) <= MAX_INPUTS:
+            return f"{len(node.inputs)} inputs (1 to {MAX_INPUTS} supported)"
         if all(graph.tensor(i).is_constant for i in node.inputs):
             return "all inputs are constants"
         rank = len(graph.tensor(node.outputs[0]).shape)
@@ -48,14 +69,20 @@ class Concatenation(Op):
 
     def emit(self, node: Node, ctx: EmitContext) -> Kernel:
         g = ctx.graph
-        rank = len(g.tensor(node.outputs[0]).shape)
-        axis = _axis4(node.params.get("axis", 0), rank)
+        axis = concat_axis(node, g)
         names = [f"src_{k}" for k in range(len(node.inputs))]
         srcs, objects = operands(names, list(node.inputs), ctx)
         sizes = [layout.bhwc(g.tensor(i).shape)[axis] for i in node.inputs]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
-        lines = [LANES, HEAD]
-        if axis == 3 and all(o % 4 == 0 for o in offsets[:-1]):  # channels, every input starts a slice
+        activation = "  " + activation_code(node.params.get("activation", 0)) + "\n"
+        lanes = axis == 3 and any(o % 4 for o in offsets[:-1])  # an input starts inside a slice
+        spec = select_copy(node, g, ctx.options)
+        if axis == 3 and not lanes and spec.variant is Variant.ROW_RUNS:
+            kernel = operation(_slice_runs(names, offsets, activation), srcs=srcs, tensor_objects=objects)
+            kernel.codes_writer = True  # it writes only through its write hooks
+            return launched(kernel, spec)
+        lines = [LANES, HEAD] if lanes else [HEAD]
+        if axis == 3 and not lanes:
             lines.append("  FLT4 result;\n")
             for n, name in enumerate(names):
                 first, last = offsets[n] // 4, layout.slices(offsets[n + 1])
@@ -82,5 +109,22 @@ class Concatenation(Op):
                     "X": (f"X - {lo}", "Y", "S", "b"),
                 }[coord]
                 lines.append(f"  if ({coord} >= {lo} && {coord} < {hi}) result = args.{name}.Read({', '.join(at)});\n")
-        lines.append("  " + activation_code(node.params.get("activation", 0)) + "\n")
-        return operation(written("".join(lines)), srcs=srcs, tensor_objects=objects)
+        kernel = operation(written("".join(lines) + activation), srcs=srcs, tensor_objects=objects)
+        kernel.codes_writer = True  # it writes only through its write hook
+        # another axis: runs of pixels, as a copy is (the lane by lane copy starts with its helpers)
+        return kernel if lanes or axis == 3 else row_runs(kernel, node, ctx, spec)
+
+
+def _slice_runs(names: list[str], offsets: list[int], activation: str) -> list[Piece]:
+    """Whole slices along channels, a run of pixels per work-item (``ROW_START``): the input is
+    picked once for the run, whose loop then copies (and runs the links) without a branch."""
+    body: list[Piece] = [ROW_START]
+    for n, name in enumerate(names):
+        first, last = offsets[n] // 4, layout.slices(offsets[n + 1])
+        where = "if" if n == 0 else "} else if"
+        loop = "    for (int X = X0; X < X1; ++X) {\n"
+        body += [
+            f"  {where} (S < {last}) {{\n{loop}  FLT4 result = args.{name}.Read(X, Y, S - {first}, b);\n{activation}",
+            WRITE,
+        ]
+    return [*body, "  }\n}\n"]

@@ -121,7 +121,9 @@ class Binary(Op):
             + read_broadcast("b_in", zero_extended=b in extended, constant=constant_shape(ctx.graph, b))
             + f"  FLT4 result = {BINARY[node.op][0].format(a='a_v', b='b_in_v')};\n  {act}\n"
         )
-        return row_runs(operation(written(code), srcs=srcs, tensor_objects=objects), node, ctx)
+        kernel = operation(written(code), srcs=srcs, tensor_objects=objects)
+        kernel.codes_writer = True  # it writes only through its write hook
+        return row_runs(kernel, node, ctx)
 
     def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
         return shape_rules.broadcast(node, graph)
@@ -399,9 +401,8 @@ class Unary(UnaryOp):
         return UNARY[node.op]
 
 
-#: ``HEAD`` with a loop over a run of ROW_PIXELS pixels of one row, one slice: the body and its
-#: closing write run once per pixel (the write closes the loop; ``row_runs`` closes the kernel).
-ROW_HEAD = f"""
+#: ``HEAD`` for a run of ROW_PIXELS pixels of one row, one slice: X from X0 up to X1
+ROW_START = f"""
 MAIN_FUNCTION($0) {{
   int gx = GLOBAL_ID_0;
   int Y = GLOBAL_ID_1;
@@ -413,8 +414,10 @@ MAIN_FUNCTION($0) {{
   int X0 = gx * {ROW_PIXELS}, b = 0;
   if (B != 1) {{ X0 = (gx / B) * {ROW_PIXELS}; b = gx % B; }}
   int X1 = X0 + {ROW_PIXELS} < W ? X0 + {ROW_PIXELS} : W;
-  for (int X = X0; X < X1; ++X) {{
 """
+#: ``ROW_START`` with the loop over the run: the body and its closing write run once per pixel
+#: (the write closes the loop; ``row_runs`` closes the kernel).
+ROW_HEAD = ROW_START + "  for (int X = X0; X < X1; ++X) {\n"
 
 
 def row_runs(kernel: Kernel, node: Node, ctx: EmitContext, spec: KernelSpec | None = None) -> Kernel:
