@@ -4,6 +4,8 @@ scheduler (scheduler.py). Compile only: no device."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -221,6 +223,13 @@ def test_a_concatenation_alone_in_its_reader_is_dropped_and_one_that_moves_value
     graph, nodes, _ = _dense_chain(2)
     site = rewrite(graph, [0, 2, 3], [6], [ConcatChainRewrite()])  # x_1's RELU is not in the partition
     assert site.graph.nodes[2].inputs == (0, 1, 4) and site.nodes == [2, 3]
+    ctx = compile_partition(graph, [0, 2, 3], [0, 1, 4], [6], CompileOptions())
+    assert [n.name for n in ctx.nodes] == ["concatenation_2+concatenation_0+relu_3"]
+    # read twice where the limit lets only one read be replaced: it stays, as does its node
+    site = make_site(graph, [0, 2], [5])
+    doubled = dataclasses.replace(graph.nodes[2], inputs=(2,) * (MAX_INPUTS - 1))
+    found = ConcatChainRewrite().match(doubled, site)
+    assert found is not None and found.nodes == (2,) and found.edited[0].inputs == (0, 1, *(2,) * (MAX_INPUTS - 2))
     grid = Carried(0.5, -7, -128, 127, _INT8)
     for t in (2, 5):
         graph.tensors[t].carried = grid

@@ -13,7 +13,7 @@ grid of every input, quant.py), nor apply an activation, and along channels ever
 must be whole slices, so that the outer kernel keeps its slice-by-slice copy. The inputs stay at
 most ``ops.concatenation.MAX_INPUTS``: a longer chain keeps the concatenation where the count
 would pass it, and starts again from there. An inner concatenation left without readers (and not
-a partition output) is dropped.
+a partition output) is dropped, the outer one's kernel carrying its name.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from .graph import Builtin, Node
+from .kernel_names import joined
 from .ops.concatenation import MAX_INPUTS, Concatenation, concat_axis
 from .rewrites import Match, Site, replace_nodes
 
@@ -69,9 +70,15 @@ class ConcatChainRewrite:
         edited = dataclasses.replace(node, inputs=tuple(inputs))
         if Concatenation().check(edited, site.graph) is not None:
             return None
-        dead = [n for n in inner if _read_only_by(n.outputs[0], node, site)]
+        dead = [n for n in inner if n.outputs[0] not in inputs and _read_only_by(n.outputs[0], node, site)]
         dropped = tuple(i for i in site.nodes if i in {n.index for n in dead})
-        return Match((*dropped, node.index), None, edited=(edited,))
+        # the outer kernel carries the dropped nodes' names (and those they carried), so that the
+        # plugin's reports count them as run (kernel_names.py)
+        carried = [site.names[node.index]] if node.index in site.names else []
+        for n in dead:
+            carried += [n.name, *([site.names[n.index]] if n.index in site.names else [])]
+        names = ((node.index, joined(carried)),) if dead else ()
+        return Match((*dropped, node.index), None, edited=(edited,), names=names)
 
     def apply(self, site: Site, found: Match) -> Site:
         return replace_nodes(site, found)
