@@ -69,8 +69,9 @@ def residual(rng: np.random.Generator) -> tuple[list[T], list[Op]]:
     return tensors, [_conv(0, 3, 1), _conv(3, 6, 3), Op(Builtin.ADD, [6, 3], [7], ("AddOptions", {}), version=2)]
 
 
-def _contexts(monkeypatch: pytest.MonkeyPatch) -> list[model.InferenceContext]:
-    """The contexts compiled from now on (the list fills as partitions compile)."""
+def _contexts(monkeypatch: pytest.MonkeyPatch, graphs: list[Any] | None = None) -> list[model.InferenceContext]:
+    """The contexts compiled from now on (the list fills as partitions compile); ``graphs``: a
+    list that takes the graph each was compiled from."""
     from delegate.plugin.registry import REGISTRY
     from tests.plugin_testing import inject
 
@@ -80,6 +81,8 @@ def _contexts(monkeypatch: pytest.MonkeyPatch) -> list[model.InferenceContext]:
     def spied(graph: Any, nodes: list[int], inputs: Any, outputs: Any, options: CompileOptions) -> Any:
         ctx = real(graph, nodes, inputs, outputs, options)
         contexts.append(ctx)
+        if graphs is not None:
+            graphs.append(graph)
         return ctx
 
     inject(monkeypatch, compile=spied)
@@ -256,19 +259,8 @@ def test_a_concatenation_rounds_only_an_input_off_its_grid(monkeypatch, scale, r
     """A concatenation whose inputs are on its output's grid copies values on the grid, with no
     rounding step after them (Op.writes_grid: its output may carry codes as it is); one input on
     another grid is requantized, the step in place. The values are TFLite's."""
-    from delegate.plugin.registry import REGISTRY
-    from tests.plugin_testing import inject
-
-    real = REGISTRY.plan.loader.compiler.compile
-    steps: list[tuple[str, str]] = []
-
-    def spied(graph: Any, nodes: list[int], inputs: Any, outputs: Any, options: CompileOptions) -> Any:
-        ctx = real(graph, nodes, inputs, outputs, options)
-        step = qdq_code(graph.tensor(outputs[0]).carried)
-        steps.extend((step, n.gpu_op.code) for n in ctx.nodes if "concatenation" in n.name)
-        return ctx
-
-    inject(monkeypatch, compile=spied)
+    graphs: list[Any] = []
+    contexts = _contexts(monkeypatch, graphs)
     rng = np.random.default_rng(9)
     # uint8: TFLite's int8 kernel takes inputs on the output's grid only
     tensors = [qt((1, 5, 6, 8), 0.5, 121, np.uint8), qt((1, 5, 6, 12), scale, 121, np.uint8)]
@@ -276,7 +268,8 @@ def test_a_concatenation_rounds_only_an_input_off_its_grid(monkeypatch, scale, r
     concat = Op(Builtin.CONCATENATION, [0, 1], [2], ("ConcatenationOptions", {"Axis": 3}))
     feeds = [qrand((1, 5, 6, 8), rng, np.uint8), qrand((1, 5, 6, 12), rng, np.uint8)]
     check_quant(tensors, [concat], [0, 1], [2], feeds)
-    assert len(steps) == 1 and (steps[0][0] in steps[0][1]) == rounds
+    codes = [n.gpu_op.code for ctx in contexts for n in ctx.nodes if "concatenation" in n.name]
+    assert len(graphs) == len(codes) == 1 and (qdq_code(graphs[0].tensor(2).carried) in codes[0]) == rounds
 
 
 # ---------------------------------------------------------------- the context format

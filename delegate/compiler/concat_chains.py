@@ -22,7 +22,7 @@ import dataclasses
 
 from .graph import Builtin, Node
 from .kernel_names import joined
-from .ops.concatenation import MAX_INPUTS, Concatenation, concat_axis
+from .ops.concatenation import MAX_INPUTS, Concatenation, concat_axis, copies_on_grid
 from .rewrites import Match, Site, replace_nodes
 
 
@@ -33,11 +33,8 @@ def _inner(tensor: int, outer: Node, site: Site) -> Node | None:
         return None
     graph = site.graph
     axis = concat_axis(outer, graph)
-    if concat_axis(node, graph) != axis or node.params.get("activation", 0):
-        return None
-    grid = graph.tensor(tensor).carried
-    if any(graph.tensor(i).carried != grid for i in node.inputs):
-        return None  # the inner concatenation moves an input onto its grid
+    if concat_axis(node, graph) != axis or not copies_on_grid(node, graph):
+        return None  # the inner concatenation applies an activation or moves an input onto its grid
     if axis == 3 and any(graph.tensor(i).shape[-1] % 4 for i in node.inputs):
         return None  # an input of part slices would turn the outer copy lane by lane
     return node
@@ -70,7 +67,7 @@ class ConcatChainRewrite:
         edited = dataclasses.replace(node, inputs=tuple(inputs))
         if Concatenation().check(edited, site.graph) is not None:
             return None
-        dead = [n for n in inner if n.outputs[0] not in inputs and _read_only_by(n.outputs[0], node, site)]
+        dead = [n for n in inner if n.outputs[0] not in inputs and site.only_reader(n.outputs[0]) is node]
         dropped = tuple(i for i in site.nodes if i in {n.index for n in dead})
         # the outer kernel carries the dropped nodes' names (and those they carried), so that the
         # plugin's reports count them as run (kernel_names.py)
@@ -82,7 +79,3 @@ class ConcatChainRewrite:
 
     def apply(self, site: Site, found: Match) -> Site:
         return replace_nodes(site, found)
-
-
-def _read_only_by(tensor: int, node: Node, site: Site) -> bool:
-    return tensor not in site.outputs and [r.index for r in site.readers.get(tensor, [])] == [node.index]

@@ -31,6 +31,13 @@ def concat_axis(node: Node, graph: Graph) -> int:
     return _axis4(node.params.get("axis", 0), len(graph.tensor(node.outputs[0]).shape))
 
 
+def copies_on_grid(node: Node, graph: Graph) -> bool:
+    """Does CONCATENATION ``node`` copy its inputs' values as they are: no activation, every input on
+    the output's grid (compiler/quant.py; a constant, never carried, is on none), or all unquantized?"""
+    grid = graph.tensor(node.outputs[0]).carried
+    return not node.params.get("activation", 0) and all(graph.tensor(i).carried == grid for i in node.inputs)
+
+
 class Concatenation(Op):
     codes = (Builtin.CONCATENATION,)
     data_inputs = 64
@@ -40,13 +47,7 @@ class Concatenation(Op):
     }
 
     def writes_grid(self, node: Node, graph: Graph) -> bool:
-        """Inputs all on the output's grid, copied without an activation: on the grid already."""
-        grid = graph.tensor(node.outputs[0]).carried
-        inputs = [graph.tensor(i) for i in node.inputs]
-        return (
-            grid is not None and not node.params.get("activation", 0)
-            and all(not t.is_constant and t.carried == grid for t in inputs)
-        )  # fmt: skip
+        return graph.tensor(node.outputs[0]).carried is not None and copies_on_grid(node, graph)
 
     def implied_shape(self, node: Node, graph: Graph) -> tuple[int, ...] | None:
         return shape_rules.concatenation(node, graph)
@@ -78,41 +79,51 @@ class Concatenation(Op):
         lanes = axis == 3 and any(o % 4 for o in offsets[:-1])  # an input starts inside a slice
         spec = select_copy(node, g, ctx.options)
         if axis == 3 and not lanes and spec.variant is Variant.ROW_RUNS:
-            kernel = operation(_slice_runs(names, offsets, activation), srcs=srcs, tensor_objects=objects)
-            kernel.codes_writer = True  # it writes only through its write hooks
-            return launched(kernel, spec)
-        lines = [LANES, HEAD] if lanes else [HEAD]
-        if axis == 3 and not lanes:
-            lines.append("  FLT4 result;\n")
-            for n, name in enumerate(names):
-                first, last = offsets[n] // 4, layout.slices(offsets[n + 1])
-                where = "if" if n == 0 else "else if"
-                lines.append(f"  {where} (S < {last}) result = args.{name}.Read(X, Y, S - {first}, b);\n")
-            lines.append("  else result = INIT_FLT4(0.0f);\n")
-        elif axis == 3:  # channels: place lane by lane
-            lines.append("  FLT4 result = INIT_FLT4(0.0f);\n  for (int k = 0; k < 4; ++k) {\n    int c = S * 4 + k;\n")
-            for n, name in enumerate(names):
-                lo, hi = offsets[n], offsets[n + 1]
-                lines.append(
-                    f"    if (c >= {lo} && c < {hi}) result = dlg_set(result, k, dlg_component("
-                    f"args.{name}.Read(X, Y, (c - {lo}) / 4, b), (c - {lo}) % 4));\n"
-                )
-            lines.append("  }\n")
+            kernel = launched(
+                operation(_slice_runs(names, offsets, activation), srcs=srcs, tensor_objects=objects), spec
+            )
         else:
-            coord = {0: "b", 1: "Y", 2: "X"}[axis]
-            lines.append("  FLT4 result = INIT_FLT4(0.0f);\n")
-            for n, name in enumerate(names):
-                lo, hi = offsets[n], offsets[n + 1]
-                at = {
-                    "b": ("X", "Y", "S", f"b - {lo}"),
-                    "Y": ("X", f"Y - {lo}", "S", "b"),
-                    "X": (f"X - {lo}", "Y", "S", "b"),
-                }[coord]
-                lines.append(f"  if ({coord} >= {lo} && {coord} < {hi}) result = args.{name}.Read({', '.join(at)});\n")
-        kernel = operation(written("".join(lines) + activation), srcs=srcs, tensor_objects=objects)
-        kernel.codes_writer = True  # it writes only through its write hook
-        # another axis: runs of pixels, as a copy is (the lane by lane copy starts with its helpers)
-        return kernel if lanes or axis == 3 else row_runs(kernel, node, ctx, spec)
+            code = _per_item(names, offsets, axis, lanes) + activation
+            kernel = operation(written(code), srcs=srcs, tensor_objects=objects)
+            # runs of pixels where the selector chose them, as a copy takes (the lane by lane copy
+            # starts with its helpers, not HEAD)
+            kernel = kernel if lanes else row_runs(kernel, node, ctx, spec)
+        kernel.codes_writer = True  # it writes only through its write hooks
+        return kernel
+
+
+def _per_item(names: list[str], offsets: list[int], axis: int, lanes: bool) -> str:
+    """The body setting ``result`` with a work-item per output FLT4: whole slices along channels,
+    lane by lane (``lanes``), or along another axis."""
+    lines = [LANES, HEAD] if lanes else [HEAD]
+    if axis == 3 and not lanes:
+        lines.append("  FLT4 result;\n")
+        for n, name in enumerate(names):
+            first, last = offsets[n] // 4, layout.slices(offsets[n + 1])
+            where = "if" if n == 0 else "else if"
+            lines.append(f"  {where} (S < {last}) result = args.{name}.Read(X, Y, S - {first}, b);\n")
+        lines.append("  else result = INIT_FLT4(0.0f);\n")
+    elif axis == 3:  # channels: place lane by lane
+        lines.append("  FLT4 result = INIT_FLT4(0.0f);\n  for (int k = 0; k < 4; ++k) {\n    int c = S * 4 + k;\n")
+        for n, name in enumerate(names):
+            lo, hi = offsets[n], offsets[n + 1]
+            lines.append(
+                f"    if (c >= {lo} && c < {hi}) result = dlg_set(result, k, dlg_component("
+                f"args.{name}.Read(X, Y, (c - {lo}) / 4, b), (c - {lo}) % 4));\n"
+            )
+        lines.append("  }\n")
+    else:
+        coord = {0: "b", 1: "Y", 2: "X"}[axis]
+        lines.append("  FLT4 result = INIT_FLT4(0.0f);\n")
+        for n, name in enumerate(names):
+            lo, hi = offsets[n], offsets[n + 1]
+            at = {
+                "b": ("X", "Y", "S", f"b - {lo}"),
+                "Y": ("X", f"Y - {lo}", "S", "b"),
+                "X": (f"X - {lo}", "Y", "S", "b"),
+            }[coord]
+            lines.append(f"  if ({coord} >= {lo} && {coord} < {hi}) result = args.{name}.Read({', '.join(at)});\n")
+    return "".join(lines)
 
 
 def _slice_runs(names: list[str], offsets: list[int], activation: str) -> list[Piece]:
